@@ -1,0 +1,1 @@
+"""jaxmc: probabilistic model checking for PRISM models, array-first on JAX."""
