@@ -1,0 +1,8 @@
+"""`python -m jaxmc` is the `jaxmc` command."""
+
+import sys
+
+from .cli import main
+
+
+sys.exit(main())

@@ -1,0 +1,243 @@
+"""The public entry points: `load_model`, `build`, `load_properties`, `check`,
+`solve`.
+
+This module is thin on purpose: each function hands over to one stage of the
+pipeline (parse → check → explore → numerics) and adds no logic of its own
+beyond caching the built model and timing the stages.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import lang, semantics
+from .errors import JaxmcError, ModelCheckingError
+from .explore import ExplicitModel, build as _build
+from .lang import ast
+
+
+ConstantsArg = str | Mapping[str, Any] | None
+
+
+@dataclass(eq=False)
+class Model:
+    """A PRISM model parsed and checked, with its constants fixed; built into
+    an `ExplicitModel` on first use (then cached).
+
+    Create it with [`jaxmc.load_model`][].
+    """
+
+    checked: semantics.CheckedProgram
+    path: str | None = None
+    build_options: dict[str, Any] = field(default_factory=dict)
+    _explicit: ExplicitModel | None = field(default=None, repr=False)
+    build_time: float | None = None
+
+    @property
+    def model_type(self) -> ast.ModelType:
+        return self.checked.model_type
+
+    @property
+    def constants(self) -> Mapping[str, Any]:
+        return self.checked.constants
+
+    def build(self, **options: Any) -> ExplicitModel:
+        """Explore the state space (once; later calls return the cached model
+        unless different options are given)."""
+        if self._explicit is None or (options and options != self.build_options):
+            if options:
+                self.build_options = dict(options)
+            start = time.perf_counter()
+            self._explicit = _build(self.checked, **self.build_options)
+            self.build_time = time.perf_counter() - start
+        return self._explicit
+
+
+def _constants_mapping(constants: ConstantsArg) -> dict[str, Any]:
+    if constants is None:
+        return {}
+    if isinstance(constants, str):
+        return dict(semantics.parse_constants(constants))
+    return dict(constants)
+
+
+def load_model(
+    path: str | os.PathLike,
+    constants: ConstantsArg = None,
+    *,
+    parameters: tuple[str, ...] = (),
+    **build_options: Any,
+) -> Model:
+    """Parse and check a PRISM model file.
+
+    **Arguments:**
+    - `path`: a `.pm` (DTMC), `.sm` (CTMC), `.nm` (MDP) or `.prism` file.
+    - `constants`: values for undefined (or overridden) constants, either as
+      PRISM's `-const` string `"N=3,p=0.2"` or as a mapping.
+    - `parameters`: constants to keep symbolic (for gradients).
+    - `build_options`: passed to the builder when the model is built
+      (`max_states`, `deadlocks="fix"|"error"`, `progress`).
+
+    **Returns:** a [`jaxmc.Model`][]; the state space is built lazily.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return load_model_string(
+        text, constants, file=path, parameters=parameters, **build_options
+    )
+
+
+def load_model_string(
+    text: str,
+    constants: ConstantsArg = None,
+    *,
+    file: str | None = None,
+    parameters: tuple[str, ...] = (),
+    **build_options: Any,
+) -> Model:
+    """Like [`jaxmc.load_model`][] but from the model's text."""
+    program = lang.parse_model(text, file=file)
+    checked = semantics.check_program(
+        program,
+        _constants_mapping(constants),
+        source=text,
+        file=file,
+        parameters=parameters,
+    )
+    return Model(checked=checked, path=file, build_options=dict(build_options))
+
+
+def build(model: Model | ExplicitModel, **options: Any) -> ExplicitModel:
+    """The explicit state space of `model` (built on first use, then cached)."""
+    if isinstance(model, ExplicitModel):
+        return model
+    return model.build(**options)
+
+
+def load_properties(
+    path: str | os.PathLike,
+    model: Model,
+    constants: ConstantsArg = None,
+) -> semantics.CheckedProperties:
+    """Parse and check a property file against `model`.
+
+    **Returns:** the checked properties, in file order; index them by position
+    or look one up by name with `.get(name)`.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return parse_properties(text, model, constants, file=path)
+
+
+def parse_properties(
+    text: str,
+    model: Model,
+    constants: ConstantsArg = None,
+    *,
+    file: str | None = None,
+) -> semantics.CheckedProperties:
+    """Parse and check properties given as text (one or more, `;`-separated)."""
+    pf = lang.parse_properties(text, file=file)
+    consts = _constants_mapping(constants)
+    # Constants given for the model apply to the property file too (PRISM's
+    # single `-const` switch covers both).
+    for k, v in model.constants.items():
+        consts.setdefault(k, v)
+    return semantics.check_properties(
+        pf, model.checked, consts, source=text, file=file
+    )
+
+
+def _resolve_property(model: Model, prop: Any) -> tuple[Any, semantics.CheckedProperties]:
+    """`prop` as (one checked property, the collection it belongs to)."""
+    if isinstance(prop, str):
+        props = parse_properties(prop, model)
+        if len(props) != 1:
+            raise ModelCheckingError(
+                f"expected exactly one property, got {len(props)}",
+                hint="pass one property at a time, or use load_properties",
+            )
+        return props[0], props
+    if isinstance(prop, tuple) and len(prop) == 2:
+        props, key = prop
+        return props.get(key), props
+    raise TypeError(
+        "`prop` should be a property string like 'P=? [ F \"goal\" ]', or a "
+        "(properties, name_or_index) pair from `jaxmc.load_properties`."
+    )
+
+
+def check(
+    model: Model,
+    prop: Any,
+    *,
+    properties: semantics.CheckedProperties | None = None,
+    method: str | None = None,
+    epsilon: float = 1e-6,
+    relative: bool = True,
+    max_iters: int = 10000,
+    throw: bool = True,
+):
+    """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
+
+    **Arguments:**
+    - `model`: from [`jaxmc.load_model`][] (built on first use).
+    - `prop`: a property string, a checked property, or the name/index of one
+      in `properties`.
+    - `properties`: the property file `prop` refers into (for names and
+      references between properties).
+    - `method`: `"jacobi"` (default for DTMCs/CTMCs), `"power"`,
+      `"gauss_seidel"`, `"bicgstab"`, `"value_iteration"` (default for MDPs),
+      `"interval_iteration"`.
+    - `epsilon`, `relative`, `max_iters`: the convergence criterion, as
+      PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.
+    - `throw`: raise `ConvergenceError` when an iterative method stops before
+      converging; with `False` the result carries the status instead.
+    """
+    from .props import CheckOptions, check_property
+
+    if properties is not None and isinstance(prop, (str, int)):
+        try:
+            checked_prop = properties.get(prop)
+        except (KeyError, IndexError, JaxmcError):
+            if isinstance(prop, int):
+                raise
+            checked_prop, properties = _resolve_property(model, prop)
+    elif isinstance(prop, str):
+        checked_prop, properties = _resolve_property(model, prop)
+    else:
+        checked_prop = prop
+    if properties is None:
+        raise TypeError("a checked property needs its `properties` collection")
+    explicit = build(model)
+    options = CheckOptions(
+        method=method,
+        epsilon=epsilon,
+        relative=relative,
+        max_iters=max_iters,
+        throw=throw,
+    )
+    result = check_property(explicit, checked_prop, properties, options)
+    if model.build_time is not None:
+        result.timing.setdefault("build", model.build_time)
+    return result
+
+
+def solve(model: Model, prop: Any, **kwargs: Any):
+    """The value of `prop` at the model's single initial state, as a JAX
+    scalar (a bool for properties with a threshold).
+
+    Takes the same arguments as [`jaxmc.check`][]. Raises
+    `ModelCheckingError` if the model has several initial states: use
+    `check(...).at_initial`, or a `filter(...)` in the property.
+    """
+    import jax.numpy as jnp
+
+    result = check(model, prop, **kwargs)
+    return jnp.asarray(result.value)

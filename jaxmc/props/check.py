@@ -1,0 +1,443 @@
+"""Checking a property: walk the property's AST and call the numerics.
+
+This is Storm's `SparseDtmcPrctlModelChecker` layer: it knows formulas, and
+hands plain matrices and boolean masks to `jaxmc.numerics`, which knows none.
+Every sub-formula evaluates to a vector over all states (numpy: bool, int or
+float). A `filter` reduces a vector to one value, which then stands for every
+state.
+
+PRISM's rules implemented here:
+- `G`, `W`, `R` reduce to `U` by duality (`P(G φ) = 1 − P(F ¬φ)`, with
+  min and max swapped);
+- discrete step bounds: `<k` is `<=k-1`, `>k` is `>=k+1`, `=k` is `[k,k]`;
+  continuous time bounds: `<t` is `<=t`, `>t` is `>=t`;
+- `P~p` without `min`/`max` on an MDP quantifies over all schedulers: `>=`,
+  `>` use the minimum, `<`, `<=` the maximum (and the same for `R`);
+- `Pmin`/`Pmax` on a DTMC or CTMC are plain `P` (there is nothing to
+  optimise), as in PRISM;
+- `E [ψ]` is `P>0 [ψ]` (`Pmax>0` on an MDP) and `A [ψ]` is `P>=1 [ψ]`
+  (`Pmin>=1`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import numerics
+from ..errors import ModelCheckingError, UnsupportedError
+from ..explore.model import ExplicitModel
+from ..lang import ast
+from ..lang.ast import BinaryOp, TemporalOp, TimeBoundKind
+from .evaluate import evaluate_plain
+from .result import CheckOptions, CheckResult
+
+
+_FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
+_COMPARE = {
+    BinaryOp.LT: np.less,
+    BinaryOp.LE: np.less_equal,
+    BinaryOp.GT: np.greater,
+    BinaryOp.GE: np.greater_equal,
+}
+
+
+def check_property(
+    model: ExplicitModel, prop: Any, properties: Any, options: CheckOptions
+) -> CheckResult:
+    """Check one property (from `jaxmc.semantics.check_properties`)."""
+    checker = _Checker(model, properties, options)
+    start = time.perf_counter()
+    expr = prop.expr
+    text = getattr(prop, "text", None) or _format(expr)
+    if isinstance(expr, ast.Filter):
+        value = checker.filter(expr)
+        values, is_filter = None, True
+        if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
+            values, is_filter, value = value, False, None
+    else:
+        values, value, is_filter = checker.eval(expr), None, False
+    checker.stats["total"] = time.perf_counter() - start
+    return CheckResult(
+        property_text=text,
+        values=values,
+        initial_states=np.asarray(model.initial_states),
+        filter_value=value,
+        is_filter=is_filter,
+        status=checker.status,
+        iterations=checker.iterations,
+        residual=checker.residual,
+        bound_gap=checker.bound_gap,
+        timing=checker.stats,
+    )
+
+
+def _format(expr: ast.Expr) -> str:
+    from ..lang.printer import format_expr
+
+    return format_expr(expr)
+
+
+class _Checker:
+    def __init__(self, model: ExplicitModel, properties: Any, options: CheckOptions):
+        self.model = model
+        self.properties = properties
+        self.options = options
+        self.n = model.num_states
+        self.is_mdp = model.model_type == ast.ModelType.MDP
+        self.is_ctmc = model.model_type == ast.ModelType.CTMC
+        self.stats: dict[str, float] = {}
+        self.status: str | None = None
+        self.iterations: int | None = None
+        self.residual: float | None = None
+        self.bound_gap: float | None = None
+        self._label_cache: dict[str, np.ndarray] = {}
+        self._resolving: set[str] = set()
+
+    # ------------------------------------------------------------ expressions
+
+    def eval(self, e: ast.Expr) -> np.ndarray:
+        """The value of `e` in every state."""
+        if isinstance(e, ast.ProbOp):
+            return self.prob_op(e)
+        if isinstance(e, ast.RewardOp):
+            return self.reward_op(e)
+        if isinstance(e, ast.SteadyOp):
+            return self.steady_op(e)
+        if isinstance(e, ast.PathQuantifier):
+            return self.path_quantifier(e)
+        if isinstance(e, ast.Filter):
+            value = self.filter(e)
+            if isinstance(value, np.ndarray):
+                return value
+            if isinstance(value, tuple):
+                raise UnsupportedError(
+                    "a `range` filter cannot be used inside an expression", e.span
+                )
+            return np.full(self.n, value)
+        if isinstance(e, ast.LabelRef):
+            return self.label(e)
+        if isinstance(e, (ast.Temporal, ast.RewardPath)):
+            raise ModelCheckingError(
+                "a path formula must appear inside P[...], R[...], E[...] or A[...]",
+                e.span,
+            )
+        return evaluate_plain(e, self.model, self.eval)
+
+    def bool(self, e: ast.Expr) -> np.ndarray:
+        v = self.eval(e)
+        if v.dtype != np.bool_:
+            raise ModelCheckingError("expected a boolean-valued formula", e.span)
+        return v
+
+    def label(self, e: ast.LabelRef) -> np.ndarray:
+        name = e.name
+        if name in self._label_cache:
+            return self._label_cache[name]
+        if name == "init":
+            mask = np.zeros(self.n, dtype=bool)
+            mask[np.asarray(self.model.initial_states)] = True
+        elif name in self.model.labels:
+            mask = np.asarray(self.model.labels[name], dtype=bool)
+        else:
+            target = self.properties.resolve_label(name) if self.properties else None
+            if target is None:
+                raise ModelCheckingError(f'unknown label or property "{name}"', e.span)
+            if name in self._resolving:
+                raise ModelCheckingError(
+                    f'property "{name}" refers to itself', e.span
+                )
+            self._resolving.add(name)
+            try:
+                mask = self.eval(target)
+            finally:
+                self._resolving.discard(name)
+        self._label_cache[name] = mask
+        return mask
+
+    # -------------------------------------------------------------- operators
+
+    def _opt(self, opt: ast.Opt | None, threshold: ast.Threshold | None):
+        """The optimisation direction for an MDP operator (None otherwise)."""
+        if not self.is_mdp:
+            return None
+        if opt is not None:
+            return opt.value
+        if threshold is None:
+            raise ModelCheckingError(
+                "for an MDP, use Pmin=?/Pmax=? (or Rmin/Rmax): the value depends "
+                "on the scheduler",
+                hint="write Pmax=? [ ... ] or Pmin=? [ ... ]",
+            )
+        if threshold.cmp in (BinaryOp.GE, BinaryOp.GT):
+            return "min"
+        return "max"
+
+    def _apply_threshold(self, values: np.ndarray, threshold: ast.Threshold | None):
+        if threshold is None:
+            return values
+        bound = self._scalar(threshold.value)
+        return _COMPARE[threshold.cmp](values, bound)
+
+    def _scalar(self, e: ast.Expr) -> float:
+        v = self.eval(e)
+        return v.flat[0].item() if isinstance(v, np.ndarray) else v
+
+    def prob_op(self, op: ast.ProbOp) -> np.ndarray:
+        opt = self._opt(op.opt, op.threshold)
+        values = self.path_probs(op.path, opt)
+        return self._apply_threshold(values, op.threshold)
+
+    def path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
+        if q.quantifier == ast.Quantifier.EXISTS:
+            return self.path_probs(q.path, "max" if self.is_mdp else None) > 0
+        return self.path_probs(q.path, "min" if self.is_mdp else None) >= 1
+
+    def path_probs(self, path: ast.Expr, opt: str | None) -> np.ndarray:
+        """P(path) in every state, optimised with `opt` on MDPs."""
+        if not isinstance(path, ast.Temporal):
+            # A state formula as a path formula holds at time 0 or not at all.
+            return self.bool(path).astype(np.float64)
+        flip = {None: None, "min": "max", "max": "min"}[opt]
+        op, bound = path.op, path.bound
+        if op == TemporalOp.NEXT:
+            return self._next(self.bool(path.right), opt)
+        if op == TemporalOp.EVENTUALLY:
+            return self._until(np.ones(self.n, bool), self.bool(path.right), bound, opt)
+        if op == TemporalOp.UNTIL:
+            return self._until(self.bool(path.left), self.bool(path.right), bound, opt)
+        if op == TemporalOp.GLOBALLY:
+            phi = self.bool(path.right)
+            return 1.0 - self._until(np.ones(self.n, bool), ~phi, bound, flip)
+        if op == TemporalOp.WEAK_UNTIL:
+            phi, psi = self.bool(path.left), self.bool(path.right)
+            return 1.0 - self._until(~psi, ~phi & ~psi, bound, flip)
+        if op == TemporalOp.RELEASE:
+            phi, psi = self.bool(path.left), self.bool(path.right)
+            return 1.0 - self._until(~phi, ~psi, bound, flip)
+        raise UnsupportedError(f"temporal operator {op.value}", path.span)
+
+    # ----------------------------------------------------------------- bounds
+
+    def _bound_values(self, bound: ast.TimeBound) -> tuple[float, float]:
+        """(low, high) of a bound; high may be inf. Discrete bounds are
+        normalised to inclusive integer bounds."""
+        low = self._scalar(bound.low) if bound.low is not None else 0
+        high = self._scalar(bound.high) if bound.high is not None else math.inf
+        kind = bound.kind
+        if kind == TimeBoundKind.EQ:
+            high = low
+        for v, e in ((low, bound.low), (high, bound.high)):
+            if e is not None and v < 0:
+                raise ModelCheckingError(f"negative time bound {v}", e.span)
+        if bound.kind == TimeBoundKind.INTERVAL and high < low:
+            raise ModelCheckingError(
+                f"empty time interval [{low}, {high}]", bound.span
+            )
+        if not self.is_ctmc:
+            if any(
+                e is not None and float(v) != int(v)
+                for v, e in ((low, bound.low), (high, bound.high))
+            ):
+                raise ModelCheckingError(
+                    "step bounds of a discrete-time model must be integers",
+                    bound.span,
+                )
+            if kind == TimeBoundKind.LT:
+                high = high - 1
+            elif kind == TimeBoundKind.GT:
+                low = low + 1
+        return low, high
+
+    # --------------------------------------------------------------- numerics
+
+    def _record(self, info: Any) -> None:
+        """Keep the statistics of the last iterative solve."""
+        if info is None:
+            return
+        self.status = getattr(info, "status_name", None) or self.status
+        it = getattr(info, "iterations", None)
+        if it is not None:
+            self.iterations = int(it) + (self.iterations or 0)
+        res = getattr(info, "residual", None)
+        if res is not None:
+            self.residual = float(res)
+        gap = getattr(info, "bound_gap", None)
+        if gap is not None:
+            self.bound_gap = float(gap)
+        for k, v in (getattr(info, "timing", None) or {}).items():
+            self.stats[k] = self.stats.get(k, 0.0) + v
+
+    def _solver_kwargs(self) -> dict[str, Any]:
+        o = self.options
+        return dict(
+            method=o.method,
+            epsilon=o.epsilon,
+            relative=o.relative,
+            max_iters=o.max_iters,
+            throw=o.throw,
+        )
+
+    def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
+        return np.asarray(numerics.next_probabilities(self.model, phi, opt=opt))
+
+    def _until(
+        self,
+        phi: np.ndarray,
+        psi: np.ndarray,
+        bound: ast.TimeBound | None,
+        opt: str | None,
+    ) -> np.ndarray:
+        if bound is None:
+            values, info = numerics.until_probabilities(
+                self.model, phi, psi, opt=opt, **self._solver_kwargs()
+            )
+            self._record(info)
+            return np.asarray(values)
+        low, high = self._bound_values(bound)
+        if high < low:  # e.g. U<0: no path satisfies it
+            return np.zeros(self.n)
+        if self.is_ctmc:
+            return np.asarray(
+                numerics.time_bounded_until(
+                    self.model, phi, psi, low, high, epsilon=self.options.epsilon
+                )
+            )
+        if math.isinf(high):
+            # φ U>=k ψ: stay in φ for k steps, then φ U ψ.
+            after, info = numerics.until_probabilities(
+                self.model, phi, psi, opt=opt, **self._solver_kwargs()
+            )
+            self._record(info)
+            return np.asarray(
+                numerics.bounded_until(
+                    self.model, phi, psi, int(low), int(low), opt=opt, after=after
+                )
+            )
+        return np.asarray(
+            numerics.bounded_until(self.model, phi, psi, int(low), int(high), opt=opt)
+        )
+
+    def reward_op(self, op: ast.RewardOp) -> np.ndarray:
+        key = op.structure
+        if isinstance(key, ast.Node):
+            idx = self._scalar(key)
+            if float(idx) != int(idx):
+                raise ModelCheckingError("reward structure index must be an integer")
+            key = int(idx)
+        try:
+            reward = self.model.reward_structure(key)
+        except ModelCheckingError as err:
+            err.span = op.span
+            raise
+        opt = self._opt(op.opt, op.threshold)
+        values = self.reward_path(op.path, reward, opt)
+        return self._apply_threshold(values, op.threshold)
+
+    def reward_path(self, path: ast.Expr, reward: Any, opt: str | None) -> np.ndarray:
+        m = self.model
+        if isinstance(path, ast.Temporal) and path.op == TemporalOp.EVENTUALLY:
+            if path.bound is not None:
+                raise UnsupportedError(
+                    "bounded reachability rewards (R [ F<=k ... ])", path.span
+                )
+            values, info = numerics.reachability_rewards(
+                m, reward, self.bool(path.right), opt=opt, **self._solver_kwargs()
+            )
+            self._record(info)
+            return np.asarray(values)
+        if isinstance(path, ast.RewardPath):
+            kind = path.kind
+            if kind == ast.RewardPathKind.CUMULATIVE and path.bound is None:
+                values, info = numerics.total_rewards(
+                    m, reward, opt=opt, **self._solver_kwargs()
+                )
+                self._record(info)
+                return np.asarray(values)
+            if kind == ast.RewardPathKind.LONG_RUN:
+                if self.is_mdp:
+                    raise UnsupportedError(
+                        "long-run average rewards R [ S ] on MDPs", path.span
+                    )
+                values, info = numerics.long_run_rewards(
+                    m, reward, **self._solver_kwargs()
+                )
+                self._record(info)
+                return np.asarray(values)
+            low, high = self._bound_values(path.bound)
+            if kind == ast.RewardPathKind.CUMULATIVE:
+                t = high
+                fn = numerics.cumulative_rewards
+            else:
+                t = low
+                fn = numerics.instantaneous_rewards
+            if not self.is_ctmc:
+                t = int(t)
+            return np.asarray(fn(m, reward, t, opt=opt, epsilon=self.options.epsilon))
+        raise UnsupportedError(
+            "this reward path formula (expected F, C, C<=t, I=t or S)", path.span
+        )
+
+    def steady_op(self, op: ast.SteadyOp) -> np.ndarray:
+        if self.is_mdp:
+            raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
+        values, info = numerics.steady_state_probabilities(
+            self.model, self.bool(op.operand), **self._solver_kwargs()
+        )
+        self._record(info)
+        return self._apply_threshold(np.asarray(values), op.threshold)
+
+    # ---------------------------------------------------------------- filters
+
+    def filter(self, f: ast.Filter) -> Any:
+        values = self.eval(f.operand)
+        states = (
+            np.ones(self.n, dtype=bool) if f.states is None else self.bool(f.states)
+        )
+        if not states.any():
+            raise ModelCheckingError(
+                "the filter's set of states is empty", (f.states or f).span
+            )
+        sel = values[states]
+        op = f.op
+        numeric = values.dtype != np.bool_
+        if op in ("min", "max", "argmin", "argmax", "sum", "avg", "range") and not numeric:
+            raise ModelCheckingError(f"filter `{op}` needs a numerical property", f.span)
+        if op in ("forall", "exists") and numeric:
+            raise ModelCheckingError(f"filter `{op}` needs a boolean property", f.span)
+        if op == "min":
+            return sel.min().item()
+        if op == "max":
+            return sel.max().item()
+        if op in ("argmin", "argmax"):
+            target = sel.min() if op == "argmin" else sel.max()
+            return states & (values == target)
+        if op == "count":
+            return int(np.count_nonzero(sel))
+        if op == "sum":
+            return sel.sum().item()
+        if op == "avg":
+            return (sel.sum() / sel.size).item()
+        if op == "first":
+            return values[np.flatnonzero(states)[0]].item()
+        if op == "range":
+            return (sel.min().item(), sel.max().item())
+        if op == "forall":
+            return bool(sel.all())
+        if op == "exists":
+            return bool(sel.any())
+        if op == "state":
+            idx = np.flatnonzero(states)
+            if idx.size != 1:
+                raise ModelCheckingError(
+                    f"filter `state` needs exactly one state, the filter selects "
+                    f"{idx.size}",
+                    (f.states or f).span,
+                )
+            return values[idx[0]].item()
+        if op in ("print", "printall"):
+            return values
+        raise UnsupportedError(f"filter operator `{op}`", f.span)

@@ -1,0 +1,83 @@
+"""What checking a property returns: `CheckResult`, and the options it takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelCheckingError
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Numerical options, as PRISM's switches (`-epsilon`, `-relative` /
+    `-absolute`, `-maxiters`, `-jacobi`, `-power`, `-bicgstab`, `-valiter`,
+    `-ii`)."""
+
+    method: str | None = None
+    epsilon: float = 1e-6
+    relative: bool = True
+    max_iters: int = 10000
+    throw: bool = True
+
+
+@dataclass
+class CheckResult:
+    """The outcome of checking one property.
+
+    - `values`: the property's value in every state (numpy; bool, int or
+      float), or None when the top level is a filter (a single value).
+    - `initial_states`: indices of the model's initial states.
+    - `at_initial`: `values` at the initial states.
+    - `value`: the result PRISM reports: the filter's value; else the value in
+      the single initial state; for several initial states, `forall` for
+      boolean properties and an error for numerical ones (PRISM reports the
+      range, which is in `range`).
+    - `status`, `iterations`, `residual`: from the last iterative solve
+      (`"converged"`, `"max_iters"`, ...), where there was one.
+    - `timing`: seconds per stage (`build`, `precompute`, `solve`, `total`).
+    """
+
+    property_text: str
+    values: np.ndarray | None
+    initial_states: np.ndarray
+    filter_value: Any = None
+    is_filter: bool = False
+    status: str | None = None
+    iterations: int | None = None
+    residual: float | None = None
+    bound_gap: float | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+    scheduler: np.ndarray | None = None
+
+    @property
+    def at_initial(self) -> np.ndarray:
+        if self.values is None:
+            return np.full(len(self.initial_states), self.filter_value)
+        return self.values[self.initial_states]
+
+    @property
+    def range(self) -> tuple[Any, Any]:
+        vals = self.at_initial
+        return (vals.min(), vals.max())
+
+    @property
+    def value(self) -> Any:
+        if self.is_filter:
+            return self.filter_value
+        vals = self.at_initial
+        if len(vals) == 1:
+            return vals[0].item()
+        if vals.dtype == bool:
+            return bool(vals.all())
+        lo, hi = self.range
+        if lo == hi:
+            return lo.item()
+        raise ModelCheckingError(
+            f"the model has {len(vals)} initial states, with values in "
+            f"[{lo}, {hi}]",
+            hint="use `CheckResult.at_initial` or `.range`, or a filter such as "
+            'filter(max, P=? [ ... ], "init")',
+        )
