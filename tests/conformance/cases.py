@@ -1,0 +1,157 @@
+"""Turn the suite's files into cases, and run one case through jaxmc."""
+
+from __future__ import annotations
+
+import functools
+import math
+import traceback
+from pathlib import Path
+
+from . import suite
+
+
+def _expand(consts: str) -> list[str]:
+    """Concrete constant settings of a `-const` string with ranges."""
+    import jaxmc.semantics as sem
+
+    if not consts:
+        return [""]
+    settings = sem.expand_constants(consts)
+    return [",".join(f"{k}={_fmt(v)}" for k, v in s.items()) for s in settings]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _property_lines(props: Path) -> list[int] | str:
+    """Start line of each property in the file, or an error message."""
+    import jaxmc.lang as lang
+    from jaxmc.errors import JaxmcError
+
+    try:
+        pf = lang.parse_properties(props.read_text(), file=str(props))
+    except JaxmcError as e:
+        return str(e)
+    return [p.span.line for p in pf.properties]
+
+
+def all_cases() -> list[suite.Case]:
+    cases: list[suite.Case] = []
+    for model in suite.in_scope_models():
+        for props in suite.props_files(model):
+            cases.extend(_cases_for(model, props))
+    return cases
+
+
+def _cases_for(model: Path, props: Path) -> list[suite.Case]:
+    text = props.read_text(errors="replace")
+    annotations = suite.result_annotations(text)
+    if not annotations:
+        return []
+    lines = _property_lines(props)
+    out: list[suite.Case] = []
+    for config in suite.configs(model, props):
+        if isinstance(lines, str):
+            out.append(
+                suite.Case(model, props, config, -1, 1, "parse", "", skip=None)
+            )
+            continue
+        try:
+            settings = _expand(config.consts)
+        except Exception as e:  # noqa: BLE001 - reported as the case's failure
+            out.append(suite.Case(model, props, config, -1, 1, f"consts:{e}", config.consts))
+            continue
+        prev = 0
+        for index, line in enumerate(lines):
+            mine = [a for a in annotations if prev < a[0] < line]
+            prev = line
+            if not mine:
+                continue
+            if config.only_property is not None and config.only_property != index + 1:
+                continue
+            for setting in settings:
+                specific = [a for a in mine if a[1] and suite.matches_setting(a[1], setting)]
+                generic = [a for a in mine if not a[1]]
+                chosen = (specific or generic)
+                if not chosen:
+                    continue
+                out.append(
+                    suite.Case(
+                        model, props, config, index, line, chosen[0][2], setting,
+                        skip=config.skip,
+                    )
+                )
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _load(model: str, consts: str):
+    import jaxmc
+
+    m = jaxmc.load_model(model, consts or None)
+    m.build()
+    return m
+
+
+def run_case(case: suite.Case) -> tuple[str, str]:
+    """("pass" | "fail" | "skip", detail)."""
+    import jaxmc
+    from jaxmc.errors import JaxmcError
+
+    if case.index < 0:
+        return "fail", f"could not read the properties file: {case.expected}"
+    expected = suite.parse_expected(case.expected)
+    if isinstance(expected, tuple) and expected[0] == "skip":
+        return "skip", expected[1]
+    want_error = isinstance(expected, tuple) and expected[0] == "error"
+    try:
+        model = _load(str(case.model), case.consts)
+        props = jaxmc.load_properties(case.props, model, case.consts or None)
+        c = case.config
+        kwargs = {"relative": c.relative}
+        if c.method:
+            kwargs["method"] = c.method
+        if c.epsilon is not None:
+            kwargs["epsilon"] = c.epsilon
+        if c.max_iters is not None:
+            kwargs["max_iters"] = c.max_iters
+        result = jaxmc.check(model, case.index, properties=props, **kwargs)
+        got = result.value
+    except JaxmcError as e:
+        if want_error:
+            return "pass", ""
+        return "fail", f"{type(e).__name__}: {e}"
+    except Exception:  # noqa: BLE001 - any other exception is a jaxmc bug
+        return "fail", "internal error:\n" + traceback.format_exc(limit=-6)
+    if want_error:
+        return "fail", f"expected an error, got {got!r}"
+    return compare(got, expected)
+
+
+def compare(got, expected, rtol: float = 1e-6) -> tuple[str, str]:
+    if isinstance(expected, bool):
+        ok = isinstance(got, (bool,)) or hasattr(got, "dtype")
+        return ("pass", "") if ok and bool(got) == expected else (
+            "fail", f"expected {expected}, got {got!r}"
+        )
+    if isinstance(expected, tuple) and expected[0] == "approx":
+        _, value, digits = expected
+        tol = 0.5 * 10.0 ** (-digits) * 1.0000001
+        ok = isinstance(got, (int, float)) and abs(got - value) <= max(tol, rtol * abs(value))
+        return ("pass", "") if ok else ("fail", f"expected ~{value}, got {got!r}")
+    if isinstance(got, bool):
+        return "fail", f"expected {expected}, got boolean {got}"
+    got = float(got)
+    if math.isnan(expected) or math.isnan(got):
+        ok = math.isnan(expected) and math.isnan(got)
+    elif math.isinf(expected) or math.isinf(got):
+        ok = expected == got
+    else:
+        ok = abs(got - expected) <= rtol * abs(expected) + 1e-12
+    if ok:
+        return "pass", ""
+    err = abs(got - expected) / abs(expected) if expected else abs(got)
+    return "fail", f"expected {expected!r}, got {got!r} (rel. err {err:.2e})"
