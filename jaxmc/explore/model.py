@@ -71,6 +71,8 @@ class ExplicitModel:
     #: Builder-specific record of which command/update produced each entry,
     #: used to recompute `val` from parameters (see explore.builder).
     provenance: object = field(default=None, repr=False)
+    #: Warnings raised while building (e.g. deadlocks fixed with self-loops).
+    warnings: tuple[str, ...] = ()
 
     @property
     def num_states(self) -> int:
