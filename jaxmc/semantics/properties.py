@@ -1,0 +1,565 @@
+"""`check_properties`: a properties file checked against a `CheckedProgram`.
+
+What the property checker (`jaxmc.props`) can rely on in `CheckedProperty.expr`:
+
+- formulas (of the model and of the properties file) are expanded, and every
+  constant is folded into a literal (parameters stay `Ident`s); the only
+  remaining `Ident`s name state variables or parameters;
+- every `LabelRef` resolves, in PRISM's order, to the built-in `"init"` or
+  `"deadlock"`, a model label, a properties-file label, or a named property:
+  `CheckedProperties.label_kind(name)` says which, and
+  `CheckedProperties.resolve_label(name)` returns the (checked) expression of
+  a properties-file label or named property (None for built-in and model
+  labels, which the explicit model carries);
+- `P`, `E`, `A` contain exactly one temporal operator whose operands are state
+  formulas (no LTL); `R` contains `F φ` (unbounded), `C<=t`, `C`, `I=t` or
+  `S`; temporal operators and reward paths appear nowhere else;
+- time bounds are folded: for DTMCs and MDPs they are int literals (step
+  bounds), for CTMCs int or double literals; none is negative. Probability
+  thresholds are in [0, 1];
+- `RewardOp.structure` is None (the model has at least one reward structure),
+  the name of an existing structure, or an `IntLit` index in range;
+- `S` (steady-state) operators only occur for DTMCs and CTMCs;
+- `CheckedProperty.type` is the value type: `P=?`, `R=?`, `S=?` are double,
+  thresholded operators, `E`/`A` and labels bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import JaxmcError, SemanticError, UnsupportedError
+from ..lang import ast
+from .check import BUILTIN_LABELS, ConstantResolver, FormulaTable, _Names, attach_source, normalize_overrides
+from .evaluate import fold, is_literal, literal, literal_value
+from .program import CheckedProgram
+from .rewrite import idents
+from .types import Type, can_assign, is_numeric, suggest, type_of, unknown_identifier
+
+
+@dataclass(frozen=True)
+class CheckedProperty:
+    """One property. `error` is set (and `expr` is the unchecked text) only
+    when `check_properties(..., errors="keep")` kept a property that failed."""
+
+    expr: ast.Expr
+    name: str | None = None
+    type: Type | None = None
+    text: str | None = None
+    span: ast.Span | None = field(default=None, compare=False)
+    error: JaxmcError | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, eq=False)
+class CheckedProperties(Sequence):
+    """The checked properties of a file, in order; also a sequence of
+    `CheckedProperty`. Look one up by name or 0-based index with `get`."""
+
+    properties: tuple[CheckedProperty, ...]
+    #: Values of the properties file's constants (model constants are in the
+    #: `CheckedProgram`).
+    constants: Mapping[str, int | float | bool] = field(default_factory=dict)
+    #: Properties-file labels, expanded and folded.
+    labels: Mapping[str, ast.Expr] = field(default_factory=dict)
+    #: Properties-file formulas, expanded and folded.
+    formulas: Mapping[str, ast.Expr] = field(default_factory=dict)
+    #: For each label name used: "builtin", "model", "properties" or "property".
+    label_kinds: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None
+    file: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def __getitem__(self, i):
+        return self.properties[i]
+
+    def __len__(self) -> int:
+        return len(self.properties)
+
+    def get(self, key: int | str) -> CheckedProperty:
+        """The property with this name, or at this 0-based index."""
+        if isinstance(key, int):
+            return self.properties[key]
+        for p in self.properties:
+            if p.name == key:
+                return p
+        names = [p.name for p in self.properties if p.name]
+        raise KeyError(f"no property named {key!r}" + (f" (named: {', '.join(names)})" if names else ""))
+
+    def label_kind(self, name: str) -> str | None:
+        return self.label_kinds.get(name)
+
+    def resolve_label(self, name: str) -> ast.Expr | None:
+        """The expression a properties-file label or named property stands
+        for; None for built-in labels, model labels and unknown names."""
+        if name in self.labels:
+            return self.labels[name]
+        for p in self.properties:
+            if p.name == name and p.error is None:
+                return p.expr
+        return None
+
+
+class _FixedFormulas(FormulaTable):
+    """The model's formulas, already expanded by `check_program`."""
+
+    def __init__(self, formulas: Mapping[str, ast.Expr]):
+        super().__init__(())
+        self.fixed = dict(formulas)
+
+    def names(self):
+        return list(self.fixed)
+
+    def __contains__(self, name):
+        return name in self.fixed
+
+    def expanded(self, name, stack=()):
+        return self.fixed[name]
+
+
+def check_properties(
+    pf: ast.PropertiesFile,
+    checked: CheckedProgram,
+    constants: Mapping[str, object] | str | None = None,
+    *,
+    source: str | None = None,
+    file: str | None = None,
+    errors: str = "raise",
+) -> CheckedProperties:
+    """Check a properties file against a checked model.
+
+    **Arguments:**
+    - `pf`: the parsed properties file.
+    - `checked`: the model, from `check_program`.
+    - `constants`: values for the properties file's undefined constants
+      (names of model constants are ignored, so one `-const` mapping may serve
+      both).
+    - `source`, `file`: the properties text and path, for error messages.
+    - `errors`: `"raise"` (default) raises on the first bad property;
+      `"keep"` records the error in `CheckedProperty.error` and goes on (as
+      PRISM, which reports an error for that property only). Errors in the
+      file's constants, formulas or labels are always raised.
+
+    **Raises:** `SemanticError`, `UnsupportedError` (located).
+    """
+    try:
+        return _PropsChecker(pf, checked, constants, source, file, errors).run()
+    except JaxmcError as err:
+        raise attach_source(err, source, file) from None
+
+
+class _PropsChecker:
+    def __init__(self, pf, checked, constants, source, file, errors):
+        if errors not in ("raise", "keep"):
+            raise ValueError("`errors` should be 'raise' or 'keep'")
+        self.pf: ast.PropertiesFile = pf
+        self.m: CheckedProgram = checked
+        self.overrides = normalize_overrides(constants)
+        self.source = source
+        self.file = file
+        self.errors = errors
+        self.label_kinds: dict[str, str] = {}
+        self.warnings: list[str] = []
+
+    def run(self) -> CheckedProperties:
+        m, pf = self.m, self.pf
+        prog = m.program
+        self.model_const_types = {c.name: c.type for c in prog.constants}
+        self.var_types = {v.name: (Type.BOOL if v.is_bool else Type.INT) for v in m.variables}
+        model_formulas = _FixedFormulas(m.formulas)
+        self.formulas = FormulaTable(pf.formulas, outer=model_formulas)
+        self._check_names()
+
+        model_env: dict[str, object] = dict(m.constants)
+        for p in m.parameters:
+            model_env.setdefault(p, ast.Ident(p))
+        overrides = {k: v for k, v in self.overrides.items() if k not in self.model_const_types}
+        self.consts = ConstantResolver(
+            pf.constants,
+            overrides,
+            (),
+            outer_env=model_env,
+            outer_types=self.model_const_types,
+            formulas=self.formulas,
+            extra_names=list(self.var_types),
+        )
+        self.consts.run()
+        self.warnings += self.consts.warnings
+        self.env = {**model_env, **self.consts.env}
+        self.types = {**self.model_const_types, **self.consts.types, **self.var_types}
+        self.scope = _Names(self.types, self.formulas.names())
+
+        self.prop_names = {p.name: p for p in pf.properties if p.name is not None}
+        self.pf_label_decls = {lab.name: lab for lab in pf.labels}
+        self.labels: dict[str, ast.Expr] = {}
+        for lab in pf.labels:
+            self.labels[lab.name] = self._state_expr(lab.expr, Type.BOOL, f'label "{lab.name}"')
+
+        self._prop_types: dict[str, Type] = {}
+        self._typing: list[str] = []
+        out = []
+        for p in pf.properties:
+            try:
+                out.append(self._property(p))
+            except JaxmcError as err:
+                if self.errors == "raise":
+                    raise
+                attach_source(err, self.source, self.file)
+                out.append(CheckedProperty(p.expr, p.name, None, self._text(p), span=p.span, error=err))
+        values = {k: v for k, v in self.consts.env.items() if not isinstance(v, ast.Node)}
+        formulas = {}
+        for name in self.formulas.decls:
+            try:
+                e = self.formulas.expanded(name)
+                formulas[name] = fold(e, self.env, self.var_types)
+            except JaxmcError:
+                formulas[name] = self.formulas.decls[name].expr
+        return CheckedProperties(
+            properties=tuple(out),
+            constants=values,
+            labels=self.labels,
+            formulas=formulas,
+            label_kinds=dict(self.label_kinds),
+            source=self.source,
+            file=self.file,
+            warnings=tuple(self.warnings),
+        )
+
+    # ------------------------------------------------------------- names
+
+    def _check_names(self) -> None:
+        taken: dict[str, str] = {}
+        for c in self.m.program.constants:
+            taken[c.name] = "a model constant"
+        for f in self.m.formulas:
+            taken[f] = "a model formula"
+        for v in self.m.variables:
+            taken[v.name] = "a model variable"
+        for kind, decls in (("constant", self.pf.constants), ("formula", self.pf.formulas)):
+            for d in decls:
+                if d.name in taken:
+                    raise SemanticError(
+                        f"{kind} `{d.name}` is already declared ({taken[d.name]})", d.span
+                    )
+                taken[d.name] = f"a properties-file {kind}"
+        labels: set[str] = set()
+        for lab in self.pf.labels:
+            if lab.name in BUILTIN_LABELS:
+                raise SemanticError(
+                    f'cannot define a label called "{lab.name}": it is a built-in label', lab.span
+                )
+            if lab.name in self.m.labels:
+                raise SemanticError(f'label "{lab.name}" is already defined in the model', lab.span)
+            if lab.name in labels:
+                raise SemanticError(f'label "{lab.name}" is declared twice', lab.span)
+            labels.add(lab.name)
+        names: set[str] = set()
+        for p in self.pf.properties:
+            if p.name is not None:
+                if p.name in names:
+                    raise SemanticError(f'property name "{p.name}" is used twice', p.span)
+                names.add(p.name)
+
+    # -------------------------------------------------------- expressions
+
+    def _state_expr(self, e: ast.Expr, want, what: str) -> ast.Expr:
+        e = self.formulas.expand(e)
+        t = type_of(e, self.scope, self._hook)
+        if want is not None and not can_assign(want, t):
+            raise SemanticError(f"type error: {what} must be {want.value}, not {t.value}", e.span)
+        return fold(e, self.env, self.var_types)
+
+    def _property(self, p: ast.Property) -> CheckedProperty:
+        e = self.formulas.expand(p.expr)
+        t = self._type_property(p.name, e)
+        folded = fold(e, self.env, self.var_types)
+        folded = self._normalize(folded)
+        return CheckedProperty(folded, p.name, t, self._text(p), span=p.span)
+
+    def _type_property(self, name: str | None, e: ast.Expr) -> Type:
+        if name is not None and name in self._prop_types:
+            return self._prop_types[name]
+        t = type_of(e, self.scope, self._hook)
+        if name is not None:
+            self._prop_types[name] = t
+        return t
+
+    def _text(self, p: ast.Property) -> str | None:
+        s = p.expr.span
+        if self.source is None or s is None or s.end_line is None or s.end_column is None:
+            return None
+        lines = self.source.splitlines()
+        try:
+            if s.line == s.end_line:
+                return lines[s.line - 1][s.column - 1 : s.end_column - 1].strip() or None
+            parts = [lines[s.line - 1][s.column - 1 :]]
+            parts += lines[s.line : s.end_line - 1]
+            parts.append(lines[s.end_line - 1][: s.end_column - 1])
+            return " ".join(x.strip() for x in parts).strip() or None
+        except IndexError:
+            return None
+
+    # --------------------------------------------------- typing of operators
+
+    def _hook(self, e: ast.Expr, recurse) -> Type:
+        if isinstance(e, ast.LabelRef):
+            self._label(e, recurse)
+            return Type.BOOL if self.label_kinds[e.name] != "property" else self._ref_type(e, recurse)
+        if isinstance(e, ast.ProbOp):
+            self._path(e.path, recurse, "P")
+            return self._threshold(e.threshold, recurse, probability=True)
+        if isinstance(e, ast.PathQuantifier):
+            self._path(e.path, recurse, e.quantifier.value)
+            return Type.BOOL
+        if isinstance(e, ast.RewardOp):
+            self._reward_structure(e, recurse)
+            self._reward_path(e.path, recurse)
+            return self._threshold(e.threshold, recurse, probability=False)
+        if isinstance(e, ast.SteadyOp):
+            if self.m.model_type == ast.ModelType.MDP:
+                raise UnsupportedError(
+                    "the steady-state operator S is not supported for MDPs", e.span
+                )
+            t = recurse(e.operand)
+            if t != Type.BOOL:
+                raise SemanticError(
+                    f"type error: the operand of S must be Boolean, not {t.value}", e.operand.span
+                )
+            return self._threshold(e.threshold, recurse, probability=True)
+        if isinstance(e, ast.Filter):
+            return self._filter(e, recurse)
+        if isinstance(e, (ast.Temporal, ast.RewardPath)):
+            raise SemanticError(
+                "a path formula can only appear directly inside P [...], R [...], E [...] or A [...]",
+                e.span,
+                hint="write e.g. P=? [ F \"goal\" ]",
+            )
+        raise SemanticError(f"unexpected `{type(e).__name__}` in a property", e.span)  # pragma: no cover
+
+    def _label(self, e: ast.LabelRef, recurse) -> None:
+        name = e.name
+        if name in BUILTIN_LABELS:
+            kind = "builtin"
+        elif name in self.m.labels:
+            kind = "model"
+        elif name in self.pf_label_decls:
+            kind = "properties"
+        elif name in self.prop_names:
+            kind = "property"
+        else:
+            known = list(BUILTIN_LABELS) + list(self.m.labels) + list(self.pf_label_decls) + list(self.prop_names)
+            raise SemanticError(f'unknown label or property "{name}"', e.span, hint=suggest(name, known))
+        self.label_kinds[name] = kind
+
+    def _ref_type(self, e: ast.LabelRef, recurse) -> Type:
+        name = e.name
+        if name in self._typing:
+            raise SemanticError(f'property "{name}" refers to itself', e.span)
+        self._typing.append(name)
+        try:
+            p = self.prop_names[name]
+            return self._type_property(name, self.formulas.expand(p.expr))
+        finally:
+            self._typing.pop()
+
+    def _threshold(self, th: ast.Threshold | None, recurse, probability: bool) -> Type:
+        if th is None:
+            return Type.DOUBLE
+        t = recurse(th.value)
+        if not is_numeric(t):
+            raise SemanticError(f"type error: a bound must be a number, not {t.value}", th.value.span)
+        v = fold(th.value, self.env, self.var_types)
+        if is_literal(v):
+            x = float(literal_value(v))
+            if probability and not 0 <= x <= 1:
+                raise SemanticError(f"invalid probability bound {x}: it must be in [0, 1]", th.value.span)
+        else:
+            for i in idents(v):
+                if i.name in self.var_types:
+                    raise SemanticError(
+                        f"a bound must be constant, but uses variable `{i.name}`", i.span or th.value.span
+                    )
+        return Type.BOOL
+
+    def _state(self, e: ast.Expr, recurse, ctx: str) -> None:
+        t = self._state_no_temporal(e, recurse, ctx)
+        if t != Type.BOOL:
+            raise SemanticError(
+                f"type error: the argument of a temporal operator must be Boolean, not {t.value}", e.span
+            )
+
+    def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
+        if _has_path_outside_operators(e):
+            raise UnsupportedError(
+                "LTL path formulas are not supported",
+                e.span,
+                hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+            )
+        return recurse(e)
+
+    def _path(self, path: ast.Expr, recurse, ctx: str) -> None:
+        if isinstance(path, ast.RewardPath):
+            raise SemanticError(
+                f"the reward path `{path.kind.value}` can only appear inside R [...]", path.span
+            )
+        if not isinstance(path, ast.Temporal):
+            if _has_path_outside_operators(path):
+                raise UnsupportedError(
+                    "LTL path formulas are not supported",
+                    path.span,
+                    hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+                )
+            raise SemanticError(
+                f"the contents of {ctx} [...] must be a path formula (e.g. F φ, φ U ψ, X φ)", path.span
+            )
+        if path.left is not None:
+            self._state(path.left, recurse, ctx)
+        self._state(path.right, recurse, ctx)
+        if path.bound is not None:
+            if path.op == ast.TemporalOp.NEXT:
+                raise UnsupportedError("time-bounded X is not supported", path.bound.span or path.span)
+            self._bound(path.bound, recurse, path.op.value)
+
+    def _bound(self, b: ast.TimeBound, recurse, opname: str) -> None:
+        discrete = self.m.model_type != ast.ModelType.CTMC
+        for x in (b.low, b.high):
+            if x is None:
+                continue
+            t = recurse(x)
+            if not is_numeric(t):
+                raise SemanticError(f"type error: the bound of {opname} must be a number, not {t.value}", x.span)
+            if discrete and t != Type.INT:
+                raise SemanticError(
+                    f"the bound of {opname} must be an integer (a number of steps) for discrete-time models",
+                    x.span,
+                )
+            v = fold(x, self.env, self.var_types)
+            if is_literal(v):
+                if float(literal_value(v)) < 0:
+                    raise SemanticError(f"the bound of {opname} is negative ({literal_value(v)})", x.span)
+            else:
+                for i in idents(v):
+                    if i.name in self.var_types:
+                        raise SemanticError(
+                            f"the bound of {opname} must be constant, but uses variable `{i.name}`", i.span
+                        )
+        if b.kind == ast.TimeBoundKind.INTERVAL:
+            lo = fold(b.low, self.env, self.var_types)
+            hi = fold(b.high, self.env, self.var_types)
+            if is_literal(lo) and is_literal(hi) and float(literal_value(hi)) < float(literal_value(lo)):
+                raise SemanticError(
+                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of {opname} is empty", b.span
+                )
+
+    def _reward_path(self, path: ast.Expr, recurse) -> None:
+        if isinstance(path, ast.RewardPath):
+            if path.kind == ast.RewardPathKind.LONG_RUN and self.m.model_type == ast.ModelType.MDP:
+                pass  # R[S] on MDPs: the numeric layer decides (PRISM supports it for some engines)
+            if path.bound is not None:
+                self._bound(path.bound, recurse, path.kind.value)
+            elif path.kind == ast.RewardPathKind.INSTANT:
+                raise SemanticError("the instantaneous reward I needs a time bound `I=t`", path.span)
+            return
+        if isinstance(path, ast.Temporal):
+            if path.op != ast.TemporalOp.EVENTUALLY:
+                raise UnsupportedError(
+                    f"the reward operator R does not support the `{path.op.value}` operator",
+                    path.span,
+                    hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
+                )
+            self._state(path.right, recurse, "R")
+            if path.bound is not None:
+                self._bound(path.bound, recurse, "F")
+            return
+        if _has_path_outside_operators(path):
+            raise UnsupportedError("LTL path formulas are not supported in R [...]", path.span)
+        raise SemanticError(
+            "the contents of R [...] must be a reward path (F φ, C<=t, C, I=t, S)", path.span
+        )
+
+    def _reward_structure(self, e: ast.RewardOp, recurse) -> None:
+        rewards = self.m.rewards
+        names = [r.name for r in rewards if r.name is not None]
+        if e.structure is None:
+            if not rewards:
+                raise SemanticError("the model has no reward structures", e.span)
+            return
+        if isinstance(e.structure, str):
+            if e.structure not in names:
+                avail = ", ".join(f'"{n}"' for n in names) or "none"
+                raise SemanticError(
+                    f'unknown reward structure "{e.structure}" (available: {avail})',
+                    e.span,
+                    hint=suggest(e.structure, names),
+                )
+            return
+        t = recurse(e.structure)
+        if t != Type.INT:
+            raise SemanticError(
+                f"type error: a reward structure index must be an int, not {t.value}", e.structure.span
+            )
+        v = fold(e.structure, self.env, self.var_types)
+        if is_literal(v):
+            k = int(literal_value(v))
+            if not 1 <= k <= len(rewards):
+                raise SemanticError(
+                    f"reward structure index {k} is out of range (the model has {len(rewards)})",
+                    e.structure.span or e.span,
+                )
+
+    def _filter(self, e: ast.Filter, recurse) -> Type:
+        if e.op not in ast.FILTER_OPS:
+            raise SemanticError(
+                f"unknown filter operator `{e.op}`", e.span, hint=suggest(e.op, ast.FILTER_OPS)
+            )
+        t = recurse(e.operand)
+        if e.states is not None:
+            ts = recurse(e.states)
+            if ts != Type.BOOL:
+                raise SemanticError(
+                    f"type error: the states of a filter must be Boolean, not {ts.value}", e.states.span
+                )
+        if e.op in ("min", "max", "argmin", "argmax", "sum", "avg", "range") and t == Type.BOOL:
+            raise SemanticError(
+                f"type error: Boolean operand not allowed for filter `{e.op}`", e.operand.span
+            )
+        if e.op in ("count", "forall", "exists") and t != Type.BOOL:
+            raise SemanticError(
+                f"type error: the operand of filter `{e.op}` must be Boolean", e.operand.span
+            )
+        if e.op == "count":
+            return Type.INT
+        if e.op == "avg":
+            return Type.DOUBLE
+        if e.op in ("argmin", "argmax", "forall", "exists"):
+            return Type.BOOL
+        return t
+
+    # ---------------------------------------------------------- normalizing
+
+    def _normalize(self, e: ast.Expr) -> ast.Expr:
+        """Fold reward-structure indices to `IntLit`s (they are `Expr`s)."""
+        from .rewrite import map_expr
+
+        def f(n):
+            if isinstance(n, ast.RewardOp) and isinstance(n.structure, ast.Node):
+                s = fold(n.structure, self.env, self.var_types)
+                import dataclasses
+
+                return dataclasses.replace(
+                    n, structure=s, path=self._normalize(n.path),
+                    threshold=n.threshold,
+                )
+            return None
+
+        return map_expr(e, f)
+
+
+def _has_path_outside_operators(e: ast.Expr) -> bool:
+    """Whether `e` contains a temporal operator not enclosed in its own
+    P/R/S/E/A operator (i.e. a nested path formula: LTL)."""
+    if isinstance(e, (ast.Temporal, ast.RewardPath)):
+        return True
+    if isinstance(e, (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)):
+        return False
+    return any(_has_path_outside_operators(c) for c in ast.children(e) if not isinstance(c, (ast.TimeBound, ast.Threshold)))
