@@ -1,0 +1,174 @@
+"""Device-side sparse matrices: structure static, values dynamic.
+
+Every layout here is an `eqx.Module` whose *shape* fields are static (a change
+recompiles) and whose arrays, index arrays included, are leaves. Each layout
+also keeps `slot`, the CSR entry that every stored value comes from (`nnz` for
+padding), so that `with_values(vals)` refreshes the numbers from new
+entry-aligned values (e.g. new parameters, or a row mask) without touching the
+structure and without recompiling.
+
+Layouts are built on the host from concrete index arrays (`from_csr`); only
+`with_values` and `spmv` run under `jit`.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+
+#: Rows per slice of the sliced ELL layout (a warp).
+SLICE = 32
+
+
+class CSR(eqx.Module):
+    """Compressed sparse rows, plus the row id of every entry (for
+    `segment_sum`). Columns are sorted within each row."""
+
+    data: Float[Array, " nnz"]
+    indices: Int[Array, " nnz"]
+    row_ids: Int[Array, " nnz"]
+    indptr: Int[Array, " r1"]
+    shape: tuple[int, int] = eqx.field(static=True)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    @classmethod
+    def from_arrays(cls, row_ptr, col, val, shape) -> CSR:
+        """From host CSR arrays (`row_ptr`, `col`, `val`) and `(rows, cols)`."""
+        row_ptr = np.asarray(row_ptr, dtype=np.int64)
+        rows = np.repeat(np.arange(len(row_ptr) - 1), np.diff(row_ptr))
+        return cls(
+            data=jnp.asarray(val, dtype=jnp.float64),
+            indices=jnp.asarray(np.asarray(col), dtype=jnp.int32),
+            row_ids=jnp.asarray(rows, dtype=jnp.int32),
+            indptr=jnp.asarray(row_ptr, dtype=jnp.int32),
+            shape=(int(shape[0]), int(shape[1])),
+        )
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> CSR:
+        """The same structure with entry values `vals` (CSR order)."""
+        return eqx.tree_at(lambda m: m.data, self, jnp.asarray(vals))
+
+    def transpose_perm(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Host: `(perm, indptr_t, cols_t)` such that the transpose has entry
+        values `data[perm]`. Needs concrete index arrays."""
+        rows = np.asarray(self.row_ids)
+        cols = np.asarray(self.indices)
+        perm = np.lexsort((rows, cols))
+        counts = np.bincount(cols, minlength=self.shape[1])
+        indptr_t = np.concatenate([[0], np.cumsum(counts)])
+        return perm, indptr_t, rows[perm]
+
+    def transpose(self) -> CSR:
+        """The transposed matrix (structure on the host, values gathered, so
+        the values may be traced)."""
+        perm, indptr_t, cols_t = self.transpose_perm()
+        t = CSR.from_arrays(
+            indptr_t, cols_t, np.zeros(len(perm)), (self.shape[1], self.shape[0])
+        )
+        return t.with_values(self.data[jnp.asarray(perm)])
+
+
+class ELL(eqx.Module):
+    """Column-major ELLPACK: every row padded to the longest row; entry `k` of
+    row `r` is `data[k, r]`. `y = sum(data * x[cols], axis=0)` is one fused
+    gather and reduction, the fast path on GPUs for near-regular rows."""
+
+    data: Float[Array, "w r"]
+    cols: Int[Array, "w r"]
+    slot: Int[Array, "w r"]
+    shape: tuple[int, int] = eqx.field(static=True)
+
+    @classmethod
+    def from_csr(cls, csr: CSR) -> ELL:
+        indptr = np.asarray(csr.indptr)
+        lengths = np.diff(indptr)
+        width = max(int(lengths.max(initial=0)), 1)
+        nrows = csr.shape[0]
+        k = np.arange(width)[:, None]
+        valid = k < lengths[None, :]
+        slot = np.where(valid, indptr[:-1][None, :] + k, csr.nnz)
+        cols = np.where(valid, np.append(np.asarray(csr.indices), 0)[slot], 0)
+        del nrows
+        out = cls(
+            data=jnp.zeros(slot.shape),
+            cols=jnp.asarray(cols, dtype=jnp.int32),
+            slot=jnp.asarray(slot, dtype=jnp.int32),
+            shape=csr.shape,
+        )
+        return out.with_values(csr.data)
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> ELL:
+        padded = jnp.append(jnp.asarray(vals), jnp.zeros((), vals.dtype))
+        return eqx.tree_at(lambda m: m.data, self, padded[self.slot])
+
+
+class SlicedELL(eqx.Module):
+    """Sliced ELLPACK: rows in slices of `SLICE` rows, each slice padded to its
+    own longest row. Slices of equal width are stacked into one block
+    `[slices, width, SLICE]` (column-major within a slice), so each block is
+    one gather and reduction; `perm` puts the block outputs back in row order.
+    """
+
+    data: tuple[Float[Array, "s w l"], ...]
+    cols: tuple[Int[Array, "s w l"], ...]
+    slot: tuple[Int[Array, "s w l"], ...]
+    perm: Int[Array, " r"]
+    shape: tuple[int, int] = eqx.field(static=True)
+
+    @classmethod
+    def from_csr(cls, csr: CSR) -> SlicedELL:
+        indptr = np.asarray(csr.indptr)
+        ind = np.append(np.asarray(csr.indices), 0)
+        nrows = csr.shape[0]
+        nslices = -(-nrows // SLICE)
+        lengths = np.zeros(nslices * SLICE, dtype=np.int64)
+        lengths[:nrows] = np.diff(indptr)
+        starts = np.zeros(nslices * SLICE, dtype=np.int64)
+        starts[:nrows] = indptr[:-1]
+        widths = np.maximum(lengths.reshape(nslices, SLICE).max(axis=1), 1)
+        cols, slots, order = [], [], []
+        for w in np.unique(widths):
+            sl = np.nonzero(widths == w)[0]
+            rows = sl[:, None] * SLICE + np.arange(SLICE)[None, :]  # [s, l]
+            k = np.arange(w)[None, :, None]
+            valid = k < lengths[rows][:, None, :]
+            slot = np.where(valid, starts[rows][:, None, :] + k, csr.nnz)
+            slots.append(jnp.asarray(slot, dtype=jnp.int32))
+            cols.append(jnp.asarray(np.where(valid, ind[slot], 0), dtype=jnp.int32))
+            order.append(rows.reshape(-1))
+        order = np.concatenate(order)
+        perm = np.empty(nslices * SLICE, dtype=np.int64)
+        perm[order] = np.arange(len(order))
+        out = cls(
+            data=tuple(jnp.zeros(s.shape) for s in slots),
+            cols=tuple(cols),
+            slot=tuple(slots),
+            perm=jnp.asarray(perm[:nrows], dtype=jnp.int32),
+            shape=csr.shape,
+        )
+        return out.with_values(csr.data)
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> SlicedELL:
+        padded = jnp.append(jnp.asarray(vals), jnp.zeros((), vals.dtype))
+        data = tuple(padded[s] for s in self.slot)
+        return eqx.tree_at(lambda m: m.data, self, data)
+
+
+Layout = CSR | ELL | SlicedELL
+
+
+def make_layout(csr: CSR, kind: str = "csr") -> Layout:
+    """Build layout `kind` (`"csr"`, `"ell"` or `"sell"`) from a CSR matrix."""
+    if kind == "csr":
+        return csr
+    if kind == "ell":
+        return ELL.from_csr(csr)
+    if kind == "sell":
+        return SlicedELL.from_csr(csr)
+    raise ValueError(f"unknown layout `{kind}`; expected 'csr', 'ell' or 'sell'")

@@ -1,0 +1,54 @@
+"""Stages 4-5 numerics: the model-checking helpers (Storm's
+`SparseDtmcPrctlHelper` style). They take an `ExplicitModel` and boolean
+state masks, know nothing of formulas, and return per-state values.
+
+Model checking needs float64 by default, as PRISM uses doubles (with float32 a
+relative criterion of 1e-6 is at the rounding level); importing this package
+turns on `jax_enable_x64`.
+"""
+
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+
+from ._common import NumericResult as NumericResult  # noqa: E402
+from .bounded import (  # noqa: E402
+    bounded_until as bounded_until,
+    next_probabilities as next_probabilities,
+)
+from .ctmc import (  # noqa: E402
+    ctmc_bounded_until as ctmc_bounded_until,
+    ctmc_cumulative_rewards as ctmc_cumulative_rewards,
+    ctmc_instantaneous_rewards as ctmc_instantaneous_rewards,
+    ctmc_reachability_rewards as ctmc_reachability_rewards,
+    embedded_dtmc as embedded_dtmc,
+    exit_rates as exit_rates,
+    transient_probabilities as transient_probabilities,
+    uniformise as uniformise,
+)
+from .foxglynn import fox_glynn as fox_glynn  # noqa: E402
+from .graph import (  # noqa: E402
+    bsccs as bsccs,
+    mecs as mecs,
+    prob0 as prob0,
+    prob0A as prob0A,
+    prob0E as prob0E,
+    prob01 as prob01,
+    prob1 as prob1,
+    prob1A as prob1A,
+    prob1E as prob1E,
+)
+from .reach import until_probabilities as until_probabilities  # noqa: E402
+from .rewards import (  # noqa: E402
+    cumulative_rewards as cumulative_rewards,
+    instantaneous_rewards as instantaneous_rewards,
+    reachability_rewards as reachability_rewards,
+    total_rewards as total_rewards,
+)
+from .steady import (  # noqa: E402
+    long_run_rewards as long_run_rewards,
+    steady_state as steady_state,
+    steady_state_values as steady_state_values,
+    stationary_distributions as stationary_distributions,
+)

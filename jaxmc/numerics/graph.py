@@ -1,0 +1,228 @@
+"""Qualitative precomputation: the graph fixed points of PRISM/Storm
+(`utility/graph.h`: performProb0/1, performProb01Max/Min) and BSCC / maximal
+end component decompositions.
+
+These run on the host with numpy/scipy: they are boolean, data-dependent
+fixed points whose cost is one or a few passes over the edges, and their
+results (masks) fix which states the numerical solvers iterate on.
+Only edges of positive probability count.
+
+All functions take an `ExplicitModel` and boolean numpy masks of shape [n].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from ..explore.model import ExplicitModel
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def _entries(model: ExplicitModel):
+    """(state, choice, col) of every positive entry."""
+    choice_of_entry = model.row_of_entry()
+    state_of_choice = model.state_of_choice()
+    keep = model.val > 0
+    c = choice_of_entry[keep]
+    return state_of_choice[c], c, model.col[keep]
+
+
+def _exists_reach(model, target, through, choice_ok=None) -> np.ndarray:
+    """Least fixed point `Y = target ∪ {s ∈ through : ∃ choice c of s allowed by
+    choice_ok with a successor in Y}` (backward BFS over a super-source)."""
+    n = model.num_states
+    src, ch, dst = _entries(model)
+    keep = through[src]
+    if choice_ok is not None:
+        keep &= choice_ok[ch]
+    tgt = np.nonzero(target)[0]
+    # Reverse edges dst -> src, plus super node n -> every target.
+    rows = np.concatenate([dst[keep], np.full(len(tgt), n)])
+    cols = np.concatenate([src[keep], tgt])
+    g = sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1)
+    )
+    order = csgraph.breadth_first_order(
+        g, n, directed=True, return_predecessors=False
+    )
+    out = np.zeros(n + 1, dtype=bool)
+    out[order] = True
+    return out[:n]
+
+
+def _forall_reach(model, target, through) -> np.ndarray:
+    """Least fixed point `Y = target ∪ {s ∈ through : every choice of s has a
+    successor in Y}` (an attractor), by frontier rounds with counters."""
+    n = model.num_states
+    src, ch, dst = _entries(model)
+    state_of_choice = model.state_of_choice()
+    # Entries sorted by destination, to find the in-entries of a frontier.
+    order = np.argsort(dst, kind="stable")
+    in_ptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+    ch_sorted = ch[order]
+    pending = np.diff(model.choice_ptr).astype(np.int64)  # choices not yet hit
+    hit = np.zeros(model.num_choices, dtype=bool)
+    inside = target.copy()
+    frontier = np.nonzero(target)[0]
+    while frontier.size:
+        starts, ends = in_ptr[frontier], in_ptr[frontier + 1]
+        lens = ends - starts
+        if lens.sum() == 0:
+            break
+        idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        cs = np.unique(ch_sorted[idx])
+        cs = cs[~hit[cs]]
+        hit[cs] = True
+        ss, counts = np.unique(state_of_choice[cs], return_counts=True)
+        pending[ss] -= counts
+        new = ss[(pending[ss] == 0) & through[ss] & ~inside[ss]]
+        inside[new] = True
+        frontier = new
+    return inside
+
+
+def _b(mask, n) -> np.ndarray:
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (n,):
+        raise ValueError(f"state mask has shape {mask.shape}, expected ({n},)")
+    return mask
+
+
+# ---------------------------------------------------------------------------
+# DTMC / CTMC
+
+
+def prob0(model: ExplicitModel, phi, psi) -> np.ndarray:
+    """States where P(φ U ψ) = 0 (for an MDP: under every scheduler, = prob0A)."""
+    n = model.num_states
+    phi, psi = _b(phi, n), _b(psi, n)
+    return ~_exists_reach(model, psi, phi & ~psi)
+
+
+def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
+    """States where P(φ U ψ) = 1 (DTMC/CTMC): those that cannot reach a
+    `prob0` state through φ∧¬ψ states."""
+    n = model.num_states
+    phi, psi = _b(phi, n), _b(psi, n)
+    if no is None:
+        no = prob0(model, phi, psi)
+    return ~_exists_reach(model, no, phi & ~psi)
+
+
+def prob01(model: ExplicitModel, phi, psi) -> tuple[np.ndarray, np.ndarray]:
+    """`(prob0, prob1)` for a DTMC/CTMC."""
+    no = prob0(model, phi, psi)
+    return no, prob1(model, phi, psi, no=no)
+
+
+# ---------------------------------------------------------------------------
+# MDP
+
+
+def prob0A(model: ExplicitModel, phi, psi) -> np.ndarray:
+    """States where Pmax(φ U ψ) = 0, i.e. P = 0 for all schedulers."""
+    return prob0(model, phi, psi)
+
+
+def prob0E(model: ExplicitModel, phi, psi) -> np.ndarray:
+    """States where Pmin(φ U ψ) = 0: some scheduler never reaches ψ via φ."""
+    n = model.num_states
+    phi, psi = _b(phi, n), _b(psi, n)
+    return ~_forall_reach(model, psi, phi & ~psi)
+
+
+def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
+    """States where Pmax(φ U ψ) = 1: νZ. μY. ψ ∪ (φ ∧ ∃c: succ(c) ⊆ Z ∧
+    succ(c) ∩ Y ≠ ∅)."""
+    n = model.num_states
+    phi, psi = _b(phi, n), _b(psi, n)
+    src, ch, dst = _entries(model)
+    z = np.ones(n, dtype=bool)
+    while True:
+        leaves = np.bincount(ch[~z[dst]], minlength=model.num_choices)
+        y = _exists_reach(model, psi, phi & ~psi & z, choice_ok=leaves == 0)
+        if np.array_equal(y, z):
+            return z
+        z = y
+
+
+def prob1A(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
+    """States where Pmin(φ U ψ) = 1: those from which no scheduler can reach a
+    `prob0E` state through φ∧¬ψ."""
+    n = model.num_states
+    phi, psi = _b(phi, n), _b(psi, n)
+    if no is None:
+        no = prob0E(model, phi, psi)
+    return ~_exists_reach(model, no, phi & ~psi)
+
+
+def prob01_max(model, phi, psi):
+    """`(Pmax = 0, Pmax = 1)`: prob0A and prob1E."""
+    return prob0A(model, phi, psi), prob1E(model, phi, psi)
+
+
+def prob01_min(model, phi, psi):
+    """`(Pmin = 0, Pmin = 1)`: prob0E and prob1A."""
+    no = prob0E(model, phi, psi)
+    return no, prob1A(model, phi, psi, no=no)
+
+
+# ---------------------------------------------------------------------------
+# decompositions
+
+
+def bsccs(model: ExplicitModel) -> tuple[np.ndarray, int]:
+    """Bottom strongly connected components of the state graph (all choices).
+
+    **Returns:** `(labels, count)`: `labels[s]` is the BSCC of `s` in
+    `0..count-1`, or -1 if `s` is in no BSCC.
+    """
+    n = model.num_states
+    src, _, dst = _entries(model)
+    g = sp.csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n, n))
+    ncomp, comp = csgraph.connected_components(g, directed=True, connection="strong")
+    leaving = np.zeros(ncomp, dtype=bool)
+    leaving[comp[src][comp[src] != comp[dst]]] = True
+    bottom = ~leaving
+    ids = -np.ones(ncomp, dtype=np.int64)
+    ids[bottom] = np.arange(bottom.sum())
+    return ids[comp], int(bottom.sum())
+
+
+def mecs(model: ExplicitModel, states=None, choices=None):
+    """Maximal end components of the sub-MDP of `states` (default all) using
+    `choices` (bool [m], default all).
+
+    **Returns:** `(labels, count, inside)`: `labels[s]` the MEC of `s` (or -1),
+    and `inside[c]` whether choice `c` stays in its state's MEC.
+    """
+    n, m = model.num_states, model.num_choices
+    st = np.ones(n, dtype=bool) if states is None else _b(states, n).copy()
+    ok = np.ones(m, dtype=bool) if choices is None else np.asarray(choices).copy()
+    src, ch, dst = _entries(model)
+    soc = model.state_of_choice()
+    while True:
+        ok &= st[soc]
+        # a choice leaving the candidate states is removed
+        out = np.bincount(ch[~st[dst]], minlength=m) > 0
+        ok &= ~out
+        e = ok[ch]
+        g = sp.csr_matrix(
+            (np.ones(int(e.sum()), dtype=np.int8), (src[e], dst[e])), shape=(n, n)
+        )
+        _, comp = csgraph.connected_components(g, directed=True, connection="strong")
+        leaves = np.bincount(ch[e & (comp[src] != comp[dst])], minlength=m) > 0
+        new_ok = ok & ~leaves
+        new_st = st & (np.bincount(soc[new_ok], minlength=n) > 0)
+        if np.array_equal(new_ok, ok) and np.array_equal(new_st, st):
+            break
+        ok, st = new_ok, new_st
+    labels = -np.ones(n, dtype=np.int64)
+    uniq, inv = np.unique(comp[st], return_inverse=True)
+    labels[st] = inv
+    return labels, len(uniq), ok

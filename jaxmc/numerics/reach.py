@@ -1,0 +1,100 @@
+"""Unbounded reachability: `P(φ U ψ)` (and so `F ψ`) for DTMCs, CTMCs (on the
+embedded DTMC) and MDPs (min/max), precomputing the 0/1 states first so the
+numerical solve runs on the "maybe" states only and the result is exactly 0
+and 1 on the precomputed sets."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..explore.model import ExplicitModel
+from . import graph
+from ._common import (
+    NumericResult,
+    check_type,
+    default_method,
+    probabilities,
+    quotient,
+    solve_fixed,
+)
+
+
+def prob01_sets(model: ExplicitModel, phi, psi, opt):
+    """`(no, yes)`: states with probability exactly 0 and 1 (for `opt`)."""
+    if not model.is_nondeterministic:
+        return graph.prob01(model, phi, psi)
+    if opt == "max":
+        return graph.prob01_max(model, phi, psi)
+    return graph.prob01_min(model, phi, psi)
+
+
+def until_probabilities(
+    model: ExplicitModel,
+    phi,
+    psi,
+    *,
+    opt: str | None = None,
+    method: str | None = None,
+    epsilon: float = 1e-6,
+    relative: bool = True,
+    max_iters: int = 10000,
+    throw: bool = True,
+    precompute: bool = True,
+    layout: str = "csr",
+) -> NumericResult:
+    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
+
+    **Arguments:**
+    - `model`: a DTMC, CTMC (uses the embedded DTMC) or MDP.
+    - `phi`, `psi`: bool [n] masks.
+    - `opt`: `"min"`/`"max"` (required for MDPs; ignored otherwise).
+    - `method`: `"jacobi"` (default for DTMC/CTMC), `"power"`, `"bicgstab"`,
+      `"value_iteration"` (default for MDPs), `"interval_iteration"`.
+    - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
+    - `throw`: raise `ConvergenceError` on non-convergence.
+    - `precompute`: use prob1 too (prob0 is always used: it makes the
+      linear system nonsingular).
+
+    For `interval_iteration` on an MDP with `max`, the maximal end components
+    among the maybe states are collapsed first (Haddad & Monmege), so that the
+    iteration from above converges to the right value.
+    """
+    check_type(model, opt)
+    method = default_method(model, method)
+    n = model.num_states
+    phi = np.asarray(phi, dtype=bool)
+    psi = np.asarray(psi, dtype=bool)
+    if precompute:
+        no, yes = prob01_sets(model, phi, psi, opt)
+    else:
+        no = graph.prob0E(model, phi, psi) if opt == "min" else graph.prob0(model, phi, psi)
+        yes = psi.copy()
+    maybe = ~no & ~yes
+    fixed = yes.astype(np.float64)
+    probs = probabilities(model)
+    b = np.zeros(model.num_choices)
+    kw = dict(
+        opt=opt, method=method, epsilon=epsilon, relative=relative,
+        max_iters=max_iters, throw=throw, layout=layout,
+    )
+    upper = np.ones(n)
+    if method == "interval_iteration" and model.is_nondeterministic and opt == "max":
+        labels, count, inside = graph.mecs(model, states=maybe)
+        if count:
+            M, rep, keep, _, qprobs = quotient(model, probs, labels, count, inside)
+            n2 = M.n_states
+            maybe2 = np.zeros(n2, dtype=bool)
+            maybe2[rep[maybe]] = True
+            fixed2 = np.zeros(n2)
+            fixed2[rep[~maybe]] = fixed[~maybe]
+            res = solve_fixed(
+                model, qprobs, maybe2, fixed2, b[keep], upper=np.ones(n2), M=M, **kw
+            )
+            vals = res.values[rep]
+            return NumericResult(
+                vals, res.status, res.iterations, res.residual, res.method,
+                {"no": no, "yes": yes},
+            )
+    res = solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
+    res.extra.update(no=no, yes=yes)
+    return res

@@ -1,0 +1,193 @@
+"""Expected rewards of DTMCs and MDPs (and CTMC reachability rewards, on the
+embedded DTMC): reachability `R=?[F ψ]`, cumulative `C<=k`, instantaneous
+`I=k`, total `C`.
+
+PRISM's conventions: the reward to reach ψ is infinite from every state that
+does not reach ψ with probability 1 (for Rmin: under the best scheduler,
+`Pmax(F ψ) < 1`; for Rmax: under the worst one, `Pmin(F ψ) < 1`). The total
+reward is infinite where a BSCC (DTMC) or end component (MDP) with positive
+reward can be reached (max) or cannot be avoided (min).
+
+Value iteration from 0 converges to the least fixed point, which is the
+answer once zero-reward end components are collapsed (needed for Rmin, where
+a scheduler looping at no cost forever would otherwise count as 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..explore.model import ExplicitModel, RewardStructure
+from ..lang.ast import ModelType
+from . import graph
+from ._common import (
+    NumericResult,
+    check_type,
+    choice_rewards,
+    default_method,
+    exit_rates,
+    probabilities,
+    quotient,
+    solve_fixed,
+)
+from .bounded import _discrete, masked_steps
+
+
+def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout):
+    return dict(
+        opt=opt, method=default_method(model, method), epsilon=epsilon,
+        relative=relative, max_iters=max_iters, throw=throw, layout=layout,
+    )
+
+
+def _leaves(model, bad) -> np.ndarray:
+    """Choices with a positive-probability successor in `bad`."""
+    keep = model.val > 0
+    ch = model.row_of_entry()[keep]
+    return np.bincount(ch[bad[model.col[keep]]], minlength=model.num_choices) > 0
+
+
+def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
+    """Solve a min problem after collapsing the zero-reward end components
+    among the `maybe` states (choices with `r == 0` and finite `b`)."""
+    labels, count, inside = graph.mecs(
+        model, states=maybe, choices=(r == 0) & np.isfinite(b)
+    )
+    if not count:
+        return solve_fixed(model, probs, maybe, fixed, b, **kw)
+    M, rep, keep, _, qprobs = quotient(model, probs, labels, count, inside)
+    n2 = M.n_states
+    maybe2 = np.zeros(n2, dtype=bool)
+    maybe2[rep[maybe]] = True
+    fixed2 = np.zeros(n2)
+    fixed2[rep[~maybe]] = fixed[~maybe]
+    kw = dict(kw, layout="csr")
+    res = solve_fixed(model, qprobs, maybe2, fixed2, b[keep], M=M, **kw)
+    return NumericResult(res.values[rep], res.status, res.iterations, res.residual, res.method)
+
+
+def reachability_rewards(
+    model: ExplicitModel,
+    reward: RewardStructure,
+    target,
+    *,
+    opt: str | None = None,
+    method: str | None = None,
+    epsilon: float = 1e-6,
+    relative: bool = True,
+    max_iters: int = 10000,
+    throw: bool = True,
+    layout: str = "csr",
+) -> NumericResult:
+    """Per-state expected reward accumulated until reaching `target`
+    (`R=?[F target]`); `inf` where the target is not reached with
+    probability 1. For a CTMC, state rewards are rates: on the embedded DTMC
+    state `s` earns `state[s] / E(s)`."""
+    check_type(model, opt)
+    n = model.num_states
+    target = np.asarray(target, dtype=bool)
+    true = np.ones(n, dtype=bool)
+    probs = probabilities(model)
+    if model.model_type == ModelType.CTMC:
+        e = exit_rates(model)
+        st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
+        rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
+        reward = RewardStructure(reward.name, rate_reward, reward.transition)
+    r = choice_rewards(model, reward, probs)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout)
+    if not model.is_nondeterministic:
+        finite = graph.prob1(model, true, target)
+    elif opt == "max":
+        finite = graph.prob1A(model, true, target)
+    else:
+        finite = graph.prob1E(model, true, target)
+    inf = ~finite
+    maybe = ~target & finite
+    fixed = np.zeros(n)
+    b = r.copy()
+    if model.is_nondeterministic and opt == "min":
+        b[_leaves(model, inf)] = np.inf
+        res = _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw)
+    else:
+        res = solve_fixed(model, probs, maybe, fixed, b, **kw)
+    vals = np.where(inf, np.inf, res.values)
+    return NumericResult(vals, res.status, res.iterations, res.residual, res.method)
+
+
+def total_rewards(
+    model: ExplicitModel,
+    reward: RewardStructure,
+    *,
+    opt: str | None = None,
+    method: str | None = None,
+    epsilon: float = 1e-6,
+    relative: bool = True,
+    max_iters: int = 10000,
+    throw: bool = True,
+    layout: str = "csr",
+) -> NumericResult:
+    """Per-state expected total reward (`R=?[C]`), `inf` where it diverges.
+    For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`."""
+    check_type(model, opt)
+    n = model.num_states
+    probs = probabilities(model)
+    if model.model_type == ModelType.CTMC:
+        e = exit_rates(model)
+        st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
+        reward = RewardStructure(
+            reward.name, np.divide(st, e, out=np.zeros(n), where=e > 0), reward.transition
+        )
+    r = choice_rewards(model, reward, probs)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout)
+    true = np.ones(n, dtype=bool)
+    fixed = np.zeros(n)
+    if not model.is_nondeterministic:
+        labels, count = graph.bsccs(model)
+        inb = labels >= 0
+        pos = np.zeros(count + 1, dtype=bool)
+        np.logical_or.at(pos, np.where(inb, labels, count), r > 0)
+        pos_states = inb & pos[labels]
+        inf = ~graph.prob0(model, true, pos_states)
+        maybe = ~inf & ~inb
+        res = solve_fixed(model, probs, maybe, fixed, r, **kw)
+    elif opt == "max":
+        labels, count, inside = graph.mecs(model)
+        soc = model.state_of_choice()
+        pos = np.zeros(count + 1, dtype=bool)
+        np.logical_or.at(pos, np.where(inside, labels[soc], count), r > 0)
+        pos_states = (labels >= 0) & pos[labels]
+        inf = ~graph.prob0A(model, true, pos_states)
+        maybe = ~inf
+        res = solve_fixed(model, probs, maybe, fixed, r, **kw)
+    else:
+        labels, _, _ = graph.mecs(model, choices=r == 0)
+        zero = labels >= 0
+        inf = ~graph.prob1E(model, true, zero)
+        maybe = ~inf & ~zero
+        b = r.copy()
+        b[_leaves(model, inf)] = np.inf
+        res = solve_fixed(model, probs, maybe, fixed, b, **kw)
+    vals = np.where(inf, np.inf, res.values)
+    return NumericResult(vals, res.status, res.iterations, res.residual, res.method)
+
+
+def cumulative_rewards(
+    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None
+) -> NumericResult:
+    """Per-state expected reward in the first `k` steps (`C<=k`), DTMC/MDP."""
+    check_type(model, opt)
+    _discrete(model)
+    r = choice_rewards(model, reward)
+    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r)
+    return NumericResult(x, method="cumulative")
+
+
+def instantaneous_rewards(
+    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None
+) -> NumericResult:
+    """Per-state expected state reward at step `k` (`I=k`), DTMC/MDP."""
+    check_type(model, opt)
+    _discrete(model)
+    n = model.num_states
+    st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
+    return NumericResult(masked_steps(model, st, k, opt=opt), method="instantaneous")

@@ -1,0 +1,171 @@
+"""Linear-system solvers for `(D - A) x = b`, the form that reachability
+takes in model checking: for a DTMC, `x = P x + b` on the "maybe" states
+(rows of the other states masked to zero by the caller) is `D = 1`, `A = P`;
+Jacobi splits off the diagonal, `D = 1 - P_ii` and `A = P` without it.
+
+All loops are `lax.while_loop`s under `eqx.filter_jit`. Fixed-point methods
+do two steps per trip so the iterate ping-pongs between two buffers instead of
+being copied, and test PRISM's criterion (`sup_norm`) on both steps.
+Hyperparameters `epsilon` and `max_iters` are traced, `relative` is static:
+changing any numeric input, or the tolerances, does not recompile.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jax import lax
+
+from ..kernels.spmv import spmv
+from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
+
+
+def fixed_point(step, x0, epsilon, relative: bool, max_iters) -> Solution:
+    """Iterate `x <- step(x)` from `x0` until PRISM's criterion
+    `sup_norm(x', x) < epsilon` holds, or `max_iters` steps. Two steps per loop
+    trip. Must be called under `jit` (it is, by the public solvers)."""
+
+    def cond(c):
+        return c[3] == RUNNING
+
+    def body(c):
+        x, it, _, _ = c
+        x1 = step(x)
+        d1 = sup_norm(x1, x, relative)
+        x2 = step(x1)
+        d2 = sup_norm(x2, x1, relative)
+        it = it + 2
+        diff = jnp.minimum(d1, d2)
+        return x2, it, d2, next_status(x2, diff, it, epsilon, max_iters)
+
+    init = (
+        x0,
+        jnp.zeros((), jnp.int32),
+        jnp.asarray(jnp.inf, x0.dtype),
+        jnp.where(max_iters <= 0, Status.MAX_ITERS, RUNNING).astype(jnp.int32),
+    )
+    x, it, res, status = lax.while_loop(cond, body, init)
+    return Solution(value=x, status=status, iterations=it, residual=res)
+
+
+@eqx.filter_jit
+def _jacobi(A, diag, b, x0, epsilon, max_iters, relative):
+    inv = 1.0 / diag
+    return fixed_point(lambda x: (b + spmv(A, x)) * inv, x0, epsilon, relative, max_iters)
+
+
+@eqx.filter_jit
+def _power(A, b, x0, epsilon, max_iters, relative):
+    return fixed_point(lambda x: spmv(A, x) + b, x0, epsilon, relative, max_iters)
+
+
+def _args(epsilon, max_iters, dtype=jnp.float64):
+    return jnp.asarray(epsilon, dtype), jnp.asarray(max_iters, jnp.int32)
+
+
+def jacobi(
+    A, diag, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True
+) -> Solution:
+    """Jacobi iteration `x' = (b + A x) / diag` for `(diag - A) x = b`.
+
+    **Arguments:**
+    - `A`: off-diagonal part (a `jaxmc.layout` matrix), usually nonnegative.
+    - `diag`: the diagonal of the system, `1 - P_ii` (nonzero).
+    - `b`, `x0`: right-hand side and start vector.
+    - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
+    - `throw`: raise `ConvergenceError` unless converged.
+    """
+    eps, mi = _args(epsilon, max_iters)
+    sol = _jacobi(A, jnp.asarray(diag), jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    return check_solution(sol, throw, "Jacobi")
+
+
+def power(A, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True) -> Solution:
+    """Power (fixed-point) iteration `x' = A x + b`. Arguments as `jacobi`."""
+    eps, mi = _args(epsilon, max_iters)
+    sol = _power(A, jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    return check_solution(sol, throw, "Power method")
+
+
+@eqx.filter_jit
+def _bicgstab(A, diag, b, x0, epsilon, max_iters, relative):
+    def op(x):
+        return diag * x - spmv(A, x)
+
+    bnorm = jnp.max(jnp.abs(b), initial=0.0)
+    tol = epsilon * bnorm if relative else epsilon
+
+    def rnorm(r):
+        return jnp.max(jnp.abs(r), initial=0.0)
+
+    r0 = b - op(x0)
+    one = jnp.ones((), b.dtype)
+    res0 = rnorm(r0)
+    status0 = jnp.where(
+        res0 <= tol,
+        Status.CONVERGED,
+        jnp.where(max_iters <= 0, Status.MAX_ITERS, RUNNING),
+    ).astype(jnp.int32)
+    init = (x0, r0, r0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
+            jnp.zeros((), jnp.int32), res0, status0)
+
+    def cond(c):
+        return c[-1] == RUNNING
+
+    def body(c):
+        x, r, rhat, p, v, rho, alpha, omega, it, _, _ = c
+        rho_new = jnp.vdot(rhat, r)
+        # rhat . r = 0 happens structurally on sparse model-checking systems
+        # (the residual's support moves away from rhat's): restart with the
+        # current residual as shadow vector instead of giving up.
+        restart = rho_new == 0
+        rhat = jnp.where(restart, r, rhat)
+        rho_new = jnp.where(restart, jnp.vdot(r, r), rho_new)
+        beta = jnp.where(restart, 0.0, (rho_new / rho) * (alpha / omega))
+        p = r + beta * (p - omega * v)
+        v = op(p)
+        rv = jnp.vdot(rhat, v)
+        alpha = rho_new / rv
+        h = x + alpha * p
+        s = r - alpha * v
+        s_ok = rnorm(s) <= tol
+        t = op(s)
+        tt = jnp.vdot(t, t)
+        omega = jnp.where(s_ok, one, jnp.vdot(t, s) / jnp.where(tt == 0, one, tt))
+        x = jnp.where(s_ok, h, h + omega * s)
+        r = jnp.where(s_ok, s, s - omega * t)
+        it = it + 1
+        res = rnorm(r)
+        broke = (rho_new == 0) | (rv == 0) | (~s_ok & ((omega == 0) | (tt == 0)))
+        status = jnp.where(
+            ~jnp.all(jnp.isfinite(x)),
+            Status.NONFINITE,
+            jnp.where(
+                res <= tol,
+                Status.CONVERGED,
+                jnp.where(
+                    broke,
+                    Status.BREAKDOWN,
+                    jnp.where(it >= max_iters, Status.MAX_ITERS, RUNNING),
+                ),
+            ),
+        ).astype(jnp.int32)
+        return x, r, rhat, p, v, rho_new, alpha, omega, it, res, status
+
+    out = lax.while_loop(cond, body, init)
+    return Solution(value=out[0], status=out[-1], iterations=out[-3], residual=out[-2])
+
+
+def bicgstab(
+    A, diag, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True
+) -> Solution:
+    """BiCGStab for `(diag - A) x = b`.
+
+    Converged when the residual `max|b - (diag - A) x|` is at most `epsilon`
+    (absolute) or `epsilon * max|b|` (relative). When `rhat . r` vanishes the
+    method restarts with `rhat = r`; any other zero inner product is reported
+    as `Status.BREAKDOWN`. `iterations` counts BiCGStab iterations
+    (two matrix-vector products each)."""
+    eps, mi = _args(epsilon, max_iters)
+    sol = _bicgstab(A, jnp.asarray(diag), jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    return check_solution(sol, throw, "BiCGStab")

@@ -1,0 +1,110 @@
+"""Solver outcomes as data (`Status`, `Solution`), PRISM's convergence test,
+and the `throw=True` check that turns a failed status into a
+`ConvergenceError`."""
+
+from __future__ import annotations
+
+import enum
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ..errors import ConvergenceError
+
+
+class Status(enum.IntEnum):
+    """How an iterative method stopped."""
+
+    CONVERGED = 0
+    #: `max_iters` reached before the convergence criterion held.
+    MAX_ITERS = 1
+    #: A Krylov method broke down (a zero inner product).
+    BREAKDOWN = 2
+    #: The iterate contains NaN or infinity.
+    NONFINITE = 3
+
+
+#: Loop-internal status: still iterating.
+RUNNING = -1
+
+_MESSAGES = {
+    Status.MAX_ITERS: "did not converge within {iters} iterations "
+    "(last difference {res:.3g})",
+    Status.BREAKDOWN: "broke down after {iters} iterations (residual {res:.3g})",
+    Status.NONFINITE: "produced a non-finite value after {iters} iterations",
+}
+
+_HINTS = {
+    Status.MAX_ITERS: "increase max_iters or use -epsilon with a larger value",
+    Status.BREAKDOWN: "try another method, e.g. method='jacobi' or 'power'",
+    Status.NONFINITE: "check the model for non-finite rates/rewards, "
+    "or try another method",
+}
+
+
+class Solution(eqx.Module):
+    """Result of an iterative solver.
+
+    - `value`: the final iterate (for interval iteration, the midpoint).
+    - `status`: a `Status` value (int32 scalar array).
+    - `iterations`: number of steps (matrix-vector products) done.
+    - `residual`: the last sup-norm difference (relative or absolute as asked;
+      for interval iteration, the gap between the bounds).
+    """
+
+    value: Float[Array, " n"]
+    status: Int[Array, ""]
+    iterations: Int[Array, ""]
+    residual: Float[Array, ""]
+
+
+def sup_norm(x_new, x_old, relative: bool):
+    """PRISM's convergence measure: `max_i |x'_i - x_i|`, divided by `|x'_i|`
+    when relative. As in PRISM's sparse engine, a coordinate with no change
+    (0/0, including both zero) counts 0, and one that changes to 0 counts
+    infinite; identical infinities count 0."""
+    diff = jnp.abs(x_new - x_old)
+    diff = jnp.where(x_new == x_old, 0.0, diff)
+    if relative:
+        diff = jnp.where(diff == 0, 0.0, diff / jnp.abs(x_new))
+    return jnp.max(diff, initial=0.0)
+
+
+def next_status(x, diff, iters, epsilon, max_iters):
+    """Status after a loop trip: nonfinite, converged, out of iterations or
+    still running."""
+    return jnp.where(
+        ~jnp.all(jnp.isfinite(x)),
+        Status.NONFINITE,
+        jnp.where(
+            diff < epsilon,
+            Status.CONVERGED,
+            jnp.where(iters >= max_iters, Status.MAX_ITERS, RUNNING),
+        ),
+    ).astype(jnp.int32)
+
+
+def check_solution(sol: Solution, throw: bool, method: str = "solver") -> Solution:
+    """If `throw`, raise `ConvergenceError` unless `sol.status` is CONVERGED.
+
+    Outside `jit` the error names the iterations and residual; under an outer
+    `jit` it is an `eqx.error_if` runtime error with a fixed message."""
+    if not throw:
+        return sol
+    if isinstance(sol.status, jax.core.Tracer):
+        msg = f"{method} did not converge; increase max_iters or use -epsilon"
+        value = eqx.error_if(sol.value, sol.status != Status.CONVERGED, msg)
+        return eqx.tree_at(lambda s: s.value, sol, value)
+    status = Status(int(np.asarray(sol.status)))
+    if status != Status.CONVERGED:
+        raise ConvergenceError(
+            f"{method} "
+            + _MESSAGES[status].format(
+                iters=int(sol.iterations), res=float(sol.residual)
+            ),
+            hint=_HINTS[status],
+        )
+    return sol
