@@ -27,6 +27,7 @@ _NAMES = {
     "PRIMED": "a primed variable (x')",
     "CALLNAME": "a function",
     "$END": "the end of the input",
+    "MULTI": "multi(...)",
 }
 
 #: Terminals that can start an expression: when several are expected, they are
@@ -34,7 +35,8 @@ _NAMES = {
 _EXPR_START = {
     "NAME", "NUMBER", "LPAR", "MINUS", "NOT", "TRUE", "FALSE", "CALLNAME",
     "MIN", "MAX", "FUNC", "STRING", "P", "RELEASE", "S", "EXISTS", "FORALL",
-    "PMIN", "PMAX", "RMIN", "RMAX", "FILTER", "NEXT", "FUTURE", "GLOBALLY",
+    "PMIN", "PMAX", "RMIN", "RMAX", "SMIN", "SMAX", "FILTER", "NEXT", "FUTURE",
+    "GLOBALLY", "MULTI",
 }  # fmt: skip
 #: Binary operators: summarised as "an operator".
 _OPERATORS = {
@@ -80,7 +82,9 @@ def describe_expected(expected: set[str], parser: lark.Lark) -> str:
     if len(groups) > _MAX_ALTERNATIVES:
         groups = groups[:_MAX_ALTERNATIVES] + ["..."]
     if not groups:
-        return "nothing more"
+        return "the end of the input"
+    if groups == ["the end of the input"]:
+        return "the end of the input"
     if len(groups) == 1:
         return groups[0]
     return ", ".join(groups[:-1]) + " or " + groups[-1]
@@ -117,7 +121,7 @@ def _statement_before(text: str, offset: int) -> str:
 
 def _token_text(tok) -> str:
     if tok.type == "$END":
-        return "the end of the input"
+        return "end of input"
     return f"'{tok.value}'"
 
 
@@ -147,6 +151,9 @@ def _unexpected_characters(e: UnexpectedCharacters, text, file, parser) -> Prism
     hint = None
     following = text[e.pos_in_stream : e.pos_in_stream + 2]
     if char == "'":
+        m = re.search(r"[A-Za-z_]\w*$", text[: e.pos_in_stream])
+        if m:  # `x'` where no update can be: lark lexed `x`, then stopped at the prime
+            return _primed_outside_update(m.group(), m.start(), text, file)
         hint = "a prime must follow a variable name directly, as in (x'=x+1)"
     elif char == '"':
         hint = 'a quoted name must be closed on the same line: "name"'
@@ -190,14 +197,7 @@ def _unexpected_token(e: UnexpectedToken, text, file, parser) -> PrismSyntaxErro
 
     # A primed variable outside an update.
     elif tok.type == "PRIMED":
-        message = f"unexpected primed variable '{tok.value}'"
-        if "=>" in statement[-40:] or re.search(r"\]\s*[^>]*=>", statement):
-            hint = "a command is written [action] guard -> updates; (with '->', not '=>')"
-        else:
-            hint = (
-                f"'{tok.value}' may only appear on the left of an update, "
-                f"as in ({tok.value}=...); guards refer to the current value '{tok.value[:-1]}'"
-            )
+        return _primed_outside_update(tok.value[:-1], start, text, file)
 
     # A missing ';' (the parser sees the next line's first token).
     elif "SEMICOLON" in expected and tok.type != "SEMICOLON":
@@ -210,6 +210,40 @@ def _unexpected_token(e: UnexpectedToken, text, file, parser) -> PrismSyntaxErro
     if hint is None:
         hint = _hint(tok, expected, statement, text, start)
     return PrismSyntaxError(message, span, source=text, hint=hint)
+
+
+def _primed_outside_update(name: str, start: int, text: str, file) -> PrismSyntaxError:
+    line, col = _line_col(text, start)
+    span = Span(file, line, col, line, col + len(name) + 1)
+    statement = _statement_before(text, start)
+    if re.search(r"\]\s*[^\[\]]*=>\s*\(?\s*$", statement):
+        hint = "a command is written [action] guard -> updates; with '->', not '=>'"
+    else:
+        hint = (
+            f"{name}' may only appear on the left of an update, as in ({name}'=...); "
+            f"a guard or expression refers to the current value {name}"
+        )
+    return PrismSyntaxError(
+        f"unexpected primed variable {name}'", span, source=text, hint=hint
+    )
+
+
+def _unclosed_call(statement: str) -> str | None:
+    """The name before the innermost unclosed '(' of `statement`, if any."""
+    depth = 0
+    for i in range(len(statement) - 1, -1, -1):
+        c = statement[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            if depth == 0:
+                m = re.search(r"([A-Za-z_]\w*)\s*$", statement[:i])
+                return m.group(1) if m else None
+            depth -= 1
+    return None
+
+
+_BUILTIN_NAMES = ("min", "max", "floor", "ceil", "round", "pow", "mod", "log", "func", "filter", "multi")
 
 
 def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str | None:
@@ -230,6 +264,17 @@ def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str
     if value in ("&", "|", "=") and text[start - 1 : start] == value:
         doubled = {"&": "'&' (not '&&')", "|": "'|' (not '||')", "=": "'=' (not '==')"}
         return f"PRISM writes {doubled[value]}"
+    if value == "(" and re.search(r"[A-Za-z_]\w*\s*$", statement):
+        name = re.search(r"([A-Za-z_]\w*)\s*$", statement).group(1)
+        return (
+            f"'{name}' is not a built-in function (min, max, floor, ceil, round, pow, "
+            "mod, log)"
+        )
+    if value == "(" and "COLON" in expected and "->" in statement:
+        return "a probability and its update are separated by ':', as in 0.5 : (x'=1)"
+    callee = _unclosed_call(statement)
+    if callee is not None and callee not in _BUILTIN_NAMES and not re.fullmatch(r"[PRSEA]|Pm..|Rm..|Sm..", callee):
+        return f"'{callee}' is not a built-in function (min, max, floor, ceil, round, pow, mod, log)"
     if tok.type == "RPAR" or (value == ")" and "RPAR" not in expected):
         return "unbalanced parentheses: this ')' has no matching '('"
     if "RPAR" in expected and statement.count("(") > statement.count(")"):

@@ -44,6 +44,34 @@ def grammar_text(name: str) -> str:
     return common + "\n" + own
 
 
+#: PRISM's keywords of the model language. lark's contextual lexer would
+#: accept most of them as names wherever the keyword itself cannot occur; PRISM
+#: reserves them everywhere, and so do we (a name token with one of these
+#: values is rejected by `_reject_keyword`). The property keywords (`P`, `F`,
+#: `U`, `C`, ...) are only keywords inside properties, where the grammar has them.
+RESERVED = frozenset(
+    """bool clock const ctmc double dtmc endinit endinvariant endmodule
+    endobservables endrewards endsystem false formula filter func global init
+    invariant int label max mdp min module nondeterministic observable
+    observables of pomdp popta probabilistic prob pta rate rewards stochastic
+    system true""".split()
+)
+
+
+class ReservedName(Exception):
+    """Raised by the lexer for a keyword used as a name (see `RESERVED`)."""
+
+    def __init__(self, token: lark.Token):
+        super().__init__(token.value)
+        self.token = token
+
+
+def _reject_keyword(token: lark.Token) -> lark.Token:
+    if token.value in RESERVED:
+        raise ReservedName(token)
+    return token
+
+
 @functools.cache
 def get_parser(name: str) -> lark.Lark:
     """The LALR parser for `name`: "prism" (model files) or "props" (property
@@ -58,5 +86,6 @@ def get_parser(name: str) -> lark.Lark:
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=False,
+        lexer_callbacks={"NAME": _reject_keyword},
         start=["start", "expr"] if name == "props" else "start",
     )

@@ -19,7 +19,7 @@ from lark import Token, Transformer, v_args
 from ..errors import JaxmcError, PrismSyntaxError, UnsupportedError
 from . import ast
 from ._errors import translate_lark_error
-from .grammar import get_parser
+from .grammar import ReservedName, get_parser
 
 
 __all__ = [
@@ -53,7 +53,7 @@ def parse_model(text: str, file: str | None = None) -> ast.Program:
 def parse_model_file(path: str | Path) -> ast.Program:
     """Read and parse a model file; spans carry its path."""
     path = Path(path)
-    return parse_model(path.read_text(encoding="utf-8"), str(path))
+    return parse_model(_read(path), str(path))
 
 
 def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
@@ -69,7 +69,7 @@ def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
 def parse_properties_file(path: str | Path) -> ast.PropertiesFile:
     """Read and parse a property file; spans carry its path."""
     path = Path(path)
-    return parse_properties(path.read_text(encoding="utf-8"), str(path))
+    return parse_properties(_read(path), str(path))
 
 
 def parse_expression(text: str, file: str | None = None) -> ast.Expr:
@@ -84,12 +84,30 @@ def parse_expression(text: str, file: str | None = None) -> ast.Expr:
 # ------------------------------------------------------------------- driving
 
 
+def _read(path: Path) -> str:
+    """The text of `path`: UTF-8, or Latin-1 for the older PRISM files that
+    have accented names in comments."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
 def _parse(grammar: str, text: str, file: str | None, start: str) -> lark.Tree:
     parser = get_parser(grammar)
     try:
         return parser.parse(text, start=start)
     except lark.exceptions.UnexpectedInput as e:
         raise translate_lark_error(e, text, file, parser) from None
+    except ReservedName as e:
+        tok = e.token
+        raise PrismSyntaxError(
+            f"'{tok.value}' is a PRISM keyword and cannot be used as a name",
+            _tok_span(tok, file),
+            source=text,
+            hint="choose another name",
+        ) from None
 
 
 def _build(tree, text: str, file: str | None, props: bool = False):
@@ -366,6 +384,11 @@ class _Builder(Transformer):
         rest = children[1:]
         states = rest[1] if len(rest) > 1 else None
         return ast.Filter(op, rest[0], states, span=self._span(meta))
+
+    def multi(self, meta, children):
+        # As in PRISM, which parses it as a function: a multi-objective query
+        # is Call("multi", objectives), for the checker to reject or handle.
+        return ast.Call("multi", children[1], span=self._span(meta))
 
     def property(self, meta, children):
         name = self._label_name(children[0]) if isinstance(children[0], Token) else None

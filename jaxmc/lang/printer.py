@@ -118,7 +118,7 @@ def format_expr(e: ast.Expr) -> str:
         return f"{_at(e.cond, _ITE + 1)} ? {_at(e.then, _ITE + 1)} : {_at(e.else_, _ITE)}"
     if isinstance(e, ast.Call):
         args = ", ".join(format_expr(a) for a in e.args)
-        if e.func in _BUILTINS:
+        if e.func in _BUILTINS or e.func == "multi":
             return f"{e.func}({args})"
         return f"func({e.func}, {args})"
     if isinstance(e, ast.Temporal):
