@@ -71,7 +71,9 @@ def fox_glynn(
         k = _left_k(q_t, epsilon)
         left = max(0, int(math.floor(mode - k * math.sqrt(q_t) - 1.5)))
     k = _right_k(q_t, epsilon)
-    right = int(math.ceil(mode + k * math.sqrt(2.0 * q_t) + 1.5))
+    # For q_t < 400 the bound holds with 400 in place of q_t (Fox & Glynn),
+    # in the window width too: with sqrt(2 q_t) the tail can exceed epsilon.
+    right = int(math.ceil(mode + k * math.sqrt(2.0 * max(q_t, 400.0)) + 1.5))
     if left > mode:
         left = mode
     w = np.zeros(right - left + 1)
