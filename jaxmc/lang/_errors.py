@@ -44,6 +44,12 @@ _OPERATORS = {
     "OR", "IMPLIES", "IFF", "QMARK", "POW", "UNTIL", "WEAK", "RELEASE",
 }  # fmt: skip
 
+#: Keywords that start a top-level item of a model or property file.
+_ITEM_STARTS = (
+    "MODULE", "CONST", "FORMULA", "LABEL", "GLOBAL", "REWARDS", "INIT", "SYSTEM",
+    "ENDMODULE", "ENDREWARDS", "ENDINIT", "ENDSYSTEM", "RATE", "PROB",
+)  # fmt: skip
+
 _MAX_ALTERNATIVES = 6
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
 
@@ -183,10 +189,11 @@ def _unexpected_token(e: UnexpectedToken, text, file, parser) -> PrismSyntaxErro
     hint = None
     statement = _statement_before(text, start)
 
-    # A keyword where a name belongs.
+    # A keyword where a name belongs (but a keyword that starts a new
+    # declaration more likely means the previous one was not closed).
     if (
         "NAME" in expected
-        and tok.type not in ("NAME", "$END")
+        and tok.type not in ("NAME", "$END", *_ITEM_STARTS)
         and isinstance(tok.value, str)
         and _IDENT.match(tok.value)
     ):
