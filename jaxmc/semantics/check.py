@@ -125,7 +125,11 @@ class ConstantResolver:
         outer_types: Mapping[str, Type] | None = None,
         formulas: "FormulaTable | None" = None,
         extra_names: Sequence[str] = (),
+        allow_missing: bool = False,
     ):
+        self.allow_missing = allow_missing
+        #: constant → the undefined constants it needs (with `allow_missing`)
+        self.missing: dict[str, tuple[str, ...]] = {}
         self.decls = {d.name: d for d in decls}
         self.overrides = overrides
         self.parameters = tuple(parameters)
@@ -143,7 +147,10 @@ class ConstantResolver:
         missing = [
             d.name for d in undefined if d.name not in self.overrides and d.name not in self.parameters
         ]
-        if missing:
+        if missing and self.allow_missing:
+            for n in missing:
+                self.missing[n] = (n,)
+        elif missing:
             first = self.decls[missing[0]]
             names = ", ".join(f"`{n}`" for n in missing)
             example = ",".join(f"{n}=..." for n in missing)
@@ -158,7 +165,27 @@ class ConstantResolver:
                     f"constant `{d.name}` is defined in the file; the value given for it is ignored (as in PRISM)"
                 )
         for d in self.decls.values():
-            self._resolve(d.name, [])
+            if d.name not in self.missing:
+                try:
+                    self._resolve(d.name, [])
+                except _Missing as m:
+                    self.missing[d.name] = m.names
+
+    def missing_in(self, e: ast.Node) -> list[str]:
+        """The undefined constants (roots) that `e` needs, in declaration order."""
+        need = set()
+        for i in idents(e):
+            need.update(self.missing.get(i.name, ()))
+        return [n for n in self.decls if n in need]
+
+    def missing_error(self, names: Sequence[str], span=None) -> SemanticError:
+        shown = ", ".join(f"`{n}`" for n in names)
+        example = ",".join(f"{n}=..." for n in names)
+        return SemanticError(
+            f"undefined constant{'s' if len(names) > 1 else ''} {shown} must be given a value",
+            span if span is not None else self.decls[names[0]].span,
+            hint=f"use --const {example}",
+        )
 
     def all_types(self) -> dict[str, Type]:
         return {**self.outer_types, **self.types}
@@ -201,9 +228,19 @@ class ConstantResolver:
                 d.value.span or d.span,
             )
         env: dict[str, Value | ast.Expr] = dict(self.outer_env)
+        need: list[str] = []
         for ident in idents(expr):
             if ident.name in self.decls:
-                env[ident.name] = self._resolve(ident.name, stack + [name])
+                if ident.name in self.missing:
+                    need += self.missing[ident.name]
+                    continue
+                try:
+                    env[ident.name] = self._resolve(ident.name, stack + [name])
+                except _Missing as m:
+                    need += m.names
+        if need:
+            self.missing[name] = tuple(dict.fromkeys(need))
+            raise _Missing(self.missing[name])
         v = fold(expr, env, self.all_types())
         if is_literal(v):
             val = literal_value(v)
@@ -212,6 +249,11 @@ class ConstantResolver:
             v = val
         self.env[name] = v
         return v
+
+
+class _Missing(Exception):
+    def __init__(self, names):
+        self.names = tuple(names)
 
 
 class _Names(Mapping):
@@ -426,21 +468,9 @@ class _ProgramChecker:
                     f"`{old}` is renamed twice in the definition of module `{rm.name}`", rm.span
                 )
             renames[old] = new
+        # PRISM accepts renamings of names that do not occur in the base
+        # module (they are no-ops), so they are not checked here.
         base_vars = [v.name for v in base.variables]
-        occurring = set(base_vars)
-        occurring |= {c.action for c in base.commands if c.action}
-        occurring |= {i.name for i in idents(base)}
-        # names of formulas used by the (unexpanded) base module text
-        for m in self.p.modules:
-            if m.name == rm.base and isinstance(m, ast.Module):
-                occurring |= {i.name for i in idents(m)}
-        for old in renames:
-            if old not in occurring:
-                raise SemanticError(
-                    f"`{old}` in the renaming of module `{rm.name}` does not appear in module `{rm.base}`",
-                    rm.span,
-                    hint=suggest(old, occurring),
-                )
         for v in base_vars:
             if v not in renames:
                 raise SemanticError(

@@ -182,6 +182,7 @@ class _PropsChecker:
             outer_types=self.model_const_types,
             formulas=self.formulas,
             extra_names=list(self.var_types),
+            allow_missing=True,
         )
         self.consts.run()
         self.warnings += self.consts.warnings
@@ -193,11 +194,20 @@ class _PropsChecker:
         self.pf_label_decls = {lab.name: lab for lab in pf.labels}
         self.labels: dict[str, ast.Expr] = {}
         for lab in pf.labels:
+            need = self.consts.missing_in(self.formulas.expand(lab.expr))
+            if need:
+                raise self.consts.missing_error(need)
             self.labels[lab.name] = self._state_expr(lab.expr, Type.BOOL, f'label "{lab.name}"')
 
         self._prop_types: dict[str, Type] = {}
         self._typing: list[str] = []
         out = []
+        if self.errors == "raise":
+            need: list[str] = []
+            for p in pf.properties:
+                need += self.consts.missing_in(self.formulas.expand(p.expr))
+            if need:
+                raise self.consts.missing_error([n for n in self.consts.decls if n in need])
         for p in pf.properties:
             try:
                 out.append(self._property(p))
@@ -271,6 +281,9 @@ class _PropsChecker:
 
     def _property(self, p: ast.Property) -> CheckedProperty:
         e = self.formulas.expand(p.expr)
+        need = self.consts.missing_in(e)
+        if need:
+            raise self.consts.missing_error(need)
         t = self._type_property(p.name, e)
         folded = fold(e, self.env, self.var_types)
         folded = self._normalize(folded)
@@ -409,8 +422,11 @@ class _PropsChecker:
                     path.span,
                     hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
                 )
-            raise SemanticError(
-                f"the contents of {ctx} [...] must be a path formula (e.g. F φ, φ U ψ, X φ)", path.span
+            # PRISM reads a state formula here as a (trivial) LTL formula
+            raise UnsupportedError(
+                f"LTL path formulas are not supported (here: a state formula inside {ctx} [...])",
+                path.span,
+                hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]" if ctx == "P" else None,
             )
         if path.left is not None:
             self._state(path.left, recurse, ctx)
@@ -463,7 +479,7 @@ class _PropsChecker:
         if isinstance(path, ast.Temporal):
             if path.op != ast.TemporalOp.EVENTUALLY:
                 raise UnsupportedError(
-                    f"the reward operator R does not support the `{path.op.value}` operator",
+                    f"co-safe LTL reward formulas (here `{path.op.value}`) are not supported in R [...]",
                     path.span,
                     hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
                 )
@@ -471,10 +487,12 @@ class _PropsChecker:
             if path.bound is not None:
                 self._bound(path.bound, recurse, "F")
             return
-        if _has_path_outside_operators(path):
-            raise UnsupportedError("LTL path formulas are not supported in R [...]", path.span)
-        raise SemanticError(
-            "the contents of R [...] must be a reward path (F φ, C<=t, C, I=t, S)", path.span
+        # PRISM reads anything else as a co-safe LTL formula (a state formula
+        # included), which jaxmc does not support
+        raise UnsupportedError(
+            "co-safe LTL reward formulas are not supported in R [...]",
+            path.span,
+            hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
         )
 
     def _reward_structure(self, e: ast.RewardOp, recurse) -> None:

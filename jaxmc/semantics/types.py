@@ -169,6 +169,14 @@ class _TypeChecker:
 
     def _call(self, e: ast.Call) -> Type:
         arity = ast.FUNCTIONS.get(e.func)
+        if e.func == "multi":
+            from ..errors import UnsupportedError
+
+            raise UnsupportedError(
+                "multi-objective queries multi(...) are not supported",
+                e.span,
+                hint="check each objective as a separate property",
+            )
         if arity is None:
             raise SemanticError(
                 f"unknown function `{e.func}`", e.span, hint=suggest(e.func, ast.FUNCTIONS)
