@@ -211,8 +211,9 @@ def solve_fixed(
 def quotient(model: ExplicitModel, probs, labels, count, inside):
     """Collapse end components: every state with `labels[s] = k >= 0` becomes
     one state; choices inside (`inside[c]`) are dropped, the others kept with
-    successors renamed. Returns `(M, rep, keep)`: the quotient `SparseModel`,
-    the new state of every old state, and the old index of every kept choice.
+    successors renamed. Returns `(M, rep, keep, idx, probs)`: the quotient
+    `SparseModel`, the new state of every old state, the old index of every
+    kept choice, the old index of every kept entry and their probabilities.
     The caller restricts per-choice data with `keep`."""
     n = model.num_states
     ec = labels >= 0

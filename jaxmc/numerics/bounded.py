@@ -84,13 +84,12 @@ def bounded_until(
     psi = np.asarray(psi, dtype=bool)
     if upper is not None and upper < lower:
         return NumericResult(np.zeros(model.num_states), method="bounded")
-    extra = {}
+    status, iters, resid = NumericResult(None).status, 0, 0.0
     if upper is None:
         from .reach import until_probabilities
 
         res = until_probabilities(model, phi, psi, opt=opt, **solver_kw)
-        x = res.values
-        extra = dict(status=res.status, iterations=res.iterations)
+        x, status, iters, resid = res.values, res.status, res.iterations, res.residual
     else:
         x = masked_steps(
             model, psi.astype(np.float64), upper - lower, opt=opt,
@@ -98,4 +97,4 @@ def bounded_until(
         )
     if lower > 0:
         x = masked_steps(model, x, lower, opt=opt, active=phi, const=np.zeros(len(x)))
-    return NumericResult(x, method="bounded", extra=extra)
+    return NumericResult(x, status, iters, resid, method="bounded")
