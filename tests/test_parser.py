@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from jaxmc.errors import JaxmcError, PrismSyntaxError, UnsupportedError
 from jaxmc.lang import (
     ast,
-    format_expr,
     format_program,
     parse_expression,
     parse_model,
