@@ -1,1 +1,34 @@
-"""jaxmc: probabilistic model checking for PRISM models, array-first on JAX."""
+"""jaxmc: probabilistic model checking of PRISM models, array-first on JAX.
+
+The pipeline, one sub-package per stage: `lang` (parse) → `semantics`
+(check) → `explore` (build the state space) → `layout`/`kernels` (device
+matrices) → `solvers`/`numerics` (iterations) → `props` (properties).
+"""
+
+import importlib.metadata
+
+from . import errors as errors, explore as explore, lang as lang, semantics as semantics
+from .api import (
+    Model as Model,
+    build as build,
+    check as check,
+    load_model as load_model,
+    load_model_string as load_model_string,
+    load_properties as load_properties,
+    parse_properties as parse_properties,
+    solve as solve,
+)
+from .errors import (
+    ConvergenceError as ConvergenceError,
+    ExplorationError as ExplorationError,
+    JaxmcError as JaxmcError,
+    ModelCheckingError as ModelCheckingError,
+    PrismSyntaxError as PrismSyntaxError,
+    SemanticError as SemanticError,
+    UnsupportedError as UnsupportedError,
+)
+from .explore import ExplicitModel as ExplicitModel
+from .props import CheckResult as CheckResult
+
+
+__version__ = importlib.metadata.version("jaxmc")

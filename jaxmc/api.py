@@ -57,14 +57,6 @@ class Model:
         return self._explicit
 
 
-def _constants_mapping(constants: ConstantsArg) -> dict[str, Any]:
-    if constants is None:
-        return {}
-    if isinstance(constants, str):
-        return dict(semantics.parse_constants(constants))
-    return dict(constants)
-
-
 def load_model(
     path: str | os.PathLike,
     constants: ConstantsArg = None,
@@ -104,7 +96,7 @@ def load_model_string(
     program = lang.parse_model(text, file=file)
     checked = semantics.check_program(
         program,
-        _constants_mapping(constants),
+        constants,
         source=text,
         file=file,
         parameters=parameters,
@@ -123,6 +115,8 @@ def load_properties(
     path: str | os.PathLike,
     model: Model,
     constants: ConstantsArg = None,
+    *,
+    errors: str = "raise",
 ) -> semantics.CheckedProperties:
     """Parse and check a property file against `model`.
 
@@ -132,7 +126,7 @@ def load_properties(
     path = os.fspath(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    return parse_properties(text, model, constants, file=path)
+    return parse_properties(text, model, constants, file=path, errors=errors)
 
 
 def parse_properties(
@@ -141,16 +135,16 @@ def parse_properties(
     constants: ConstantsArg = None,
     *,
     file: str | None = None,
+    errors: str = "raise",
 ) -> semantics.CheckedProperties:
-    """Parse and check properties given as text (one or more, `;`-separated)."""
+    """Parse and check properties given as text (one or more, `;`-separated).
+
+    With `errors="keep"`, a property that fails its checks is kept with its
+    error, which is raised when that property is checked (so one bad property
+    does not hide the others of a file)."""
     pf = lang.parse_properties(text, file=file)
-    consts = _constants_mapping(constants)
-    # Constants given for the model apply to the property file too (PRISM's
-    # single `-const` switch covers both).
-    for k, v in model.constants.items():
-        consts.setdefault(k, v)
     return semantics.check_properties(
-        pf, model.checked, consts, source=text, file=file
+        pf, model.checked, constants, source=text, file=file, errors=errors
     )
 
 
@@ -215,6 +209,8 @@ def check(
         checked_prop = prop
     if properties is None:
         raise TypeError("a checked property needs its `properties` collection")
+    if checked_prop.error is not None:
+        raise checked_prop.error
     explicit = build(model)
     options = CheckOptions(
         method=method,

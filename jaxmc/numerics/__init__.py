@@ -27,6 +27,14 @@ from .ctmc import (  # noqa: E402
     transient_probabilities as transient_probabilities,
     uniformise as uniformise,
 )
+from .ctl import (  # noqa: E402
+    exists_globally as exists_globally,
+    exists_next as exists_next,
+    exists_until as exists_until,
+    forall_globally as forall_globally,
+    forall_next as forall_next,
+    forall_until as forall_until,
+)
 from .foxglynn import fox_glynn as fox_glynn  # noqa: E402
 from .graph import (  # noqa: E402
     bsccs as bsccs,

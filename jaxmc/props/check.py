@@ -192,9 +192,41 @@ class _Checker:
         return self._apply_threshold(values, op.threshold)
 
     def path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
-        if q.quantifier == ast.Quantifier.EXISTS:
-            return self.path_probs(q.path, "max" if self.is_mdp else None) > 0
-        return self.path_probs(q.path, "min" if self.is_mdp else None) >= 1
+        """CTL `E`/`A` (see `jaxmc.numerics.ctl`), reduced to E X, E U, E G,
+        A X, A U, A G by the usual dualities."""
+        path, m = q.path, self.model
+        exists = q.quantifier == ast.Quantifier.EXISTS
+        if not isinstance(path, ast.Temporal):
+            return self.bool(path)
+        if path.bound is not None:
+            raise UnsupportedError(
+                "time-bounded path formulas under E [...] / A [...] are not "
+                "supported (as in PRISM)",
+                path.bound.span or path.span,
+            )
+        op = path.op
+        true = np.ones(self.n, dtype=bool)
+        right = self.bool(path.right)
+        left = self.bool(path.left) if path.left is not None else true
+        if op == TemporalOp.NEXT:
+            return (numerics.exists_next if exists else numerics.forall_next)(m, right)
+        if op == TemporalOp.EVENTUALLY:
+            left = true
+        if op in (TemporalOp.EVENTUALLY, TemporalOp.UNTIL):
+            fn = numerics.exists_until if exists else numerics.forall_until
+            return fn(m, left, right)
+        if op == TemporalOp.GLOBALLY:
+            fn = numerics.exists_globally if exists else numerics.forall_globally
+            return fn(m, right)
+        # φ W ψ = (φ U ψ) ∨ G φ, and φ R ψ = ψ W (φ ∧ ψ).
+        if op == TemporalOp.RELEASE:
+            left, right = right, left & right
+        if exists:
+            return numerics.exists_until(m, left, right) | numerics.exists_globally(
+                m, left
+            )
+        # A [φ W ψ] = ¬E [¬ψ U (¬φ ∧ ¬ψ)]
+        return ~numerics.exists_until(m, ~right, ~left & ~right)
 
     def path_probs(self, path: ast.Expr, opt: str | None) -> np.ndarray:
         """P(path) in every state, optimised with `opt` on MDPs."""
@@ -248,33 +280,45 @@ class _Checker:
                 )
             if kind == TimeBoundKind.LT:
                 high = high - 1
+                if high < 0:
+                    raise ModelCheckingError(
+                        "the bound <0 admits no step", bound.span,
+                        hint="a strict upper bound must be at least 1",
+                    )  # fmt: skip
             elif kind == TimeBoundKind.GT:
                 low = low + 1
+        elif kind == TimeBoundKind.LT and high <= 0:
+            raise ModelCheckingError("the time bound <0 is empty", bound.span)
         return low, high
 
     # --------------------------------------------------------------- numerics
 
-    def _record(self, info: Any) -> None:
-        """Keep the statistics of the last iterative solve."""
-        if info is None:
-            return
-        self.status = getattr(info, "status_name", None) or self.status
-        it = getattr(info, "iterations", None)
-        if it is not None:
-            self.iterations = int(it) + (self.iterations or 0)
-        res = getattr(info, "residual", None)
-        if res is not None:
-            self.residual = float(res)
-        gap = getattr(info, "bound_gap", None)
+    def _record(self, res: numerics.NumericResult) -> np.ndarray:
+        """Keep the statistics of an iterative solve; return its values."""
+        if res.iterations:
+            self.iterations = int(res.iterations) + (self.iterations or 0)
+            self.residual = float(res.residual)
+            self.status = res.status.name.lower()
+        elif self.status is None:
+            self.status = res.status.name.lower()
+        gap = res.extra.get("bound_gap") if res.extra else None
         if gap is not None:
             self.bound_gap = float(gap)
-        for k, v in (getattr(info, "timing", None) or {}).items():
-            self.stats[k] = self.stats.get(k, 0.0) + v
+        return np.asarray(res.values)
 
     def _solver_kwargs(self) -> dict[str, Any]:
         o = self.options
+        method = o.method
+        if method == "gauss_seidel":
+            # Gauss-Seidel is inherently sequential; Jacobi converges to the
+            # same fixed point (PRISM's -gs/-bgs give the same answers).
+            method = "jacobi"
+        if method in ("jacobi", "power", "bicgstab") and self.is_mdp:
+            method = "value_iteration"
+        elif method == "value_iteration" and not self.is_mdp:
+            method = "jacobi" if self.n else method
         return dict(
-            method=o.method,
+            method=method,
             epsilon=o.epsilon,
             relative=o.relative,
             max_iters=o.max_iters,
@@ -282,7 +326,7 @@ class _Checker:
         )
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
-        return np.asarray(numerics.next_probabilities(self.model, phi, opt=opt))
+        return self._record(numerics.next_probabilities(self.model, phi, opt=opt))
 
     def _until(
         self,
@@ -291,35 +335,25 @@ class _Checker:
         bound: ast.TimeBound | None,
         opt: str | None,
     ) -> np.ndarray:
+        kw = self._solver_kwargs()
         if bound is None:
-            values, info = numerics.until_probabilities(
-                self.model, phi, psi, opt=opt, **self._solver_kwargs()
+            return self._record(
+                numerics.until_probabilities(self.model, phi, psi, opt=opt, **kw)
             )
-            self._record(info)
-            return np.asarray(values)
         low, high = self._bound_values(bound)
-        if high < low:  # e.g. U<0: no path satisfies it
-            return np.zeros(self.n)
+        if low == 0 and math.isinf(high):  # U>=0 is plain U
+            return self._until(phi, psi, None, opt)
+        upper = None if math.isinf(high) else high
         if self.is_ctmc:
-            return np.asarray(
-                numerics.time_bounded_until(
-                    self.model, phi, psi, low, high, epsilon=self.options.epsilon
-                )
+            res = numerics.ctmc_bounded_until(
+                self.model, phi, psi, upper, lower=float(low), **kw
             )
-        if math.isinf(high):
-            # φ U>=k ψ: stay in φ for k steps, then φ U ψ.
-            after, info = numerics.until_probabilities(
-                self.model, phi, psi, opt=opt, **self._solver_kwargs()
-            )
-            self._record(info)
-            return np.asarray(
-                numerics.bounded_until(
-                    self.model, phi, psi, int(low), int(low), opt=opt, after=after
-                )
-            )
-        return np.asarray(
-            numerics.bounded_until(self.model, phi, psi, int(low), int(high), opt=opt)
-        )
+        else:
+            res = numerics.bounded_until(
+                self.model, phi, psi, None if upper is None else int(upper),
+                lower=int(low), opt=opt, **kw,
+            )  # fmt: skip
+        return self._record(res)
 
     def reward_op(self, op: ast.RewardOp) -> np.ndarray:
         key = op.structure
@@ -344,39 +378,43 @@ class _Checker:
                 raise UnsupportedError(
                     "bounded reachability rewards (R [ F<=k ... ])", path.span
                 )
-            values, info = numerics.reachability_rewards(
-                m, reward, self.bool(path.right), opt=opt, **self._solver_kwargs()
+            return self._record(
+                numerics.reachability_rewards(
+                    m, reward, self.bool(path.right), opt=opt, **self._solver_kwargs()
+                )
             )
-            self._record(info)
-            return np.asarray(values)
         if isinstance(path, ast.RewardPath):
             kind = path.kind
             if kind == ast.RewardPathKind.CUMULATIVE and path.bound is None:
-                values, info = numerics.total_rewards(
-                    m, reward, opt=opt, **self._solver_kwargs()
+                return self._record(
+                    numerics.total_rewards(m, reward, opt=opt, **self._solver_kwargs())
                 )
-                self._record(info)
-                return np.asarray(values)
             if kind == ast.RewardPathKind.LONG_RUN:
                 if self.is_mdp:
                     raise UnsupportedError(
                         "long-run average rewards R [ S ] on MDPs", path.span
                     )
-                values, info = numerics.long_run_rewards(
-                    m, reward, **self._solver_kwargs()
-                )
-                self._record(info)
-                return np.asarray(values)
+                kw = self._solver_kwargs()
+                kw.pop("method")
+                return self._record(numerics.long_run_rewards(m, reward, **kw))
             low, high = self._bound_values(path.bound)
-            if kind == ast.RewardPathKind.CUMULATIVE:
-                t = high
-                fn = numerics.cumulative_rewards
+            cumulative = kind == ast.RewardPathKind.CUMULATIVE
+            t = high if cumulative else low
+            if self.is_ctmc:
+                fn = (
+                    numerics.ctmc_cumulative_rewards
+                    if cumulative
+                    else numerics.ctmc_instantaneous_rewards
+                )
+                res = fn(m, reward, float(t), epsilon=self.options.epsilon)
             else:
-                t = low
-                fn = numerics.instantaneous_rewards
-            if not self.is_ctmc:
-                t = int(t)
-            return np.asarray(fn(m, reward, t, opt=opt, epsilon=self.options.epsilon))
+                fn = (
+                    numerics.cumulative_rewards
+                    if cumulative
+                    else numerics.instantaneous_rewards
+                )
+                res = fn(m, reward, int(t), opt=opt)
+            return self._record(res)
         raise UnsupportedError(
             "this reward path formula (expected F, C, C<=t, I=t or S)", path.span
         )
@@ -384,11 +422,12 @@ class _Checker:
     def steady_op(self, op: ast.SteadyOp) -> np.ndarray:
         if self.is_mdp:
             raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
-        values, info = numerics.steady_state_probabilities(
-            self.model, self.bool(op.operand), **self._solver_kwargs()
+        kw = self._solver_kwargs()
+        kw.pop("method")
+        values = self._record(
+            numerics.steady_state_values(self.model, self.bool(op.operand), **kw)
         )
-        self._record(info)
-        return self._apply_threshold(np.asarray(values), op.threshold)
+        return self._apply_threshold(values, op.threshold)
 
     # ---------------------------------------------------------------- filters
 

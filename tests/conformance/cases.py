@@ -109,7 +109,7 @@ def run_case(case: suite.Case) -> tuple[str, str]:
     want_error = isinstance(expected, tuple) and expected[0] == "error"
     try:
         model = _load(str(case.model), case.consts)
-        props = jaxmc.load_properties(case.props, model, case.consts or None)
+        props = jaxmc.load_properties(case.props, model, case.consts or None, errors="keep")
         c = case.config
         kwargs = {"relative": c.relative}
         if c.method:
@@ -123,6 +123,9 @@ def run_case(case: suite.Case) -> tuple[str, str]:
     except JaxmcError as e:
         if want_error:
             return "pass", ""
+        reason = out_of_scope_reason(e)
+        if reason:
+            return "skip", reason
         return "fail", f"{type(e).__name__}: {e}"
     except Exception:  # noqa: BLE001 - any other exception is a jaxmc bug
         return "fail", "internal error:\n" + traceback.format_exc(limit=-6)
@@ -131,7 +134,30 @@ def run_case(case: suite.Case) -> tuple[str, str]:
     return compare(got, expected)
 
 
-def compare(got, expected, rtol: float = 1e-6) -> tuple[str, str]:
+#: UnsupportedError messages for features the suite's scope excludes
+#: (../shared/README.md: LTL, multi-objective; co-safe LTL rewards).
+_OUT_OF_SCOPE_FEATURES = ("LTL", "co-safe", "multi-objective", "multi(")
+
+
+def out_of_scope_reason(e: Exception) -> str | None:
+    from jaxmc.errors import UnsupportedError
+
+    if isinstance(e, UnsupportedError):
+        for feature in _OUT_OF_SCOPE_FEATURES:
+            if feature in e.message:
+                return f"out of scope: {e.message}"
+    return None
+
+
+#: PRISM's test mode compares at 1e-5 relative (`ResultTesting.
+#: DEFAULT_TESTING_ACCURACY`); we report passes at 1e-6 separately.
+STRICT_RTOL = 1e-6
+PRISM_TEST_RTOL = 1e-5
+
+
+def compare(got, expected, rtol: float = PRISM_TEST_RTOL) -> tuple[str, str]:
+    """("pass", "") within `STRICT_RTOL`; ("pass", "loose: ...") within
+    PRISM's test tolerance only; else ("fail", why)."""
     if isinstance(expected, bool):
         ok = isinstance(got, (bool,)) or hasattr(got, "dtype")
         return ("pass", "") if ok and bool(got) == expected else (
@@ -150,7 +176,12 @@ def compare(got, expected, rtol: float = 1e-6) -> tuple[str, str]:
     elif math.isinf(expected) or math.isinf(got):
         ok = expected == got
     else:
-        ok = abs(got - expected) <= rtol * abs(expected) + 1e-12
+        err = abs(got - expected)
+        if err <= STRICT_RTOL * abs(expected) + 1e-12:
+            return "pass", ""
+        ok = err <= rtol * abs(expected) + 1e-12
+        if ok:
+            return "pass", f"loose: rel. err {err / abs(expected):.2e} > 1e-6"
     if ok:
         return "pass", ""
     err = abs(got - expected) / abs(expected) if expected else abs(got)

@@ -50,7 +50,7 @@ _IGNORED = {
     "-m-ex", "-gs-explicit", "-cuddepsilon", "-transientmethod", "-exportresults",
     "-exportmodel", "-exportlabels", "-exportvector", "-exportstrat",
     "-exporttarget", "-exportproplabels", "-convprog", "-noprobchecks",
-    "-nossdetect", "-nofair",
+    "-nossdetect", "-nofair", "-pathviaautomata",
 }  # fmt: skip
 _TAKES_VALUE = {
     "-cuddepsilon", "-transientmethod", "-exportresults", "-exportmodel",
@@ -74,10 +74,9 @@ _OUT_OF_SCOPE = {
     "-ptamethod": "probabilistic timed automata",
     "-importresults": "imported results",
     "-fair": "fairness constraints",
-    "-pathviaautomata": "LTL via automata",
-    "-mdp": "explicit model import",
-    "-dtmc": "explicit model import",
-    "-ctmc": "explicit model import",
+    "-mdp": "model type conversion (-mdp)",
+    "-dtmc": "model type conversion (-dtmc)",
+    "-ctmc": "model type conversion (-ctmc)",
 }  # fmt: skip
 
 
@@ -214,6 +213,7 @@ def result_annotations(text: str) -> list[tuple[int, str | None, str]]:
 def clean_expected(raw: str) -> str:
     s = raw.split("//")[0].split(";")[0].strip()
     s = re.sub(r"\s+\(.*\)\s*$", "", s).strip()  # trailing "(explanation)"
+    s = s.split(" = ")[0].strip()  # "5/6 = 0.833333"
     return s
 
 
