@@ -1,12 +1,22 @@
-"""The `jaxmc` command line: argparse → `jaxmc.api`, with PRISM's switches.
+"""The `jaxmc` command line: argparse → the public API (`jaxmc.*`), with
+PRISM's switches.
 
-No logic lives here beyond reading arguments, printing results and turning
-`JaxmcError`s into a located message and exit code 1 (usage errors exit 2).
+This module reads arguments, calls `jaxmc.load_model` / `jaxmc.build` /
+`jaxmc.parse_properties` / `jaxmc.check`, and prints what they return. It
+turns every `JaxmcError` into its located message and exit status 1 (usage
+errors exit 2, from argparse), so a user never sees a traceback for a mistake
+in a model or a property.
+
+Two forms:
+
+    jaxmc MODEL [PROPS_FILE] [options]          check properties
+    jaxmc plot-matrix MODEL [options] -o F.png  draw the transition matrix
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -15,43 +25,83 @@ import time
 from typing import Any
 
 
+#: PRISM's method switches → the `method=` names of `jaxmc.check`.
 METHODS = {
     "jacobi": "jacobi",
-    "power": "power",
     "gaussseidel": "gauss_seidel",
+    "power": "power",
     "bicgstab": "bicgstab",
     "valiter": "value_iteration",
     "ii": "interval_iteration",
 }
+_METHOD_HELP = {
+    "jacobi": "Jacobi iteration (default for DTMC/CTMC linear equation systems)",
+    "gaussseidel": "Gauss-Seidel: accepted for PRISM compatibility; jaxmc solves "
+    "these systems with Jacobi (Gauss-Seidel is sequential, no good on a GPU)",
+    "power": "the power method",
+    "bicgstab": "BiCGStab (Krylov solver)",
+    "valiter": "value iteration (default for MDPs)",
+    "ii": "interval iteration (sound lower/upper bounds)",
+}
+LAYOUTS = ("csr", "ell", "sell")
+PRECISIONS = ("fp64", "fp32")
+
+
+def _api_supports(name: str) -> bool:
+    """Whether `jaxmc.check` takes keyword `name` (so that --layout and
+    --precision are passed on as soon as the API grows them)."""
+    from . import api
+
+    return name in inspect.signature(api.check).parameters
+
+
+# ------------------------------------------------------------------ parsers
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jaxmc",
-        description="Probabilistic model checking of PRISM models (DTMC, CTMC, "
-        "MDP) on JAX. Checks PCTL/CSL properties with rewards, as PRISM does.",
-        epilog="Example: jaxmc examples/models/die.pm --prop "
-        "'P=? [ F s=7 & d=6 ]'",
+        usage="jaxmc MODEL [PROPS_FILE] [options]\n"
+        "       jaxmc -importmodel BASE.tra,sta,lab [PROPS_FILE] [options]\n"
+        "       jaxmc plot-matrix MODEL [--const ...] -o OUT.png",
+        description="Probabilistic model checking of PRISM models (DTMC .pm, "
+        "CTMC .sm, MDP .nm) on JAX: PCTL/CSL properties with rewards, checked "
+        "as PRISM checks them. PRISM's single-dash switches are accepted.",
+        epilog="Exit status: 0 ok; 1 an error in the model, a property or the "
+        "numerics (a located message on stderr; a property that does not "
+        "converge is an error); 2 a usage error. "
+        "Examples: jaxmc examples/models/die.pm examples/models/die.pm.props; "
+        "jaxmc examples/models/die.pm --prop 'P=? [ F s=7 & d=6 ]'; "
+        "jaxmc herman5.pm herman.pctl --property 3 --const k=1:2:5,K=0. "
+        "See 'jaxmc plot-matrix --help' for the matrix plot.",
     )
-    p.add_argument("model", help="PRISM model file (.pm, .sm, .nm, .prism)")
-    p.add_argument("props_file", nargs="?", help="PRISM properties file")
+    p.add_argument("model", nargs="?", help="PRISM model file (.pm, .sm, .nm, .prism)")
+    p.add_argument("props_file", nargs="?", help="PRISM properties file (.props, .pctl, .csl)")
     p.add_argument(
-        "--prop", "-pf", action="append", default=[], metavar="PROP",
-        help="a property to check, e.g. 'P=? [ F \"goal\" ]' (repeatable)",
+        "--prop", "-pf", "-pctl", "-csl", action="append", default=[], metavar="PROP",
+        help="a property to check, e.g. 'P=? [ F \"goal\" ]' (repeatable; "
+        "checked after those of PROPS_FILE, and may refer to them by name)",
     )  # fmt: skip
     p.add_argument(
-        "--property", "-prop", action="append", default=[], metavar="NAME|INDEX",
-        help="check only this property of the file, by name or 1-based index",
+        "--property", "-prop", "-property", action="append", default=[],
+        metavar="NAME|INDEX",
+        help="check only this property: a name, or a 1-based index in the "
+        "list PROPS_FILE then --prop (repeatable, or comma-separated)",
     )  # fmt: skip
     p.add_argument(
         "--const", "-const", action="append", default=[], metavar="N=3,p=0.1",
-        help="values of undefined constants; ranges N=1:2:9 run an experiment",
+        help="values of undefined constants (model or properties); a range "
+        "N=1:9 or N=1:2:9 (low:step:high) runs an experiment, one row per "
+        "setting, the last constant varying fastest (repeatable)",
     )  # fmt: skip
+
     num = p.add_argument_group("numerical methods (PRISM's switches)")
     num.add_argument("-epsilon", "--epsilon", type=float, default=1e-6,
                      help="convergence threshold (default 1e-6)")  # fmt: skip
     num.add_argument("-maxiters", "--max-iters", type=int, default=10000,
-                     dest="max_iters", help="iteration limit (default 10000)")  # fmt: skip
+                     dest="max_iters", metavar="N",
+                     help="iteration limit (default 10000); reaching it is an "
+                     "error (exit 1) naming the iterations and the residual")  # fmt: skip
     crit = num.add_mutually_exclusive_group()
     crit.add_argument("-relative", "--relative", dest="relative",
                       action="store_true", default=True,
@@ -62,16 +112,382 @@ def _parser() -> argparse.ArgumentParser:
     for flag, method in METHODS.items():
         meth.add_argument(f"-{flag}", f"--{flag}", dest="method",
                           action="store_const", const=method,
-                          help=f"use {method.replace('_', ' ')}")  # fmt: skip
+                          help=_METHOD_HELP[flag])  # fmt: skip
+
+    dev = p.add_argument_group("device and data layout")
+    dev.add_argument(
+        "--device", choices=("cpu", "gpu"),
+        help="JAX platform to run on (default: JAX's choice, i.e. a GPU if "
+        "jax[cuda12] is installed and one is visible); set before JAX starts",
+    )  # fmt: skip
+    layout_note = "" if _api_supports("layout") else (
+        "; NOTE: this version's jaxmc.check does not take a layout yet, so "
+        "only 'csr' (what it uses) is accepted and others exit 1"
+    )  # fmt: skip
+    dev.add_argument("--layout", choices=LAYOUTS, default="csr",
+                     help="sparse matrix layout on the device: CSR, ELLPACK or "
+                     f"sliced ELLPACK (default csr){layout_note}")  # fmt: skip
+    prec_note = "" if _api_supports("precision") else (
+        "; NOTE: this version's jaxmc.check does not take a precision yet and "
+        "always computes in fp64, so fp32 exits 1"
+    )  # fmt: skip
+    dev.add_argument("--precision", choices=PRECISIONS, default="fp64",
+                     help=f"floating-point precision (default fp64){prec_note}")
+
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true",
-                     help="print the results as JSON on stdout")  # fmt: skip
+                     help="print the model summaries and results as one JSON "
+                     "document on stdout (nothing else on stdout)")  # fmt: skip
     out.add_argument("--timing", action="store_true",
-                     help="print a timing breakdown per property")  # fmt: skip
-    exp = p.add_argument_group("model import/export")
-    exp.add_argument("-exportmodel", "--export-model", metavar="BASENAME",
-                     help="write BASENAME.tra/.sta/.lab/.srew/.trew")  # fmt: skip
+                     help="print a timing breakdown (parse, build, and each "
+                     "property's stages) after the results")  # fmt: skip
+    out.add_argument("--quiet", "-q", action="store_true",
+                     help="no progress on stderr (progress for state-space "
+                     "exploration is only shown when stderr is a terminal)")  # fmt: skip
+
+    io = p.add_argument_group("model import/export (PRISM's explicit files)")
+    io.add_argument("-exportmodel", "--export-model", metavar="BASE[.tra,sta,...|.all]",
+                    help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
+                    "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
+                    "all of them")  # fmt: skip
+    io.add_argument("-importmodel", "--import-model", metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
+                    help="read the model from PRISM explicit files instead of "
+                    "a PRISM model (then the first positional argument is the "
+                    "properties file); properties may use the variables of "
+                    "the .sta file and the labels of the .lab file")  # fmt: skip
+    mt = io.add_mutually_exclusive_group()
+    for kind in ("dtmc", "ctmc", "mdp"):
+        mt.add_argument(f"-{kind}", f"--{kind}", dest="import_type",
+                        action="store_const", const=kind,
+                        help=f"with -importmodel: the files hold a {kind.upper()} "
+                        "(default: from the .tra header)")  # fmt: skip
     return p
+
+
+def _plot_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jaxmc plot-matrix",
+        description="Draw the non-zero pattern of a model's transition matrix, "
+        "side by side: in PRISM's state order (lexicographic in the variable "
+        "valuations, as PRISM's sparse engines number states) and in jaxmc's "
+        "BFS order (the builder's). Each panel's title reports the padding a "
+        "sliced-ELL layout (slices of 32 rows, each padded to its longest "
+        "row) would store in that order. Needs "
+        "matplotlib (pip install 'jaxmc[plot]').",
+    )
+    p.add_argument("model", help="PRISM model file")
+    p.add_argument("--const", "-const", action="append", default=[],
+                   metavar="N=3,p=0.1", help="values of undefined constants "
+                   "(no ranges)")  # fmt: skip
+    p.add_argument("-o", "--output", required=True, metavar="OUT.png",
+                   help="the image file to write")
+    p.add_argument("--dpi", type=int, default=150, help="image resolution (default 150)")
+    return p
+
+
+# --------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default `sys.argv[1:]`); returns the
+    exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "plot-matrix":
+        args = _plot_parser().parse_args(argv[1:])
+        return _guard(lambda: _plot(args))
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.import_model:
+        if args.props_file is not None:
+            parser.error("with -importmodel give only PROPS_FILE, not a model file")
+        args.props_file, args.model = args.model, None
+    elif args.model is None:
+        parser.error("the following arguments are required: MODEL")
+    err = _select_device(args.device)
+    if err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return _guard(lambda: _run(args))
+
+
+def _guard(fn) -> int:
+    from .errors import JaxmcError
+
+    try:
+        return fn()
+    except JaxmcError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _select_device(device: str | None) -> str | None:
+    """Point JAX at `device` before it starts (env var if JAX is not yet
+    imported, else its config, which works until the first computation)."""
+    if device is None:
+        return None
+    platform = {"cpu": "cpu", "gpu": "cuda"}[device]
+    if "jax" not in sys.modules:
+        os.environ["JAX_PLATFORMS"] = platform
+    else:
+        import jax
+
+        jax.config.update("jax_platforms", platform)
+    try:
+        import jax
+
+        jax.devices()
+    except RuntimeError as e:
+        return (
+            f"cannot use device '{device}': {str(e).splitlines()[0]}\n"
+            "hint: for a GPU install jax with CUDA (pip install 'jaxmc[gpu]')"
+        )
+    return None
+
+
+# ---------------------------------------------------------------- checking
+
+
+def _run(args: argparse.Namespace) -> int:
+    import jaxmc
+
+    extra = _api_options(args)
+    settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
+    show = _Printer(args)
+    status = 0
+    runs: list[dict[str, Any]] = []
+    model = None
+    model_key = None
+    for setting in settings:
+        t0 = time.perf_counter()
+        if args.import_model:
+            if model is None:
+                model = _import_model(args, jaxmc)
+            parse_time = time.perf_counter() - t0
+        else:
+            names = None if model is None else _model_constant_names(model)
+            key = None if names is None else {k: v for k, v in setting.items() if k in names}
+            if model is None or key != model_key:
+                model = jaxmc.load_model(args.model, setting, progress=show.progress)
+                model_key = {k: v for k, v in setting.items() if k in _model_constant_names(model)}
+            parse_time = time.perf_counter() - t0
+        explicit = jaxmc.build(model)
+        show.end_progress()
+        run = {
+            "constants": setting,
+            "model": _summary(model, explicit, args),
+            "timing": {"parse": parse_time, "build": model.build_time or 0.0},
+            "properties": [],
+        }
+        runs.append(run)
+        show.model(run, explicit)
+        if args.export_model:
+            _export(args.export_model, explicit, jaxmc, show)
+        props = _properties(args, model, setting, jaxmc)
+        if props is None:
+            continue
+        chosen = _selected(args, props, jaxmc)
+        for n, (index, prop) in enumerate(chosen, 1):
+            show.checking(n, len(chosen), prop.text)
+            entry = {"index": index + 1, "name": prop.name, "property": prop.text}
+            try:
+                result = jaxmc.check(
+                    model, index, properties=props, method=args.method,
+                    epsilon=args.epsilon, relative=args.relative,
+                    max_iters=args.max_iters, **extra,
+                )  # fmt: skip
+                entry.update(_result_entry(result))
+            except jaxmc.JaxmcError as e:
+                entry["error"] = str(e)
+                status = 1
+            run["properties"].append(entry)
+            show.result(entry)
+    if args.json:
+        out = {
+            "model": args.model or args.import_model,
+            "properties_file": args.props_file,
+            "runs": runs,
+            "status": status,
+        }
+        print(json.dumps(out, indent=2, default=_json_default))
+    else:
+        if len(settings) > 1:
+            show.experiment(runs)
+        if args.timing:
+            show.timing(runs)
+    return status
+
+
+def _api_options(args) -> dict[str, Any]:
+    """--layout / --precision as keywords of `jaxmc.check`, if it takes them;
+    else an error unless they are the defaults (what the API does anyway)."""
+    from .errors import UnsupportedError
+
+    extra: dict[str, Any] = {}
+    for name, value, default in (
+        ("layout", args.layout, "csr"),
+        ("precision", args.precision, "fp64"),
+    ):
+        if _api_supports(name):
+            extra[name] = value
+        elif value != default:
+            raise UnsupportedError(
+                f"--{name} {value} is not supported yet: jaxmc.check has no "
+                f"`{name}` argument in this version (it uses {default})",
+                hint=f"leave --{name} out, or use --{name} {default}",
+            )
+    return extra
+
+
+def _model_constant_names(model) -> set[str]:
+    return {c.name for c in model.checked.program.constants}
+
+
+def _summary(model, explicit, args) -> dict[str, Any]:
+    return {
+        "file": model.path,
+        "type": explicit.model_type.value.upper(),
+        "states": explicit.num_states,
+        "initial_states": len(explicit.initial_states),
+        "transitions": explicit.num_transitions,
+        "choices": explicit.num_choices,
+        "build_time": model.build_time or 0.0,
+        "warnings": list(explicit.warnings),
+    }
+
+
+def _result_entry(result) -> dict[str, Any]:
+    from .errors import ModelCheckingError
+
+    entry: dict[str, Any] = {}
+    try:
+        entry["value"] = _plain(result.value)
+    except ModelCheckingError:
+        lo, hi = result.range
+        entry["range"] = [_plain(lo), _plain(hi)]
+    entry.update(
+        status=result.status,
+        iterations=result.iterations,
+        residual=result.residual,
+        timing=dict(result.timing),
+    )
+    return entry
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def _properties(args, model, setting, jaxmc):
+    texts = []
+    if args.props_file:
+        with open(args.props_file, encoding="utf-8", errors="surrogateescape") as f:
+            texts.append(f.read())
+    texts.extend(p if p.rstrip().endswith(";") else p + ";" for p in args.prop)
+    if not texts:
+        if args.property:
+            raise jaxmc.ModelCheckingError(
+                "--property given but no properties file or --prop",
+            )
+        return None
+    file = args.props_file if not args.prop else None
+    return jaxmc.parse_properties("\n".join(texts), model, setting, file=file, errors="keep")
+
+
+def _selected(args, props, jaxmc):
+    if not args.property:
+        return list(enumerate(props))
+    chosen = []
+    for key in (k.strip() for arg in args.property for k in arg.split(",")):
+        if key.isdigit():
+            i = int(key) - 1
+            if not 0 <= i < len(props):
+                raise jaxmc.ModelCheckingError(
+                    f"there is no property {key}: there are {len(props)}",
+                    hint=f"give an index from 1 to {len(props)}, or a name",
+                )
+            chosen.append((i, props[i]))
+            continue
+        for i, p in enumerate(props):
+            if p.name == key:
+                chosen.append((i, p))
+                break
+        else:
+            names = ", ".join(f'"{p.name}"' for p in props if p.name) or "none"
+            raise jaxmc.ModelCheckingError(
+                f'no property named "{key}"', hint=f"the named properties are: {names}"
+            )
+    return chosen
+
+
+# ------------------------------------------------------ explicit import/export
+
+
+def _split_explicit(spec: str) -> tuple[str, list[str]]:
+    """PRISM's `BASE.tra,sta,lab` / `BASE.all` / `BASE` → (BASE, parts)."""
+    head, *rest = spec.split(",")
+    base, dot, ext = head.rpartition(".")
+    every = ["tra", "sta", "lab", "srew", "trew"]
+    if not dot or ext not in every + ["all"]:
+        return spec, every
+    parts = [ext, *rest]
+    return base, every if "all" in parts else parts
+
+
+def _export(spec: str, explicit, jaxmc, show) -> None:
+    base, parts = _split_explicit(spec)
+    written = jaxmc.explore.export_explicit(explicit, base, parts=parts)
+    show.note("Exported model to " + ", ".join(str(p) for p in written))
+
+
+def _import_model(args, jaxmc):
+    """An explicit model read with `jaxmc.explore.import_explicit`, wrapped
+    as a `jaxmc.Model` whose checked program declares only what properties
+    can refer to: the `.sta` variables, the `.lab` labels and the reward
+    structures. (This belongs in the API as `jaxmc.import_model`; it lives
+    here until the API has it.)"""
+    from .lang import ast
+    from .semantics.program import CheckedProgram, CheckedRewardStruct, CheckedVar
+
+    base, parts = _split_explicit(args.import_model)
+    all_parts = "all" in args.import_model.rsplit(",", 1)[-1] or "," not in args.import_model
+    files = {}
+    for part in ("tra", "sta", "lab", "srew", "trew"):
+        path = f"{base}.{part}"
+        if part in parts and (not all_parts or part == "tra" or os.path.exists(path)):
+            files[part] = path
+    t0 = time.perf_counter()
+    explicit = jaxmc.explore.import_explicit(
+        files["tra"], files.get("sta"), files.get("lab"), files.get("srew"),
+        files.get("trew"), model_type=args.import_type,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    builtin = {"init", "deadlock"}
+    checked = CheckedProgram(
+        program=ast.Program(model_type=explicit.model_type),
+        model_type=explicit.model_type,
+        constants={},
+        variables=tuple(
+            CheckedVar(v.name, None, v.is_bool, v.low, v.high, None)
+            for v in explicit.variables
+        ),
+        modules=(),
+        init=None,
+        labels={k: ast.BoolLit(True) for k in explicit.labels if k not in builtin},
+        rewards=tuple(CheckedRewardStruct(r.name, ()) for r in explicit.rewards),
+        system=None,
+        file=files["tra"],
+    )
+    return jaxmc.Model(checked=checked, path=files["tra"], _explicit=explicit,
+                       build_time=seconds)  # fmt: skip
+
+
+# ----------------------------------------------------------------- printing
 
 
 def _fmt(v: Any) -> str:
@@ -80,161 +496,220 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if math.isinf(v):
             return "Infinity" if v > 0 else "-Infinity"
+        if math.isnan(v):
+            return "NaN"
         return repr(v)
     return str(v)
 
 
-def _progress(found: int, frontier: int, elapsed: float) -> None:
-    if sys.stderr.isatty():
-        print(
-            f"\rexploring: {found:,} states, frontier {frontier:,}, "
-            f"{elapsed:.1f} s",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-def main(argv: list[str] | None = None) -> int:
-    import jaxmc
-    from jaxmc.errors import JaxmcError
-
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args, jaxmc)
-    except JaxmcError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"error: {e.strerror}: {e.filename}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace, jaxmc: Any) -> int:
-    const = ",".join(args.const) if args.const else None
-    settings = jaxmc.semantics.expand_constants(const)
-    if len(settings) > 1:
-        print(f"Experiment over {len(settings)} constant settings", file=sys.stderr)
-    report: list[dict[str, Any]] = []
-    status = 0
-    for setting in settings:
-        model = jaxmc.load_model(args.model, setting, progress=_progress)
-        t0 = time.perf_counter()
-        explicit = model.build()
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
-        if not args.json:
-            _print_model(model, explicit, time.perf_counter() - t0, setting)
-        if args.export_model:
-            jaxmc.explore.export_explicit(explicit, args.export_model)
-        props = _properties(args, model, jaxmc, setting)
-        for index, prop in _selected(args, props):
-            result = jaxmc.check(
-                model,
-                index,
-                properties=props,
-                method=args.method,
-                epsilon=args.epsilon,
-                relative=args.relative,
-                max_iters=args.max_iters,
-            )
-            entry = {
-                "property": prop.text,
-                "name": prop.name,
-                "constants": setting,
-                "states": explicit.num_states,
-            }
-            try:
-                entry["value"] = result.value
-            except JaxmcError as e:
-                lo, hi = result.range
-                entry["range"] = [lo.item(), hi.item()]
-                if not args.json:
-                    print(f"Note: {e.message}", file=sys.stderr)
-            entry.update(
-                status=result.status,
-                iterations=result.iterations,
-                timing=result.timing,
-            )
-            report.append(entry)
-            if not args.json:
-                _print_result(entry, args.timing)
-    if args.json:
-        print(json.dumps(report, indent=2, default=_json_default))
-    return status
+def _fmt_consts(setting: dict[str, Any]) -> str:
+    return ",".join(f"{k}={_fmt(v)}" for k, v in setting.items())
 
 
 def _json_default(v: Any) -> Any:
     if hasattr(v, "item"):
         return v.item()
-    if isinstance(v, float) and math.isinf(v):
-        return "Infinity"
     return str(v)
 
 
-def _properties(args, model, jaxmc, setting):
-    texts = []
-    if args.props_file:
-        with open(args.props_file, encoding="utf-8") as f:
-            texts.append(f.read())
-    texts.extend(args.prop)
-    if not texts:
-        raise jaxmc.errors.ModelCheckingError(
-            "no properties to check",
-            hint="give a properties file or --prop 'P=? [ F ... ]'",
-        )
-    return jaxmc.parse_properties(
-        "\n".join(t if t.rstrip().endswith(";") else t + ";" for t in texts),
-        model,
-        setting,
-        file=args.props_file if not args.prop else None,
-    )
+class _Printer:
+    """Human-readable output in PRISM's style on stdout, progress on stderr
+    (only on a terminal); silent under --json except for errors."""
 
+    def __init__(self, args):
+        self.args = args
+        self.tty = sys.stderr.isatty() and not args.quiet
+        self.quiet = args.json
+        self._line = False
 
-def _selected(args, props):
-    if not args.property:
-        return list(enumerate(props))
-    chosen = []
-    for key in args.property:
-        if key.isdigit():
-            i = int(key) - 1
-            chosen.append((i, props[i]))
+    def out(self, text: str = "") -> None:
+        if not self.quiet:
+            print(text)
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr if self.quiet else sys.stdout)
+
+    def progress(self, found: int, frontier: int, elapsed: float) -> None:
+        if self.tty:
+            msg = f"exploring: {found:,} states, {frontier:,} queued, {elapsed:.1f} s"
+            print(f"\r{msg:<70}", end="", file=sys.stderr, flush=True)
+            self._line = True
+
+    def end_progress(self) -> None:
+        if self._line:
+            print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
+            self._line = False
+
+    def checking(self, n: int, total: int, text: str) -> None:
+        if self.tty:
+            short = text if len(text) <= 50 else text[:47] + "..."
+            print(f"\rchecking {n}/{total}: {short:<50}", end="", file=sys.stderr, flush=True)
+            self._line = True
+
+    def model(self, run: dict[str, Any], explicit) -> None:
+        m = run["model"]
+        if self.quiet:
+            for w in m["warnings"]:
+                print(f"Warning: {w}", file=sys.stderr)
+            return
+        head = f"Model: {os.path.basename(m['file'] or '<string>')}"
+        if run["constants"]:
+            head += f"  (constants {_fmt_consts(run['constants'])})"
+        self.out(("\n" if self._printed_model() else "") + head)
+        self.out(f"Type:        {m['type']}")
+        self.out(f"States:      {m['states']:,} ({m['initial_states']:,} initial)")
+        self.out(f"Transitions: {m['transitions']:,}")
+        if explicit.is_nondeterministic:
+            self.out(f"Choices:     {m['choices']:,}")
+        for w in m["warnings"]:
+            self.out(f"Warning: {w}")
+        self.out(f"Time for model construction: {m['build_time']:.3f} seconds.")
+
+    def _printed_model(self) -> bool:
+        seen = getattr(self, "_seen", False)
+        self._seen = True
+        return seen
+
+    def result(self, entry: dict[str, Any]) -> None:
+        self.end_progress()
+        if self.quiet:
+            if "error" in entry:
+                print(entry["error"], file=sys.stderr)
+            return
+        label = f'"{entry["name"]}": ' if entry["name"] else ""
+        self.out()
+        self.out(f"Model checking: {label}{entry['property']}")
+        if "error" in entry:
+            print(entry["error"], file=sys.stderr)
+            sys.stdout.flush()
+            self.out("Result: Error (see above)")
+            return
+        if "value" in entry:
+            self.out(f"Result: {_fmt(entry['value'])}")
         else:
-            for i, p in enumerate(props):
-                if p.name == key:
-                    chosen.append((i, p))
-                    break
-            else:
-                raise KeyError(key)
-    return chosen
+            lo, hi = entry["range"]
+            self.out(f"Result: [{_fmt(lo)},{_fmt(hi)}] (range of values over initial states)")
+        if entry.get("iterations"):
+            res = entry.get("residual")
+            extra = f", residual {res:.3g}" if isinstance(res, float) else ""
+            self.out(f"Iterations: {entry['iterations']} ({entry['status']}{extra})")
+        total = entry["timing"].get("total")
+        if total is not None:
+            self.out(f"Time for model checking: {total:.3f} seconds.")
+
+    def experiment(self, runs: list[dict[str, Any]]) -> None:
+        """PRISM's experiment table: one per property, a row per setting."""
+        names = list(runs[0]["constants"])
+        by_prop: dict[int, list[tuple[dict, dict]]] = {}
+        texts: dict[int, str] = {}
+        for run in runs:
+            for e in run["properties"]:
+                by_prop.setdefault(e["index"], []).append((run["constants"], e))
+                texts[e["index"]] = e["property"]
+        for index, rows in by_prop.items():
+            self.out()
+            self.out(f"Results for property {index}: {texts[index]}")
+            self.out("\t".join(names + ["Result"]))
+            for consts, e in rows:
+                if "value" in e:
+                    r = _fmt(e["value"])
+                elif "range" in e:
+                    r = f"[{_fmt(e['range'][0])},{_fmt(e['range'][1])}]"
+                else:
+                    r = "Error"
+                self.out("\t".join([_fmt(consts[n]) for n in names] + [r]))
+
+    def timing(self, runs: list[dict[str, Any]]) -> None:
+        self.out()
+        self.out("Timing (seconds):")
+        for run in runs:
+            where = f" [{_fmt_consts(run['constants'])}]" if run["constants"] else ""
+            t = run["timing"]
+            self.out(f"  parse + check model{where}: {t['parse']:.4f}")
+            self.out(f"  build state space{where}: {t['build']:.4f}")
+            for e in run["properties"]:
+                stages = {k: v for k, v in e.get("timing", {}).items() if k != "build"}
+                parts = ", ".join(f"{k} {v:.4f}" for k, v in stages.items())
+                self.out(f"  property {e['index']}{where}: {parts or 'n/a'}")
 
 
-def _print_model(model, explicit, seconds, setting) -> None:
-    print(f"Model: {os.path.basename(model.path or '<string>')} "
-          f"({model.model_type.value.upper()})"
-          + (f", constants {setting}" if setting else ""))  # fmt: skip
-    line = f"States: {explicit.num_states:,}  Transitions: {explicit.num_transitions:,}"
-    if explicit.is_nondeterministic:
-        line += f"  Choices: {explicit.num_choices:,}"
-    line += f"  Initial states: {len(explicit.initial_states)}"
-    print(line)
-    print(f"Build time: {seconds:.3f} s")
+# ------------------------------------------------------------- plot-matrix
 
 
-def _print_result(entry: dict[str, Any], timing: bool) -> None:
-    print()
-    label = f'"{entry["name"]}": ' if entry["name"] else ""
-    print(f"Property: {label}{entry['property']}")
-    if "value" in entry:
-        print(f"Result: {_fmt(entry['value'])}")
-    else:
-        lo, hi = entry["range"]
-        print(f"Result: [{_fmt(lo)}, {_fmt(hi)}] (range over initial states)")
-    if entry.get("iterations") is not None:
-        print(f"Iterations: {entry['iterations']}")
-    if timing and entry.get("timing"):
-        parts = ", ".join(f"{k} {v:.4f} s" for k, v in entry["timing"].items())
-        print(f"Timing: {parts}")
+def _plot(args: argparse.Namespace) -> int:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(
+            "error: jaxmc plot-matrix needs matplotlib\n"
+            "hint: pip install 'jaxmc[plot]'  (or: pip install matplotlib)",
+            file=sys.stderr,
+        )
+        return 1
+    import numpy as np
+
+    import jaxmc
+    from jaxmc.layout import CSR, SLICE, SlicedELL
+
+    model = jaxmc.load_model(args.model, ",".join(args.const) or None)
+    explicit = jaxmc.build(model)
+    n = explicit.num_states
+    # State-to-state pattern (an MDP's choices merged per state).
+    rows = explicit.state_of_choice()[explicit.row_of_entry()]
+    cols = np.asarray(explicit.col)
+    # PRISM numbers states in lexicographic order of the variable valuations
+    # (first variable most significant).
+    states = np.asarray(explicit.states)
+    lex = np.lexsort(states.T[::-1]) if states.shape[1] else np.arange(n)
+    rank = np.empty(n, dtype=np.int64)
+    rank[lex] = np.arange(n)
+
+    def padding(r, c):
+        order = np.lexsort((c, r))
+        r, c = r[order], c[order]
+        keep = np.ones(len(r), dtype=bool)
+        keep[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+        r, c = r[keep], c[keep]
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(ptr, r + 1, 1)
+        ptr = np.cumsum(ptr)
+        csr = CSR.from_arrays(ptr, c, np.ones(len(c)), (n, n))
+        sell = SlicedELL.from_csr(csr)
+        stored = sum(int(np.prod(s.shape)) for s in sell.slot)
+        return r, c, stored - len(c)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
+    panels = (
+        ("PRISM order (lexicographic)", rank[rows], rank[cols]),
+        ("jaxmc order (BFS)", rows, cols),
+    )
+    msize = max(0.05, min(4.0, 300.0 / max(n, 1)))
+    for ax, (title, r, c) in zip(axes, panels):
+        r, c, pad = padding(r, c)
+        nnz = len(c)
+        if n > 2000:
+            ax.plot(c, r, ",", color="black")
+        else:
+            ax.scatter(c, r, s=msize, c="black", marker="s", linewidths=0)
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_aspect("equal")
+        ax.set_title(
+            f"{title}\nsliced ELL ({SLICE}-row slices): {nnz:,} non-zeros, "
+            f"{pad:,} padding ({pad / max(nnz, 1):.0%})",
+            fontsize=9,
+        )
+        ax.set_xlabel("column (successor)")
+        ax.set_ylabel("row (state)")
+    name = os.path.basename(args.model)
+    fig.suptitle(f"{name}: {n:,} states, {explicit.num_transitions:,} transitions")
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=args.dpi)
+    print(f"Wrote {args.output}")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
