@@ -580,9 +580,9 @@ class _Printer:
         self.out()
         self.out(f"Model checking: {label}{entry['property']}")
         if "error" in entry:
-            print(entry["error"], file=sys.stderr)
             sys.stdout.flush()
-            self.out("Result: Error (see above)")
+            print(entry["error"], file=sys.stderr)
+            self.out("Result: Error (see the message on stderr)")
             return
         if "value" in entry:
             self.out(f"Result: {_fmt(entry['value'])}")
