@@ -1,0 +1,19 @@
+"""Stage 3: state-space construction (`CheckedProgram` → `ExplicitModel`),
+expression lowering, and PRISM's explicit model files."""
+
+from .builder import Provenance as Provenance, build as build
+from .formats import (
+    export_explicit as export_explicit,
+    format_lab as format_lab,
+    format_srew as format_srew,
+    format_sta as format_sta,
+    format_tra as format_tra,
+    format_trew as format_trew,
+    import_explicit as import_explicit,
+)
+from .lower import Lowered as Lowered, lower as lower
+from .model import (
+    ExplicitModel as ExplicitModel,
+    RewardStructure as RewardStructure,
+    StateVar as StateVar,
+)

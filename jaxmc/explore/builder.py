@@ -145,7 +145,17 @@ class _Compiled:
                 cc = _Command(c, k, low(c.guard), ups)
                 self.commands.append(cc)
                 self.by_index[c.index] = cc
-        self.local_update_arr = np.array(self.local_update + [0], dtype=np.int64)
+        # Per command position: number of updates, first update's index within
+        # its module; `cmd_pos` maps command indices to positions.
+        self.n_upd = np.array([len(c.updates) for c in self.commands], dtype=np.int64)
+        self.first_local = np.array(
+            [self.local_update[c.updates[0].gid] if c.updates else 0 for c in self.commands],
+            dtype=np.int64,
+        )
+        self.cmd_pos = np.zeros(max(self.by_index, default=0) + 1, dtype=np.int64)
+        for p, c in enumerate(self.commands):
+            self.cmd_pos[c.cmd.index] = p
+        self.module_offset = np.cumsum([0] + self.n_module_updates[:-1]).astype(np.int64)
         # Mixed-radix code of a product of updates (one digit per module).
         radix, prod = [], 1
         for cnt in self.n_module_updates:
@@ -157,19 +167,9 @@ class _Compiled:
             [_RewardItem(i.transition, i.action, low(i.guard), low(i.value)) for i in r.items]
             for r in checked.rewards
         ]
-        self.alphabet = self._alphabet(checked.system)
-
-    def _alphabet(self, node) -> frozenset[str]:
-        if isinstance(node, ast.SysModule):
-            if node.name not in self.module_pos:
-                raise ExplorationError(f"unknown module `{node.name}` in the system clause", node.span)
-            return self.checked.modules[self.module_pos[node.name]].alphabet
-        if isinstance(node, ast.SysHide):
-            return self._alphabet(node.operand) - frozenset(node.actions)
-        if isinstance(node, ast.SysRename):
-            ren = dict(node.renames)
-            return frozenset(ren.get(a, a) for a in self._alphabet(node.operand))
-        return self._alphabet(node.left) | self._alphabet(node.right)
+        for node in ast.walk(checked.system):
+            if isinstance(node, ast.SysModule) and node.name not in self.module_pos:
+                raise self.error(f"unknown module `{node.name}` in the system clause", node.span)
 
     def witness(self, state: np.ndarray) -> str:
         parts = []
@@ -191,25 +191,57 @@ class _Compiled:
 
 # ------------------------------------------------------------------ composition
 
-# A transition set: (src [t] local state indices, cmds [t, K] command indices,
-# -1 where the module does not take part).
-_Set = tuple[np.ndarray, np.ndarray]
+# A synchronisation vector: the resulting label (None = unlabelled) and its
+# participants, (module position, action) pairs; the vector fires in a state
+# with one enabled command of each participant (PRISM's semantics of the
+# system clause, flattened once, as JANI's synchronisation vectors).
+_Vector = tuple[str | None, tuple[tuple[int, str | None], ...]]
 
 
-def _concat(sets: list[_Set], k: int) -> _Set:
-    sets = [s for s in sets if s[0].size]
-    if not sets:
-        return np.zeros(0, np.int64), np.zeros((0, k), np.int64)
-    if len(sets) == 1:
-        return sets[0]
-    return np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets])
+def sync_vectors(comp: _Compiled, node) -> tuple[frozenset[str], list[_Vector]]:
+    """The alphabet and synchronisation vectors of a system (sub)expression."""
+    if isinstance(node, ast.SysModule):
+        pos = comp.module_pos[node.name]
+        mod = comp.checked.modules[pos]
+        vecs: list[_Vector] = []
+        if any(c.action is None for c in mod.commands):
+            vecs.append((None, ((pos, None),)))
+        for a in sorted(mod.alphabet):
+            vecs.append((a, ((pos, a),)))
+        return mod.alphabet, vecs
+    if isinstance(node, ast.SysHide):
+        alpha, vecs = sync_vectors(comp, node.operand)
+        hidden = frozenset(node.actions)
+        return alpha - hidden, [(None if a in hidden else a, p) for a, p in vecs]
+    if isinstance(node, ast.SysRename):
+        alpha, vecs = sync_vectors(comp, node.operand)
+        ren = dict(node.renames)
+        return (
+            frozenset(ren.get(a, a) for a in alpha),
+            [(ren.get(a, a) if a is not None else None, p) for a, p in vecs],
+        )
+    la, lv = sync_vectors(comp, node.left)
+    ra, rv = sync_vectors(comp, node.right)
+    if isinstance(node, ast.SysFullParallel):
+        sync = la & ra
+    elif isinstance(node, ast.SysInterleave):
+        sync = frozenset()
+    elif isinstance(node, ast.SysParallel):
+        sync = frozenset(node.actions)
+    else:
+        raise UnsupportedError(f"system construct `{type(node).__name__}`", node.span)
+    out: list[_Vector] = []
+    for a, p in lv:
+        if a is None or a not in sync:
+            out.append((a, p))
+        else:
+            out.extend((a, p + q) for b, q in rv if b == a)
+    out.extend((a, p) for a, p in rv if a is None or a not in sync)
+    return la | ra, out
 
 
-def _product(a: _Set, b: _Set, n: int) -> _Set:
-    """Per-state cross product of two transition sets (synchronisation)."""
-    (sa, ca), (sb, cb) = a, b
-    if sa.size == 0 or sb.size == 0:
-        return sa[:0], ca[:0]
+def _product(sa: np.ndarray, cols_a: list[np.ndarray], sb: np.ndarray, cb: np.ndarray, n: int):
+    """Per-state cross product of enabled command sets (synchronisation)."""
     ob = np.argsort(sb, kind="stable")
     cnt_b = np.bincount(sb, minlength=n)
     start_b = np.cumsum(cnt_b) - cnt_b
@@ -218,65 +250,61 @@ def _product(a: _Set, b: _Set, n: int) -> _Set:
     ia = np.repeat(np.arange(sa.size), rep)
     within = np.arange(total) - np.repeat(np.cumsum(rep) - rep, rep)
     ib = ob[start_b[sa[ia]] + within]
-    return sa[ia], np.maximum(ca[ia], cb[ib])
+    return sa[ia], [c[ia] for c in cols_a] + [cb[ib]]
 
 
 class _Composer:
-    """Builds the per-label transition sets of a batch along the system tree."""
+    """Turns the guard masks of a batch into choices, along the system's
+    synchronisation vectors."""
 
     def __init__(self, comp: _Compiled):
         self.comp = comp
         self.k = len(comp.checked.modules)
+        _, vecs = sync_vectors(comp, comp.checked.system)
+        # Unlabelled first, then by action name: a fixed choice order.
+        self.vectors = sorted(vecs, key=lambda v: (v[0] is not None, v[0] or ""))
+        self.members: dict[tuple[int, str | None], list[int]] = {}
+        for m, mod in enumerate(comp.checked.modules):
+            for c in mod.commands:
+                self.members.setdefault((m, c.action), []).append(c.index)
 
-    def run(self, masks: dict[int, np.ndarray], n: int) -> dict[str | None, _Set]:
-        self.masks, self.n = masks, n
-        return self._node(self.comp.checked.system)
+    def run(self, masks: dict[int, np.ndarray], n: int):
+        """Choices of the batch: `(src, cmds [nc, K], label)`, unsorted."""
+        enabled: dict[tuple[int, str | None], tuple[np.ndarray, np.ndarray]] = {}
 
-    def _node(self, node) -> dict[str | None, _Set]:
-        comp, k = self.comp, self.k
-        if isinstance(node, ast.SysModule):
-            pos = comp.module_pos[node.name]
-            by_label: dict[str | None, list[_Set]] = {}
-            for c in comp.checked.modules[pos].commands:
-                src = np.flatnonzero(self.masks[c.index])
-                if src.size == 0:
-                    continue
-                cmds = np.full((src.size, k), -1, dtype=np.int64)
-                cmds[:, pos] = c.index
-                by_label.setdefault(c.action, []).append((src, cmds))
-            return {a: _concat(s, k) for a, s in by_label.items()}
-        if isinstance(node, ast.SysHide):
-            inner = self._node(node.operand)
-            hidden = set(node.actions)
-            out: dict[str | None, list[_Set]] = {}
-            for a, s in inner.items():
-                out.setdefault(None if a in hidden else a, []).append(s)
-            return {a: _concat(s, k) for a, s in out.items()}
-        if isinstance(node, ast.SysRename):
-            inner = self._node(node.operand)
-            ren = dict(node.renames)
-            out = {}
-            for a, s in inner.items():
-                out.setdefault(ren.get(a, a) if a is not None else None, []).append(s)
-            return {a: _concat(s, k) for a, s in out.items()}
-        if isinstance(node, ast.SysFullParallel):
-            sync = comp._alphabet(node.left) & comp._alphabet(node.right)
-        elif isinstance(node, ast.SysInterleave):
-            sync = frozenset()
-        elif isinstance(node, ast.SysParallel):
-            sync = frozenset(node.actions)
-        else:
-            raise UnsupportedError(f"system construct `{type(node).__name__}`", node.span)
-        left, right = self._node(node.left), self._node(node.right)
-        out_sets: dict[str | None, _Set] = {}
-        for a in list(left) + [b for b in right if b not in left]:
-            if a is not None and a in sync:
-                if a in left and a in right:
-                    out_sets[a] = _product(left[a], right[a], self.n)
-            else:
-                parts = [x[a] for x in (left, right) if a in x]
-                out_sets[a] = _concat(parts, k)
-        return out_sets
+        def pairs(key):
+            got = enabled.get(key)
+            if got is None:
+                srcs, cmds = [], []
+                for ci in self.members.get(key, ()):
+                    src = np.flatnonzero(masks[ci])
+                    if src.size:
+                        srcs.append(src)
+                        cmds.append(np.full(src.size, ci, dtype=np.int64))
+                if not srcs:
+                    got = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+                elif len(srcs) == 1:
+                    got = (srcs[0], cmds[0])
+                else:
+                    got = (np.concatenate(srcs), np.concatenate(cmds))
+                enabled[key] = got
+            return got
+
+        blocks = []
+        for label, parts in self.vectors:
+            src, c0 = pairs(parts[0])
+            if src.size == 0:
+                continue
+            cols = [c0]
+            for key in parts[1:]:
+                sb, cb = pairs(key)
+                if sb.size == 0:
+                    src = sb
+                    break
+                src, cols = _product(src, cols, sb, cb, n)
+            if src.size:
+                blocks.append((label, src, [m for m, _ in parts], cols))
+        return blocks
 
 
 # ---------------------------------------------------------------------- helpers
@@ -313,6 +341,48 @@ def _first_occurrence_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u[perm], rank[inv]
 
 
+def _init_bounds(pred: ast.Expr, comp: _Compiled) -> tuple[list[int], list[int]]:
+    """Variable bounds implied by the top-level conjuncts `x = c`, `x <= c`,
+    `b`, `!b`, ... of an `init` predicate: the enumeration of candidate initial
+    states only ranges over these (the predicate is still evaluated on each)."""
+    lows = [int(v) for v in comp.lows]
+    highs = [int(v) for v in comp.highs]
+    index = {n: i for i, n in enumerate(comp.names)}
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+    stack = [pred]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Binary) and e.op == ast.BinaryOp.AND:
+            stack += [e.left, e.right]
+            continue
+        if isinstance(e, ast.Ident) and e.name in index:
+            lows[index[e.name]] = max(lows[index[e.name]], 1)
+            continue
+        if isinstance(e, ast.Unary) and e.op == ast.UnaryOp.NOT and isinstance(e.operand, ast.Ident):
+            if e.operand.name in index:
+                highs[index[e.operand.name]] = min(highs[index[e.operand.name]], 0)
+            continue
+        if not isinstance(e, ast.Binary) or e.op.value not in flip:
+            continue
+        op, var, lit = e.op.value, e.left, e.right
+        if isinstance(var, (ast.IntLit, ast.BoolLit)):
+            op, var, lit = flip[op], e.right, e.left
+        if not (isinstance(var, ast.Ident) and var.name in index):
+            continue
+        if not isinstance(lit, (ast.IntLit, ast.BoolLit)):
+            continue
+        i, c = index[var.name], int(lit.value)
+        if op in ("=", ">="):
+            lows[i] = max(lows[i], c)
+        if op in ("=", "<="):
+            highs[i] = min(highs[i], c)
+        if op == ">":
+            lows[i] = max(lows[i], c + 1)
+        if op == "<":
+            highs[i] = min(highs[i], c - 1)
+    return lows, highs
+
+
 # ------------------------------------------------------------------------ build
 
 
@@ -323,6 +393,7 @@ def build(
     deadlocks: str = "fix",
     progress: Callable[[int, int, float], None] | None = None,
     params: Mapping[str, int | float | bool] | None = None,
+    prob_checks: bool = True,
     chunk_size: int = 1 << 17,
 ) -> ExplicitModel:
     """Explore the reachable state space of `checked`.
@@ -336,6 +407,9 @@ def build(
     - `progress`: called as `progress(states_found, queued, elapsed_s)` about
       every 0.5 s and once at the end.
     - `params`: values of the constants left symbolic (`checked.parameters`).
+    - `prob_checks`: check that the probabilities of every DTMC/MDP choice sum
+      to one (PRISM's `-noprobchecks` turns this off; DTMC rows are then
+      normalised by their sum, as PRISM's symbolic construction does).
     - `chunk_size`: most states expanded per batch (bounds peak memory).
 
     **Returns:** an `ExplicitModel`, states numbered in BFS order (initial
@@ -349,12 +423,16 @@ def build(
         raise UnsupportedError(f"cannot build a {mt.value} model")
     t0 = time.perf_counter()
     comp = _Compiled(checked, params)
-    return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0).run()
+    # Both branches of `c ? a : b` are evaluated, so floating-point warnings
+    # are expected; the results actually used are checked explicitly.
+    with np.errstate(all="ignore"):
+        return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
 
 
 class _Builder:
-    def __init__(self, comp, mt, max_states, deadlocks, progress, chunk_size, t0):
+    def __init__(self, comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks=True):
         self.comp, self.mt = comp, mt
+        self.prob_checks = prob_checks
         self.max_states, self.deadlocks = max_states, deadlocks
         self.progress, self.chunk_size, self.t0 = progress, max(1, chunk_size), t0
         self.table = StateTable(comp.enc.n_words)
@@ -383,16 +461,19 @@ class _Builder:
         if checked.init is None:
             state = np.array([[v.init for v in comp.vars]], dtype=np.int64)
             return state
-        widths = (comp.highs - comp.lows + 1).tolist()
+        lows, highs = _init_bounds(checked.init, comp)
+        widths = [max(0, h - lo + 1) for lo, h in zip(lows, highs)]
         total = 1
         for w in widths:
             total *= w
+        if total == 0:
+            raise comp.error("no state satisfies the `init ... endinit` predicate", checked.init.span)
         if total > MAX_INIT_ENUMERATION:
             raise comp.error(
                 f"the `init ... endinit` block ranges over {total} valuations, "
                 f"more than the {MAX_INIT_ENUMERATION} that can be enumerated",
                 checked.init.span,
-                hint="give initial values with `init` in the variable declarations",
+                hint="constrain more variables with `x = value` conjuncts in the block",
             )
         pred = comp.lower(checked.init)
         found = []
@@ -403,8 +484,8 @@ class _Builder:
             strides[i] = strides[i + 1] * widths[i + 1]
         for start in range(0, total, step):
             idx = np.arange(start, min(total, start + step), dtype=np.int64)
-            cols = [(idx // strides[i]) % widths[i] + comp.lows[i] for i in range(len(widths))]
-            ok = pred.on_columns(cols, idx.size)
+            cols = [(idx // strides[i]) % widths[i] + lows[i] for i in range(len(widths))]
+            ok = pred.unchecked(cols, idx.size)
             if ok.any():
                 found.append(np.stack([c[ok] for c in cols], axis=1))
         if not found:
@@ -450,22 +531,21 @@ class _Builder:
         cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
 
         # 1. guards
-        masks = {c.cmd.index: np.asarray(c.guard.on_columns(cols, n), dtype=bool) for c in comp.commands}
+        masks = {c.cmd.index: np.asarray(c.guard.unchecked(cols, n), dtype=bool) for c in comp.commands}
         # 2. composition into choices
-        sets = self.composer.run(masks, n)
-        labels = sorted(sets, key=lambda a: (a is not None, a or ""))
+        blocks = self.composer.run(masks, n)
+        k = self.composer.k
         c_src_l, c_cmds_l, c_lab_l = [], [], []
-        for a in labels:
-            src, cmds = sets[a]
-            if src.size == 0:
-                continue
+        for a, src, mods, cmd_cols in blocks:
             if a not in self.label_id:
                 self.label_id[a] = len(self.label_names)
                 self.label_names.append(a)
+            cmds = np.full((src.size, k), -1, dtype=np.int64)
+            for m, c in zip(mods, cmd_cols):
+                cmds[:, m] = c
             c_src_l.append(src)
             c_cmds_l.append(cmds)
             c_lab_l.append(np.full(src.size, self.label_id[a], dtype=np.int64))
-        k = self.composer.k
         has = np.zeros(n, dtype=bool)
         for s in c_src_l:
             has[s] = True
@@ -490,73 +570,81 @@ class _Builder:
         nc = c_src.size
         per_state = np.bincount(c_src, minlength=n)
 
-        # 3. update combinations of each choice
-        e_choice = np.arange(nc)
-        e_gid = np.full((nc, k), -1, dtype=np.int64)
-        n_upd = np.array([len(c.updates) for c in comp.commands] + [1], dtype=np.int64)
-        cmd_pos = np.full(max(comp.by_index, default=0) + 2, len(comp.commands), dtype=np.int64)
-        for p, c in enumerate(comp.commands):
-            cmd_pos[c.cmd.index] = p
-        first_gid = np.array([c.updates[0].gid if c.updates else -1 for c in comp.commands] + [-1], dtype=np.int64)
+        # 3. update combinations of each choice. Probabilities and key deltas
+        # are evaluated once per (choice, update) on the choice's source state,
+        # then gathered into the expanded rows (one row per combination).
+        reps = np.ones((k, nc), dtype=np.int64)
+        tables = []  # per module: (P [nc, U], D [nc, U, W], local [nc]) or None
         for m in range(k):
-            cm = c_cmds[e_choice, m]
-            part = cm >= 0
-            if not part.any():
+            cm = c_cmds[:, m]
+            part = np.flatnonzero(cm >= 0)
+            if part.size == 0:
+                tables.append(None)
                 continue
-            pos = cmd_pos[np.where(part, cm, -1)]
-            reps = np.where(part, n_upd[pos], 1)
-            if np.all(reps == 1):
-                e_gid[:, m] = np.where(part, first_gid[pos], -1)
-                continue
-            total = int(reps.sum())
-            idx = np.repeat(np.arange(e_choice.size), reps)
-            within = np.arange(total) - np.repeat(np.cumsum(reps) - reps, reps)
-            e_choice = e_choice[idx]
-            e_gid = e_gid[idx]
-            e_gid[:, m] = np.where(part[idx], first_gid[pos[idx]] + within, -1)
-        ne = e_choice.size
-        e_src = c_src[e_choice]
-        prob = np.ones(ne, dtype=np.float64)
+            pos = comp.cmd_pos[cm[part]]
+            reps[m, part] = comp.n_upd[pos]
+            width = int(reps[m].max())
+            P = np.ones((nc, width))
+            D = np.zeros((nc, width, comp.enc.n_words), dtype=np.int64)
+            local = np.full(nc, -1, dtype=np.int64)
+            local[part] = comp.first_local[pos]
+            order = np.argsort(pos, kind="stable")
+            ps = pos[order]
+            bounds = np.flatnonzero(np.diff(ps)) + 1
+            for a, b in zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [ps.size]]).tolist()):
+                rows = part[order[a:b]]
+                cmd = comp.commands[int(ps[a])]
+                gat = _Gather(cols, c_src[rows])
+                for j, u in enumerate(cmd.updates):
+                    P[rows, j] = u.prob.unchecked(gat, rows.size)
+                    for vi, f in u.assigns:
+                        new = f.unchecked(gat, rows.size)
+                        if f.kind == Kind.BOOL:
+                            new = new.astype(np.int64)
+                        elif f.kind == Kind.DOUBLE:
+                            raise comp.error(f"update assigns a double to `{comp.names[vi]}`", u.span)
+                        bad = (new < comp.lows[vi]) | (new > comp.highs[vi])
+                        if bad.any():
+                            r = int(np.flatnonzero(bad)[0])
+                            self.range_error(cmd, u, vi, int(new[r]), states[c_src[rows[r]]])
+                        D[rows, j, comp.enc.word[vi]] += (new - gat[vi]) * comp.enc.stride[vi]
+            tables.append((P, D, local))
+        total = reps.prod(axis=0) if k else np.ones(nc, dtype=np.int64)
+        ne = int(total.sum())
+        e_choice = np.repeat(np.arange(nc), total)
+        r = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+        prob = np.ones(ne)
         delta = np.zeros((ne, comp.enc.n_words), dtype=np.int64)
-        upd_objs = [u for c in comp.commands for u in c.updates]
-        for m in range(k):
-            g = e_gid[:, m]
-            sel = np.flatnonzero(g >= 0)
-            if sel.size == 0:
+        code = np.zeros(ne, dtype=np.int64)
+        gids = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
+        stride = np.ones(nc, dtype=np.int64)
+        for m in range(k - 1, -1, -1):
+            if tables[m] is None:
                 continue
-            sel = sel[np.argsort(g[sel], kind="stable")]
-            gs = g[sel]
-            bounds = np.flatnonzero(np.diff(gs)) + 1
-            starts = np.concatenate([[0], bounds])
-            ends = np.concatenate([bounds, [gs.size]])
-            for a, b in zip(starts.tolist(), ends.tolist()):
-                rows = sel[a:b]
-                u = upd_objs[int(gs[a])]
-                src = e_src[rows]
-                gat = _Gather(cols, src)
-                if u.prob.is_constant:
-                    prob[rows] *= float(u.prob.on_columns(gat, 1)[0])
-                else:
-                    prob[rows] *= _as_float(u.prob.on_columns(gat, rows.size))
-                for vi, f in u.assigns:
-                    new = f.on_columns(gat, rows.size)
-                    if f.kind == Kind.BOOL:
-                        new = new.astype(np.int64)
-                    elif f.kind == Kind.DOUBLE:
-                        raise comp.error(
-                            f"update assigns a double to `{comp.names[vi]}`", u.span
-                        )
-                    bad = (new < comp.lows[vi]) | (new > comp.highs[vi])
-                    if bad.any():
-                        self.range_error(u, vi, new, bad, rows, e_choice, c_cmds, states, e_src)
-                    delta[rows, comp.enc.word[vi]] += (new - gat[vi]) * comp.enc.stride[vi]
+            P, D, local = tables[m]
+            if P.shape[1] == 1:
+                digit = np.zeros(ne, dtype=np.int64)
+            else:
+                digit = (r // stride[e_choice]) % reps[m][e_choice]
+                stride = stride * reps[m]
+            prob *= P[e_choice, digit]
+            delta += D[e_choice, digit]
+            lu = local[e_choice]
+            inside = lu >= 0
+            if gids is None:
+                code += np.where(inside, lu + digit + 1, 0) * comp.radix[m]
+            else:
+                gids[:, m] = np.where(inside, comp.module_offset[m] + lu + digit, -1)
         self.check_probs(prob, e_choice, c_cmds, c_src, states, nc)
         # Zero-probability updates do not make their successors reachable.
         keep = prob != 0
         if not keep.all():
-            e_choice, e_src, e_gid = e_choice[keep], e_src[keep], e_gid[keep]
-            prob, delta = prob[keep], delta[keep]
+            e_choice, prob, delta = e_choice[keep], prob[keep], delta[keep]
+            code = code[keep] if gids is None else gids[keep]
             ne = e_choice.size
+        elif gids is not None:
+            code = gids
+        e_src = c_src[e_choice]
 
         # 4. successors → ids
         succ = keys[e_src] + delta
@@ -570,7 +658,10 @@ class _Builder:
         if mt == ModelType.DTMC:
             many = per_state > 1
             self.nondet_states += int(many.sum())
-            weight = 1.0 / per_state[e_src]
+            if self.prob_checks:
+                weight = 1.0 / per_state[e_src]
+            else:
+                weight = 1.0 / np.bincount(c_src[e_choice], weights=prob, minlength=n)[e_src]
             row = e_src
         else:
             weight = np.ones(ne)
@@ -592,7 +683,7 @@ class _Builder:
             self.actions.append(c_lab)
         self.contrib_per_entry.append(np.diff(np.append(starts, ne)))
         self.contrib_weight.append(weight[order] if mt == ModelType.DTMC else np.ones(ne))
-        self.contrib_code.append(self.codes(e_gid[order]))
+        self.contrib_code.append(code[order])
         # transition rewards: per choice, then per merged entry (weighted mean)
         for slot, ri in enumerate(self.trew_structs):
             r_choice = np.zeros(nc)
@@ -605,36 +696,25 @@ class _Builder:
                 match = c_lab == lab
                 if not match.any():
                     continue
-                g = np.asarray(item.guard.on_columns(cols, n), dtype=bool)[c_src]
+                g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)[c_src]
                 hit = match & g
                 if hit.any():
-                    v = _as_float(item.value.on_columns(cols, n))[c_src]
+                    v = _as_float(item.value.unchecked(cols, n))[c_src]
                     r_choice[hit] += v[hit]
             contrib = (val * r_choice[e_choice])[order]
             num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
             with np.errstate(all="ignore"):
                 self.trews[slot].append(np.where(merged != 0, num / merged, 0.0))
 
-    def codes(self, gids: np.ndarray) -> np.ndarray:
+    def range_error(self, cmd: _Command, u: _Update, vi: int, value: int, state) -> None:
         comp = self.comp
-        if not comp.code_fits:
-            return gids  # kept as [c, K]; assemble() takes unique rows
-        digits = np.where(gids >= 0, comp.local_update_arr[gids] + 1, 0)
-        return digits @ comp.radix
-
-    def range_error(self, u, vi, new, bad, rows, e_choice, c_cmds, states, e_src):
-        comp = self.comp
-        j = int(np.flatnonzero(bad)[0])
         v = comp.vars[vi]
-        value = int(new[j])
-        cmd_idx, _ = comp.updates[u.gid]
-        cmd = comp.by_index[cmd_idx].cmd
+        c = cmd.cmd
         what = "an invalid value (mod/pow error)" if value == INVALID_INT else str(value)
         raise comp.error(
-            f"update of command in module `{cmd.module}` assigns `{v.name}` = {what}, "
-            f"outside its range [{v.low}..{v.high}], in state "
-            f"{comp.witness(states[e_src[rows[j]]])}",
-            cmd.span or u.span,
+            f"update of command in module `{c.module}` assigns `{v.name}` = {what}, "
+            f"outside its range [{v.low}..{v.high}], in state {comp.witness(state)}",
+            c.span or u.span,
             hint=f"widen the range of `{v.name}` or guard the command",
         )
 
@@ -660,12 +740,12 @@ class _Builder:
         if (prob < 0).any():
             word = "rate" if self.mt == ModelType.CTMC else "probability"
             raise fail(int(e_choice[np.argmax(prob < 0)]), f"negative {word}")
-        if self.mt != ModelType.CTMC:
+        if self.mt != ModelType.CTMC and self.prob_checks:
             sums = np.bincount(e_choice, weights=prob, minlength=nc)
             bad = np.abs(sums - 1.0) > SUM_TOLERANCE
             if bad.any():
                 c = int(np.argmax(bad))
-                raise fail(c, f"probabilities sum to {sums[c]!r}, not 1")
+                raise fail(c, f"probabilities sum to {float(sums[c])!r}, not 1")
 
     # ------------------------------------------------------------- assemble
     def assemble(self, init_ids: np.ndarray) -> ExplicitModel:
@@ -696,7 +776,7 @@ class _Builder:
         init[init_ids] = True
         labels = {"init": init, "deadlock": deadlock}
         for name, e in comp.checked.labels.items():
-            labels[name] = np.asarray(comp.lower(e).on_columns(cols, n), dtype=bool)
+            labels[name] = np.asarray(comp.lower(e).unchecked(cols, n), dtype=bool)
         rewards = []
         for ri, (r, items) in enumerate(zip(comp.checked.rewards, comp.rewards)):
             state_r = None
@@ -705,9 +785,9 @@ class _Builder:
                 for item in items:
                     if item.transition:
                         continue
-                    g = np.asarray(item.guard.on_columns(cols, n), dtype=bool)
+                    g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)
                     if g.any():
-                        state_r += np.where(g, _as_float(item.value.on_columns(cols, n)), 0.0)
+                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n)), 0.0)
             trans_r = None
             if ri in self.trew_structs:
                 trans_r = np.concatenate(self.trews[self.trew_structs.index(ri)])
@@ -744,7 +824,7 @@ class _Builder:
             codes = np.concatenate(self.contrib_code)
             uniq, inv = np.unique(codes, return_inverse=True)
             # Decode each distinct code back to global update ids per module.
-            offsets = np.cumsum([0] + comp.n_module_updates[:-1])
+            offsets = comp.module_offset
             products = np.full((uniq.size, k), -1, dtype=np.int64)
             for m in range(k):
                 digit = (uniq // comp.radix[m]) % (comp.n_module_updates[m] + 1)

@@ -69,10 +69,14 @@ class Lowered:
 
     def on_columns(self, cols, n: int) -> np.ndarray:
         with np.errstate(all="ignore"):
-            out = self._fn(cols)
-        out = np.asarray(out)
-        if out.ndim == 0:
-            out = np.full(n, out[()], dtype=out.dtype)
+            return self.unchecked(cols, n)
+
+    def unchecked(self, cols, n: int) -> np.ndarray:
+        """`on_columns` without silencing numpy's floating-point warnings
+        (for callers that do it once around many evaluations)."""
+        out = self._fn(cols)
+        if type(out) is not np.ndarray or out.ndim == 0:
+            out = np.full(n, out)
         return out
 
     def __call__(self, states: np.ndarray) -> np.ndarray:
