@@ -1,6 +1,11 @@
 """`spmv(matrix, x) -> y`: the one entry point for sparse matrix-vector
-products, dispatching on the layout type. These are the plain-JAX reference
-implementations; faster kernels (Pallas) register further layouts here."""
+products, dispatching on the layout type.
+
+`impl` picks the implementation: `"reference"` (plain JAX, every layout),
+`"pallas"` (the Triton kernel of `spmv_pallas`, warp-segment layouts only;
+run in interpret mode when JAX's backend is not a GPU, as the tests do) or
+`"auto"` (Pallas on a GPU, plain JAX elsewhere). The choice is static: it is
+made at trace time, so the solvers' loops compile one kernel."""
 
 from __future__ import annotations
 
@@ -10,16 +15,43 @@ import jax
 import jax.numpy as jnp
 
 from ..layout._matrix import CSR, ELL, SlicedELL
+from ..layout._warp import CompactWarpELL, WarpELL, reference_spmv
+
+
+IMPLS = ("auto", "reference", "pallas")
+
+
+def _check(impl):
+    if impl not in IMPLS:
+        raise ValueError(f"`impl` must be one of {IMPLS}, not {impl!r}")
+
+
+def on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
+
+
+def use_pallas(matrix, impl: str) -> bool:
+    """Whether `impl` means the Pallas kernel for `matrix`."""
+    _check(impl)
+    if not isinstance(matrix, (WarpELL, CompactWarpELL)):
+        if impl == "pallas":
+            raise TypeError(
+                f"no Pallas kernel for {type(matrix).__name__}; use a warp-segment "
+                "layout (`make_layout(csr, 'warp')`) or impl='reference'"
+            )
+        return False
+    return impl == "pallas" or (impl == "auto" and on_gpu())
 
 
 @ft.singledispatch
-def spmv(matrix, x):
+def spmv(matrix, x, *, impl: str = "auto"):
     """`y = matrix @ x` for a layout from `jaxmc.layout`."""
     raise TypeError(f"`spmv` has no implementation for {type(matrix).__name__}")
 
 
 @spmv.register
-def _(matrix: CSR, x):
+def _(matrix: CSR, x, *, impl: str = "auto"):
+    use_pallas(matrix, impl)
     prod = matrix.data * x[matrix.indices]
     return jax.ops.segment_sum(
         prod, matrix.row_ids, num_segments=matrix.shape[0], indices_are_sorted=True
@@ -27,13 +59,27 @@ def _(matrix: CSR, x):
 
 
 @spmv.register
-def _(matrix: ELL, x):
+def _(matrix: ELL, x, *, impl: str = "auto"):
+    use_pallas(matrix, impl)
     return jnp.sum(matrix.data * x[matrix.cols], axis=0)
 
 
 @spmv.register
-def _(matrix: SlicedELL, x):
+def _(matrix: SlicedELL, x, *, impl: str = "auto"):
+    use_pallas(matrix, impl)
     parts = [
         jnp.sum(d * x[c], axis=1).reshape(-1) for d, c in zip(matrix.data, matrix.cols)
     ]
     return jnp.concatenate(parts)[matrix.perm]
+
+
+def _warp(matrix, x, *, impl: str = "auto"):
+    if use_pallas(matrix, impl):
+        from .spmv_pallas import fused
+
+        return fused(matrix, x, interpret=not on_gpu())
+    return reference_spmv(matrix, x)
+
+
+spmv.register(WarpELL, _warp)
+spmv.register(CompactWarpELL, _warp)

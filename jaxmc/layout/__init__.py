@@ -1,6 +1,12 @@
-"""Stage 4: device-side matrices (CSR, ELL, sliced ELL) built from an
-`ExplicitModel`; shapes static, values dynamic."""
+"""Stage 4: device-side matrices (CSR, ELL, sliced ELL, warp-segment sliced
+ELL full/half warp, compact) built from an `ExplicitModel`; shapes static,
+values dynamic. Also state orderings (BFS, RCM) and the automatic choice."""
 
+from ._choose import (
+    build_layout as build_layout,
+    choose_layout as choose_layout,
+    layout_kind as layout_kind,
+)
 from ._matrix import (
     CSR as CSR,
     ELL as ELL,
@@ -14,4 +20,15 @@ from ._model import (
     from_arrays as from_arrays,
     from_model as from_model,
     group_reduce as group_reduce,
+)
+from ._order import (
+    Permutation as Permutation,
+    bandwidth as bandwidth,
+    bfs_order as bfs_order,
+    rcm_order as rcm_order,
+)
+from ._warp import (
+    CompactVector as CompactVector,
+    CompactWarpELL as CompactWarpELL,
+    WarpELL as WarpELL,
 )

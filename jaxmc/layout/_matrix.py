@@ -54,6 +54,12 @@ class CSR(eqx.Module):
         """The same structure with entry values `vals` (CSR order)."""
         return eqx.tree_at(lambda m: m.data, self, jnp.asarray(vals))
 
+    def stats(self) -> dict:
+        """Padding (none) and bytes per non-zero."""
+        from ._warp import csr_stats
+
+        return csr_stats(self)
+
     def transpose_perm(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Host: `(perm, indptr_t, cols_t)` such that the transpose has entry
         values `data[perm]`. Needs concrete index arrays."""
@@ -107,6 +113,14 @@ class ELL(eqx.Module):
         padded = jnp.append(jnp.asarray(vals), jnp.zeros((), vals.dtype))
         return eqx.tree_at(lambda m: m.data, self, padded[self.slot])
 
+    def stats(self) -> dict:
+        from ._warp import _stats
+
+        stored = int(self.data.size)
+        nnz = _real_entries([np.asarray(self.slot)])
+        it = self.data.dtype.itemsize
+        return _stats("ell", nnz, stored, stored * (it + 4), self.shape, it)
+
 
 class SlicedELL(eqx.Module):
     """Sliced ELLPACK: rows in slices of `SLICE` rows, each slice padded to its
@@ -159,16 +173,47 @@ class SlicedELL(eqx.Module):
         data = tuple(padded[s] for s in self.slot)
         return eqx.tree_at(lambda m: m.data, self, data)
 
+    def stats(self) -> dict:
+        from ._warp import _stats
+
+        slots = [np.asarray(s).ravel() for s in self.slot]
+        stored = sum(s.size for s in slots)
+        nnz = _real_entries(slots)
+        it = self.data[0].dtype.itemsize if self.data else 8
+        return _stats("sell", nnz, stored, stored * (it + 4) + 4 * self.shape[0], self.shape, it)
+
+
+def _real_entries(slots) -> int:
+    """Stored entries that are not padding: padding repeats the largest slot
+    (`nnz`), real entries hold each slot once. (A single padding entry cannot
+    be told apart from a real one; it is counted as real.)"""
+    s = np.concatenate([np.ravel(a) for a in slots]) if slots else np.zeros(0)
+    if s.size == 0:
+        return 0
+    mx = s.max()
+    pads = int(np.count_nonzero(s == mx))
+    return int(s.size - pads) if pads > 1 else int(s.size)
+
 
 Layout = CSR | ELL | SlicedELL
 
 
 def make_layout(csr: CSR, kind: str = "csr") -> Layout:
-    """Build layout `kind` (`"csr"`, `"ell"` or `"sell"`) from a CSR matrix."""
+    """Build layout `kind` from a CSR matrix: `"csr"`, `"ell"`, `"sell"`,
+    the warp-segment layouts `"warp"` (full warp), `"warp2"` (half warp),
+    `"compact"`/`"compact2"` (their compact variants, fixed values only), or
+    `"auto"` (`jaxmc.layout.choose_layout` for the default device)."""
+    if kind in ("auto", "warp", "warp2", "compact", "compact2"):
+        from ._choose import build_layout
+
+        return build_layout(csr, kind)
     if kind == "csr":
         return csr
     if kind == "ell":
         return ELL.from_csr(csr)
     if kind == "sell":
         return SlicedELL.from_csr(csr)
-    raise ValueError(f"unknown layout `{kind}`; expected 'csr', 'ell' or 'sell'")
+    raise ValueError(
+        f"unknown layout `{kind}`; expected 'csr', 'ell', 'sell', 'warp', "
+        "'warp2', 'compact', 'compact2' or 'auto'"
+    )

@@ -16,27 +16,45 @@ import equinox as eqx
 import jax.numpy as jnp
 from jax import lax
 
+from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv
+from ..layout._warp import CompactVector
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
 
 
-def fixed_point(step, x0, epsilon, relative: bool, max_iters) -> Solution:
+def fixed_point(step, x0, epsilon, relative: bool, max_iters, *, fused=False) -> Solution:
     """Iterate `x <- step(x)` from `x0` until PRISM's criterion
     `sup_norm(x', x) < epsilon` holds, or `max_iters` steps. Two steps per loop
-    trip. Must be called under `jit` (it is, by the public solvers)."""
+    trip. Must be called under `jit` (it is, by the public solvers).
+
+    With `fused=True`, `step` returns `(x', sup_norm(x', x), all finite)`
+    itself (see `fixed_point_fused`)."""
+    if fused:
+        return fixed_point_fused(step, x0, epsilon, max_iters)
+
+    def step3(x):
+        x1 = step(x)
+        return x1, sup_norm(x1, x, relative), jnp.all(jnp.isfinite(x1))
+
+    return fixed_point_fused(step3, x0, epsilon, max_iters)
+
+
+def fixed_point_fused(step, x0, epsilon, max_iters) -> Solution:
+    """`fixed_point` for a step that returns `(x', sup_norm(x', x), all
+    finite)` itself, as the fused kernels of `jaxmc.kernels.fused` do in one
+    pass over the matrix and vectors."""
 
     def cond(c):
         return c[3] == RUNNING
 
     def body(c):
         x, it, _, _ = c
-        x1 = step(x)
-        d1 = sup_norm(x1, x, relative)
-        x2 = step(x1)
-        d2 = sup_norm(x2, x1, relative)
+        x1, d1, f1 = step(x)
+        x2, d2, f2 = step(x1)
         it = it + 2
         diff = jnp.minimum(d1, d2)
-        return x2, it, d2, next_status(x2, diff, it, epsilon, max_iters)
+        status = next_status(x2, diff, it, epsilon, max_iters, finite=f1 & f2)
+        return x2, it, d2, status
 
     init = (
         x0,
@@ -48,15 +66,25 @@ def fixed_point(step, x0, epsilon, relative: bool, max_iters) -> Solution:
     return Solution(value=x, status=status, iterations=it, residual=res)
 
 
+def _vec(v):
+    return v if isinstance(v, CompactVector) else jnp.asarray(v)
+
+
 @eqx.filter_jit
 def _jacobi(A, diag, b, x0, epsilon, max_iters, relative):
-    inv = 1.0 / diag
-    return fixed_point(lambda x: (b + spmv(A, x)) * inv, x0, epsilon, relative, max_iters)
+    # The diagonal is inverted once; a compact diagonal only in its table.
+    inv = diag.map(lambda t: 1.0 / t) if isinstance(diag, CompactVector) else 1.0 / diag
+    return fixed_point(
+        lambda x: jacobi_step(A, inv, b, x, relative), x0, epsilon, relative, max_iters,
+        fused=True,
+    )
 
 
 @eqx.filter_jit
 def _power(A, b, x0, epsilon, max_iters, relative):
-    return fixed_point(lambda x: spmv(A, x) + b, x0, epsilon, relative, max_iters)
+    return fixed_point(
+        lambda x: power_step(A, b, x, relative), x0, epsilon, relative, max_iters, fused=True
+    )
 
 
 def _args(epsilon, max_iters, dtype=jnp.float64):
@@ -70,20 +98,23 @@ def jacobi(
 
     **Arguments:**
     - `A`: off-diagonal part (a `jaxmc.layout` matrix), usually nonnegative.
-    - `diag`: the diagonal of the system, `1 - P_ii` (nonzero).
-    - `b`, `x0`: right-hand side and start vector.
+      On a GPU a warp-segment layout (`"warp"`, `"compact"`, ...) runs the
+      fused Pallas step (SpMV, update and convergence measure in one pass).
+    - `diag`: the diagonal of the system, `1 - P_ii` (nonzero); an array or a
+      `jaxmc.layout.CompactVector`.
+    - `b`, `x0`: right-hand side (array or `CompactVector`) and start vector.
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` unless converged.
     """
     eps, mi = _args(epsilon, max_iters)
-    sol = _jacobi(A, jnp.asarray(diag), jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    sol = _jacobi(A, _vec(diag), _vec(b), jnp.asarray(x0), eps, mi, bool(relative))
     return check_solution(sol, throw, "Jacobi")
 
 
 def power(A, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True) -> Solution:
     """Power (fixed-point) iteration `x' = A x + b`. Arguments as `jacobi`."""
     eps, mi = _args(epsilon, max_iters)
-    sol = _power(A, jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    sol = _power(A, _vec(b), jnp.asarray(x0), eps, mi, bool(relative))
     return check_solution(sol, throw, "Power method")
 
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..kernels.spmv import spmv
+from ..kernels.fused import bellman_step
 from ._linear import _args, fixed_point
 from ._results import RUNNING, Solution, Status, check_solution
 
@@ -26,7 +27,10 @@ def bellman(M, b, x, opt: str):
 
 @eqx.filter_jit
 def _vi(M, b, x0, epsilon, max_iters, relative, opt):
-    return fixed_point(lambda x: bellman(M, b, x, opt), x0, epsilon, relative, max_iters)
+    return fixed_point(
+        lambda x: bellman_step(M, b, x, opt, relative), x0, epsilon, relative, max_iters,
+        fused=True,
+    )
 
 
 def value_iteration(

@@ -73,11 +73,13 @@ def sup_norm(x_new, x_old, relative: bool):
     return jnp.max(diff, initial=0.0)
 
 
-def next_status(x, diff, iters, epsilon, max_iters):
+def next_status(x, diff, iters, epsilon, max_iters, finite=None):
     """Status after a loop trip: nonfinite, converged, out of iterations or
-    still running."""
+    still running. `finite` (whether `x` is all finite) if already known."""
+    if finite is None:
+        finite = jnp.all(jnp.isfinite(x))
     return jnp.where(
-        ~jnp.all(jnp.isfinite(x)),
+        ~finite,
         Status.NONFINITE,
         jnp.where(
             diff < epsilon,

@@ -1,0 +1,204 @@
+"""Shared helpers of `benchmarks/spmv.py` and `benchmarks/solve_gpu.py`:
+building the benchmark matrices, timing, the device copy bandwidth."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+from jax import lax
+
+
+jax.config.update("jax_enable_x64", True)
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import jaxmc  # noqa: E402
+from jaxmc.layout import CSR  # noqa: E402
+
+
+def model_dirs():
+    """Where the PRISM example models are: `JAXMC_MODELS`, `.bench/models`
+    (carried to the GPU machine), or `../shared/models/prism-examples`."""
+    out = []
+    if os.environ.get("JAXMC_MODELS"):
+        out.append(Path(os.environ["JAXMC_MODELS"]))
+    out.append(ROOT / ".bench" / "models")
+    base = ROOT.parent / "shared" / "models" / "prism-examples"
+    for sub in ("ctmcs/tandem", "ctmcs/cluster", "ctmcs/kanban", "ctmcs/polling",
+                "ctmcs/fms", "dtmcs/herman", "mdps/consensus"):
+        out.append(base / sub)
+    return out
+
+
+def find_model(fname: str) -> Path:
+    for d in model_dirs():
+        if (d / fname).exists():
+            return d / fname
+    raise FileNotFoundError(fname)
+
+
+#: name -> (file, constants)
+MODELS = {
+    "tandem31": ("tandem.sm", "c=31"),
+    "tandem2047": ("tandem.sm", "c=2047"),
+    "tandem4095": ("tandem.sm", "c=4095"),
+    "cluster256": ("cluster.sm", "N=256"),
+    "cluster464": ("cluster.sm", "N=464"),
+    "herman15": ("herman15.pm", ""),
+    "herman17": ("herman17.pm", ""),
+    "kanban5": ("kanban.sm", "t=5"),
+    "polling16": ("poll16.sm", ""),
+    "fms7": ("fms.sm", "n=7"),
+    "coin8": ("coin8.nm", "K=4"),
+}
+
+
+def build(name: str):
+    """`(model, explicit, build seconds)` for a benchmark model. With
+    `JAXMC_BENCH_CACHE` set, the explicit model is pickled there and reused
+    by the next script of the same run (the build time reported is then the
+    first build's)."""
+    import pickle
+
+    fname, consts = MODELS[name]
+    cache = os.environ.get("JAXMC_BENCH_CACHE")
+    path = Path(cache) / f"{name}.pkl" if cache else None
+    if path is not None and path.exists():
+        with open(path, "rb") as fh:
+            em, tb = pickle.load(fh)
+        return None, em, tb
+    t = time.perf_counter()
+    model = jaxmc.load_model(str(find_model(fname)), consts or None)
+    em = jaxmc.build(model)
+    tb = time.perf_counter() - t
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            pickle.dump((em, tb), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return model, em, tb
+
+
+def stochastic(em) -> sp.csr_matrix:
+    """The model's matrix with every row scaled to sum 1 (the uniformised /
+    embedded structure: same non-zeros, bounded iterates)."""
+    A = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(len(em.row_ptr) - 1, em.num_states))
+    s = np.asarray(A.sum(axis=1)).ravel()
+    A = sp.diags(1.0 / np.where(s > 0, s, 1.0)) @ A
+    A = A.tocsr()
+    A.sort_indices()
+    return A
+
+
+def to_csr(A: sp.csr_matrix, dtype=np.float64) -> CSR:
+    c = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    return c.with_values(jnp.asarray(A.data, dtype=dtype))
+
+
+def csr_bytes(nnz: int, n: int, m: int, itemsize: int) -> int:
+    """Compulsory bytes of one CSR SpMV: values + columns + row pointers, `x`
+    read once, `y` written once."""
+    return nnz * (itemsize + 4) + 4 * (m + 1) + itemsize * (n + m)
+
+
+def median_time(run, *args, reps=7) -> float:
+    out = run(*args)
+    jax.block_until_ready(out)
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        jax.block_until_ready(run(*args))
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def time_iterations(f, x, k: int = 100, reps: int = 7) -> float:
+    """Seconds per application of `f` in a jitted loop of `k` applications,
+    two per loop trip (the carried vector ping-pongs, no copy)."""
+
+    @jax.jit
+    def run(x):
+        return lax.fori_loop(0, k // 2, lambda i, x: f(f(x)), x)
+
+    return median_time(run, x, reps=reps) / (k // 2 * 2)
+
+
+def copy_bandwidth(nbytes: int = 2 << 30) -> tuple[float, str]:
+    """Device-to-device copy bandwidth (bytes read + written per second)."""
+    try:
+        import cupy as cp
+
+        a = cp.ones(nbytes // 8, dtype=cp.float64)
+        b = cp.empty_like(a)
+        for _ in range(3):
+            cp.copyto(b, a)
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        for _ in range(20):
+            cp.copyto(b, a)
+        e.record()
+        e.synchronize()
+        t = cp.cuda.get_elapsed_time(s, e) / 1e3 / 20
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+        return 2 * nbytes / t, "cupy copyto"
+    except Exception:  # noqa: BLE001 - no CuPy: measure with XLA
+        x = jnp.ones(nbytes // 8)
+        t = time_iterations(lambda v: v + 1.0, x, k=20)
+        return 2 * nbytes / t, "jax x+1"
+
+
+def cusparse_time(A: sp.csr_matrix, x: np.ndarray, k: int = 100):
+    """`(seconds per SpMV, relative error)` of CuPy's CSR SpMV (cuSPARSE),
+    or None without CuPy."""
+    try:
+        import cupy as cp
+        import cupyx.scipy.sparse as csp
+    except Exception:  # noqa: BLE001
+        return None
+    M = csp.csr_matrix(A)
+    xg = cp.asarray(x)
+    y = M @ xg
+    for _ in range(3):
+        y = M @ xg
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    ts = []
+    for _ in range(5):
+        s.record()
+        for _ in range(k):
+            y = M @ xg
+        e.record()
+        e.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(s, e) / 1e3 / k)
+    ref = A @ x
+    err = float(np.abs(cp.asnumpy(y) - ref).max() / max(np.abs(ref).max(), 1e-300))
+    del M, xg, y
+    cp.get_default_memory_pool().free_all_blocks()
+    return statistics.median(ts), err
+
+
+def device_name() -> str:
+    d = jax.devices()[0]
+    return f"{getattr(d, 'device_kind', d.platform)} (jax {jax.__version__})"
+
+
+def table(rows: list[dict], cols: list[str]) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+        return str(v)
+
+    w = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in cols}
+    lines = ["| " + " | ".join(c.ljust(w[c]) for c in cols) + " |",
+             "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(c, "")).ljust(w[c]) for c in cols) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""Solver iterations on the GPU, per layout x kernel x precision, and
+end-to-end solves.
+
+    PYTHONPATH=. python benchmarks/solve_gpu.py tandem2047 ... [--e2e]
+
+Per model: µs per iteration of the Jacobi solver (`jaxmc.solvers.jacobi`, the
+steady-state system `(E - R^T) x = 0` of a CTMC or `(1 - P_ii) - P^T` of a
+DTMC, diagonal split off) and of the power solver (`x' = P x`, P the
+row-stochastic matrix), each run for a fixed 200 iterations (epsilon 0) so
+that every variant does the same work. The loop includes the convergence
+measure and the status test of every step. The fused Pallas step computes
+the update and `max |x' - x| / |x'|` in one pass; the reference layouts use
+the plain-JAX step (SpMV, then an XLA-fused update and reduction).
+
+`--e2e`: tandem's steady state solved to PRISM's default criterion with the
+fused Jacobi step (iterations, seconds) and `jaxmc.check` of `S=?[...]`
+through the public API (whatever solver and layout it picks), both timed on
+the machine that runs this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+from _gpu_common import build, copy_bandwidth, device_name, stochastic, table, to_csr
+import jaxmc
+from jaxmc import solvers
+from jaxmc.layout import CompactVector, CompactWarpELL, WarpELL, make_layout
+
+
+def jacobi_system(em):
+    """`(A, diag)`: off-diagonal of the transposed rate/probability matrix
+    and the diagonal of the steady-state system."""
+    n = em.num_states
+    R = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(n, n))
+    d_self = R.diagonal()
+    if em.model_type.name == "CTMC":
+        diag = np.asarray(R.sum(axis=1)).ravel() - d_self
+    else:
+        diag = 1.0 - d_self
+    A = (R - sp.diags(d_self)).T.tocsr()
+    A.eliminate_zeros()
+    A.sort_indices()
+    diag = np.where(diag > 0, diag, 1.0)
+    return A, diag
+
+
+def make(csr, kind):
+    if kind in ("warp", "warp2"):
+        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
+    if kind in ("compact", "compact2"):
+        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    return make_layout(csr, kind)
+
+
+VARIANTS = [
+    ("csr", "csr", "f64", False),
+    ("sell32", "sell", "f64", False),
+    ("warp-full", "warp", "f64", False),
+    ("warp-half", "warp2", "f64", False),
+    ("compact-full", "compact", "f64", True),
+    ("compact-half", "compact2", "f64", True),
+    ("warp-full", "warp", "f32", False),
+    ("compact-full", "compact", "f32", True),
+]
+
+
+def per_iteration(fn, iters):
+    fn(iters)  # compile
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter()
+        sol = fn(iters)
+        jax.block_until_ready(sol.value)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) / int(sol.iterations), sol
+
+
+def bench_model(name, bw, iters=200):
+    _, em, tb = build(name)
+    n = em.num_states
+    A, diag = jacobi_system(em)
+    P = stochastic(em)
+    print(f"# {name}: {n} states, Jacobi nnz {A.nnz}, built in {tb:.1f}s", flush=True)
+    rows = []
+    x0 = np.full(n, 1.0 / n)
+    for label, kind, dt, compact_vecs in VARIANTS:
+        dtype = np.float64 if dt == "f64" else np.float32
+        it = 8 if dt == "f64" else 4
+        for method in ("jacobi", "power"):
+            M = A if method == "jacobi" else P
+            if M.shape[0] != M.shape[1]:
+                continue
+            try:
+                L = make(to_csr(M, dtype), kind)
+                xs = jnp.asarray(x0, dtype)
+                if method == "jacobi":
+                    dg = (CompactVector.from_array(diag, dtype) if compact_vecs
+                          else jnp.asarray(diag, dtype))
+                    b = (CompactVector.from_array(np.zeros(n), dtype) if compact_vecs
+                         else jnp.zeros(n, dtype))
+
+                    def fn(k, L=L, dg=dg, b=b, xs=xs):
+                        return solvers.jacobi(L, dg, b, xs, epsilon=0.0, max_iters=k,
+                                              throw=False)
+                    # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
+                    cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
+                else:
+                    b = jnp.zeros(n, dtype)
+
+                    def fn(k, L=L, b=b, xs=xs):
+                        return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False)
+                    cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 3 * n
+                t, sol = per_iteration(fn, iters)
+                rows.append(dict(model=name, solver=method, layout=label, prec=dt,
+                                 us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
+                                 residual=float(sol.residual)))
+                print(rows[-1], flush=True)
+                del L, fn
+            except Exception as e:  # noqa: BLE001
+                print(f"FAILED {name} {method} {label} {dt}: {type(e).__name__}: "
+                      f"{str(e)[:400]}", flush=True)
+            gc.collect()
+    return rows, em
+
+
+def end_to_end(name, em, prop):
+    """Fused-Jacobi steady state to PRISM's default criterion, and the public
+    API's `check`, both timed."""
+    out = []
+    A, diag = jacobi_system(em)
+    n = em.num_states
+    for kind in ("compact", "warp"):
+        try:
+            t0 = time.perf_counter()
+            L = make(to_csr(A), kind)
+            dg = CompactVector.from_array(diag) if kind == "compact" else jnp.asarray(diag)
+            b = CompactVector.from_array(np.zeros(n)) if kind == "compact" else jnp.zeros(n)
+            tl = time.perf_counter() - t0
+            x0 = jnp.full(n, 1.0 / n)
+            sol = solvers.jacobi(L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False)
+            jax.block_until_ready(sol.value)  # includes compilation
+            t0 = time.perf_counter()
+            sol = solvers.jacobi(L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False)
+            jax.block_until_ready(sol.value)
+            ts = time.perf_counter() - t0
+            out.append(dict(model=name, what=f"fused Jacobi steady state ({kind})",
+                            iterations=int(sol.iterations), seconds=ts, layout_s=tl,
+                            status=int(sol.status)))
+            print(out[-1], flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"FAILED e2e {name} {kind}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+    if prop:
+        try:
+            t0 = time.perf_counter()
+            model = jaxmc.load_model(str(__import__("_gpu_common").find_model(
+                __import__("_gpu_common").MODELS[name][0])), __import__("_gpu_common").MODELS[name][1] or None)
+            r = jaxmc.check(model, prop)
+            out.append(dict(model=name, what=f"jaxmc.check {prop} (build included)",
+                            seconds=time.perf_counter() - t0, value=str(r)[:80]))
+            print(out[-1], flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"FAILED check {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+    return out
+
+
+E2E = {"tandem2047": "S=? [ sm=c ]", "tandem31": "S=? [ sm=c ]", "cluster256": 'S=? [ "premium" ]',
+       "cluster464": 'S=? [ "premium" ]'}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*", default=["tandem2047"])
+    ap.add_argument("--e2e", action="store_true")
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
+    a = ap.parse_args()
+    bw, how = copy_bandwidth()
+    print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
+    rows, e2e = [], []
+    for name in a.models:
+        try:
+            r, em = bench_model(name, bw)
+            rows += r
+            if a.e2e and name in E2E:
+                e2e += end_to_end(name, em, E2E[name])
+        except Exception as e:  # noqa: BLE001
+            print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
+    with open(a.json, "w") as fh:
+        json.dump(dict(device=device_name(), copy_Bps=bw, rows=rows, e2e=e2e), fh, indent=1)
+    print(table(rows, ["model", "solver", "layout", "prec", "us_per_iter", "GBs", "frac_copy"]))
+    for r in e2e:
+        print(r)
+
+
+if __name__ == "__main__":
+    main()

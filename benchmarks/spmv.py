@@ -1,0 +1,168 @@
+"""SpMV per layout x kernel x precision on the GPU.
+
+    PYTHONPATH=. python benchmarks/spmv.py tandem2047 cluster256 ... [--tune]
+
+For each model (built on the machine that runs this): the row-stochastic
+matrix of the model in every layout; µs per SpMV (median of 7 runs of a
+jitted loop of 100 SpMVs), GB/s counted as the *compulsory CSR bytes* of the
+same precision (values + columns + row pointers + x + y; the same yardstick
+for every layout, so the compact layout can exceed 1.0), the fraction of the
+device-to-device copy bandwidth measured in the same run, and the maximum
+relative error against scipy in float64. Side by side: cuSPARSE CSR through
+CuPy and `jax.experimental.sparse` BCSR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from _gpu_common import (
+    build, copy_bandwidth, csr_bytes, cusparse_time, device_name, stochastic, table,
+    time_iterations, to_csr,
+)
+from jaxmc.kernels import spmv
+from jaxmc.kernels.spmv_pallas import fused
+from jaxmc.layout import CompactWarpELL, WarpELL, make_layout
+
+
+INTERPRET = jax.default_backend() != "gpu"
+
+
+def variants(tune: bool):
+    """(label, layout kind, dtype, impl, kernel kwargs, layout kwargs)."""
+    v = [
+        ("csr", "csr", "f64", "reference", {}, {}),
+        ("ell", "ell", "f64", "reference", {}, {}),
+        ("sell32", "sell", "f64", "reference", {}, {}),
+        ("warp-full", "warp", "f64", "pallas", {}, {}),
+        ("warp-half", "warp2", "f64", "pallas", {}, {}),
+        ("compact-full", "compact", "f64", "pallas", {}, {}),
+        ("compact-half", "compact2", "f64", "pallas", {}, {}),
+        ("csr", "csr", "f32", "reference", {}, {}),
+        ("warp-full", "warp", "f32", "pallas", {}, {}),
+        ("warp-half", "warp2", "f32", "pallas", {}, {}),
+        ("compact-full", "compact", "f32", "pallas", {}, {}),
+    ]
+    if tune:
+        for spb in (4, 8, 16):
+            for nw in (4, 8):
+                for un in (1, 2):
+                    v.append((f"warp-full spb{spb} w{nw} u{un}", "warp", "f64", "pallas",
+                              dict(num_warps=nw, unroll=un), dict(segs_per_block=spb)))
+        for spb in (8, 16):
+            for nw in (4, 8):
+                v.append((f"compact-full spb{spb} w{nw}", "compact", "f64", "pallas",
+                          dict(num_warps=nw), dict(segs_per_block=spb)))
+    return v
+
+
+def make(csr, kind, lkw):
+    if kind in ("warp", "warp2"):
+        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1, **lkw)
+    if kind in ("compact", "compact2"):
+        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1, **lkw)
+    return make_layout(csr, kind)
+
+
+def bench_model(name, bw, tune, k=100):
+    _, em, tb = build(name)
+    A = stochastic(em)
+    n, m, nnz = A.shape[1], A.shape[0], A.nnz
+    print(f"# {name}: {n} states, {m} rows, {nnz} nnz, built in {tb:.1f}s", flush=True)
+    rng = np.random.default_rng(0)
+    x = rng.random(n)
+    ref = A @ x
+    rows = []
+    base = {}
+    for dt in ("f64", "f32"):
+        base[dt] = to_csr(A, np.float64 if dt == "f64" else np.float32)
+    for label, kind, dt, impl, kkw, lkw in variants(tune and name.startswith("tandem")):
+        if m != n and kind.startswith("compact"):
+            continue
+        dtype = jnp.float64 if dt == "f64" else jnp.float32
+        try:
+            t0 = time.perf_counter()
+            L = make(base[dt], kind, lkw)
+            tl = time.perf_counter() - t0
+            xs = jnp.asarray(x, dtype)
+            if impl == "pallas":
+                f = (lambda L, kkw: lambda v: fused(L, v, interpret=INTERPRET, **kkw))(L, kkw)
+            else:
+                f = (lambda L: lambda v: spmv(L, v, impl="reference"))(L)
+            y = np.asarray(jax.jit(f)(xs), np.float64)
+            err = float(np.abs(y - ref).max() / np.abs(ref).max())
+            if m == n:
+                t = time_iterations(f, xs, k=k)
+            else:
+                g = jax.jit(f)
+                from _gpu_common import median_time
+                t = median_time(lambda v: g(v), xs)
+            st = L.stats() if hasattr(L, "stats") else {}
+            cb = csr_bytes(nnz, n, m, 8 if dt == "f64" else 4)
+            rows.append(dict(
+                model=name, layout=label, impl=impl, prec=dt, us=t * 1e6,
+                GBs=cb / t / 1e9, frac_copy=cb / t / bw,
+                pad=st.get("padding", 0.0), B_per_nnz=st.get("bytes_per_nnz", 0.0),
+                err=err, build_s=tl,
+            ))
+            print(rows[-1], flush=True)
+            del L, f
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"FAILED {name} {label} {dt}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        gc.collect()
+    cs = cusparse_time(A, x, k=k)
+    cb = csr_bytes(nnz, n, m, 8)
+    if cs is not None:
+        t, err = cs
+        rows.append(dict(model=name, layout="cusparse csr (cupy)", impl="cusparse", prec="f64",
+                         us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
+        print(rows[-1], flush=True)
+    try:
+        from jax.experimental import sparse as jsparse
+
+        B = jsparse.BCSR.from_bcoo(jsparse.BCOO.from_scipy_sparse(A))
+        f = lambda v: B @ v  # noqa: E731
+        y = np.asarray(jax.jit(f)(jnp.asarray(x)))
+        err = float(np.abs(y - ref).max() / np.abs(ref).max())
+        t = time_iterations(f, jnp.asarray(x), k=k) if m == n else float("nan")
+        rows.append(dict(model=name, layout="jax.experimental.sparse BCSR", impl="xla",
+                         prec="f64", us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
+        print(rows[-1], flush=True)
+        del B
+    except Exception as e:  # noqa: BLE001
+        print(f"FAILED {name} BCSR: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    del base
+    gc.collect()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*", default=["tandem2047"])
+    ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
+    a = ap.parse_args()
+    bw, how = copy_bandwidth()
+    print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
+    rows = []
+    for name in a.models:
+        try:
+            rows += bench_model(name, bw, a.tune)
+        except Exception as e:  # noqa: BLE001
+            print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
+    with open(a.json, "w") as fh:
+        json.dump(dict(device=device_name(), copy_Bps=bw, rows=rows), fh, indent=1)
+    print(table(rows, ["model", "layout", "impl", "prec", "us", "GBs", "frac_copy",
+                       "pad", "B_per_nnz", "err"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Fused solver steps: one iteration and its convergence measure in one pass.
+
+Each step returns `(x_new, diff, finite)`: the new iterate, PRISM's
+`sup_norm(x_new, x, relative)` and whether `x_new` is all finite. On the
+warp-segment layouts with the Pallas kernel the three come out of the same
+pass over the matrix and vectors; elsewhere they are computed in plain JAX
+(XLA fuses the reduction into the elementwise epilogue, but the SpMV itself
+is a separate pass).
+
+- `jacobi_step`: `x' = (b + A x) * inv`, the Jacobi step for
+  `(D - A) x = b` with `inv = 1 / D` (inverted once, outside the loop);
+- `power_step`: `x' = A x + b`;
+- `bellman_step`: `x'_s = opt_{c in s} (b_c + (A x)_c)` for a `SparseModel`
+  (MDP choices grouped by state; the SpMV and `b` in the kernel, the group
+  min/max and the measure in plain JAX).
+
+`b` and `inv` may be arrays or `jaxmc.layout.CompactVector`s.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..layout._warp import CompactVector
+from ..solvers._results import sup_norm
+from .spmv import spmv, use_pallas
+
+
+def _dense(v):
+    return v.dense() if isinstance(v, CompactVector) else v
+
+
+def _finish(y, x, relative):
+    return y, sup_norm(y, x, relative), jnp.all(jnp.isfinite(y))
+
+
+def _pallas(A, x, b, inv, epilogue, relative):
+    from .spmv import on_gpu
+    from .spmv_pallas import fused
+
+    y, d, nf = fused(
+        A, x, b, inv, epilogue=epilogue, relative=relative, diff=True,
+        interpret=not on_gpu(),
+    )
+    return y.astype(x.dtype), d.astype(x.dtype), nf == 0
+
+
+def jacobi_step(A, inv, b, x, relative: bool, *, impl: str = "auto"):
+    """`(x', sup_norm(x', x), all finite)` with `x' = (b + A x) * inv`."""
+    if use_pallas(A, impl):
+        return _pallas(A, x, b, inv, "jacobi", relative)
+    return _finish((_dense(b) + spmv(A, x, impl=impl)) * _dense(inv), x, relative)
+
+
+def power_step(A, b, x, relative: bool, *, impl: str = "auto"):
+    """`(x', sup_norm(x', x), all finite)` with `x' = A x + b`."""
+    if use_pallas(A, impl):
+        return _pallas(A, x, b, None, "power", relative)
+    return _finish(spmv(A, x, impl=impl) + _dense(b), x, relative)
+
+
+def bellman_step(M, b, x, opt: str, relative: bool, *, impl: str = "auto"):
+    """`(x', sup_norm(x', x), all finite)` with `x'_s = opt_c (b_c + (A x)_c)`
+    over the choices `c` of state `s` (identity for DTMCs/CTMCs)."""
+    A = M.matrix
+    if not M.nondeterministic:
+        return power_step(A, b, x, relative, impl=impl)
+    if use_pallas(A, impl):
+        from .spmv import on_gpu
+        from .spmv_pallas import fused
+
+        v = fused(A, x, b, None, epilogue="power", interpret=not on_gpu())
+    else:
+        v = spmv(A, x, impl=impl) + _dense(b)
+    return _finish(M.group_reduce(v.astype(x.dtype), opt), x, relative)

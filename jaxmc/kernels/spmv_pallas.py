@@ -1,0 +1,219 @@
+"""Pallas (Triton) kernels for the warp-segment layouts, with fused solver
+epilogues.
+
+One program handles one block of `segs_per_block` segments (`block_rows`
+rows). Each thread owns one (row, half) pair; at step `j` it reads stored
+entry `seg_ptr + 32 j + ...` (32 consecutive entries per segment and step:
+coalesced), gathers `x[col]` only where the value is non-zero (padding costs
+no gather) and accumulates. The loop bound is the block's widest segment;
+each segment masks the steps past its own width. For the half warp the two
+partial sums of a row are added at the end.
+
+Epilogues, all in the same pass over the rows:
+
+- `"spmv"`: `y = A x`;
+- `"power"`: `y = A x + b`;
+- `"jacobi"`: `y = (b + A x) * inv` (`inv` the inverted diagonal);
+
+and with `diff=True` also, per block, the largest convergence measure
+`|y - x|` (relative: `/ |y|`, PRISM's `sup_norm`) and the count of non-finite
+`y`, so that a solver step needs no second pass over the vectors.
+
+Why Triton and not Mosaic GPU: the gather `x[col]` is an element-wise
+gather, which Mosaic GPU does not have. Pallas' Triton lowering is deprecated
+as of JAX 0.11 but present; the kernel stays behind `jaxmc.kernels.spmv` so it
+can be swapped. On a CPU the same kernel runs with `interpret=True` (tests).
+"""
+
+from __future__ import annotations
+
+import functools as ft
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from ..layout._warp import WARP, CompactVector, CompactWarpELL, WarpELL
+
+
+try:  # jax 0.10/0.11: jax.experimental.pallas.triton
+    from jax.experimental.pallas import triton as _pltr
+except ImportError:  # pragma: no cover - very old or very new jax
+    _pltr = None
+
+
+def _compiler_params(num_warps, num_stages):
+    if _pltr is None:
+        return None
+    cls = getattr(_pltr, "CompilerParams", None) or getattr(_pltr, "TritonCompilerParams", None)
+    if cls is None:  # pragma: no cover
+        return None
+    return cls(num_warps=num_warps, num_stages=num_stages)
+
+
+def _load(ref, idx, mask, other):
+    if _pltr is not None and hasattr(_pltr, "load"):
+        return _pltr.load(ref.at[idx], mask=mask, other=other)
+    return pl.load(ref, (idx,), mask=mask, other=other)  # pragma: no cover
+
+
+def _store(ref, idx, val, mask):
+    if _pltr is not None and hasattr(_pltr, "store"):
+        return _pltr.store(ref.at[idx], val, mask=mask)
+    return pl.store(ref, (idx,), val, mask=mask)  # pragma: no cover
+
+
+def _vec_spec(v):
+    """('dense',) or ('compact', idx dtype) or None, for b / inv."""
+    if v is None:
+        return None
+    if isinstance(v, CompactVector):
+        return "compact"
+    return "dense"
+
+
+@ft.partial(
+    jax.jit,
+    static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps", "unroll"),
+)
+def fused(
+    matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
+    interpret=False, num_warps=4, unroll=1,
+):
+    """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
+
+    `matrix` is a `WarpELL` or `CompactWarpELL`; `b`, `inv` arrays of the row
+    count or `CompactVector`s; values are computed in the matrix's dtype.
+    """
+    compact = isinstance(matrix, CompactWarpELL)
+    dtype = matrix.table.dtype if compact else matrix.data.dtype
+    n, ncols = matrix.shape
+    if diff and n != ncols:
+        raise ValueError("`diff=True` needs a square matrix")
+    lanes = matrix.lanes
+    S = WARP // lanes
+    R = matrix.block_rows
+    nblocks = int(matrix.block_width.shape[0])
+    shp = (R,) if lanes == 1 else (lanes, R)
+    x = x.astype(dtype)
+    bkind, ikind = _vec_spec(b), _vec_spec(inv)
+    if epilogue == "jacobi" and inv is None:
+        raise ValueError("the Jacobi epilogue needs `inv`")
+    zero = matrix.zero if compact else 0
+
+    ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
+    ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
+    ins.append(x)
+    for v, k in ((b, bkind), (inv, ikind)):
+        if k == "compact":
+            ins += [v.table.astype(dtype), v.idx]
+        elif k == "dense":
+            ins.append(v.astype(dtype))
+
+    def kernel(*refs):
+        it = iter(refs)
+        seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
+        if compact:
+            tab_ref, vidx_ref, offs_ref = next(it), next(it), next(it)
+        else:
+            data_ref, cols_ref = next(it), next(it)
+        x_ref = next(it)
+        vecs = []
+        for k in (bkind, ikind):
+            if k == "compact":
+                vecs.append((next(it), next(it)))
+            elif k == "dense":
+                vecs.append((next(it),))
+            else:
+                vecs.append(None)
+        y_ref = next(it)
+        if diff:
+            dmax_ref, nf_ref = next(it), next(it)
+
+        pid = pl.program_id(0).astype(jnp.int32)
+        start = pid * R
+        r = start + jnp.arange(R, dtype=jnp.int32)
+        seg = r // S
+        sp = seg_ptr_ref[seg]
+        ws = seg_w_ref[seg]
+        if lanes == 1:
+            base = sp + r % S
+            row = r
+            wsb = ws
+        else:
+            h = lax.broadcasted_iota(jnp.int32, shp, 0)
+            base = sp[None, :] + h * S + (r % S)[None, :]
+            row = jnp.broadcast_to(r[None, :], shp)
+            wsb = jnp.broadcast_to(ws[None, :], shp)
+        wb = blk_w_ref[pid]
+
+        def step(j, acc):
+            m = j < wsb
+            idx = jnp.where(m, base + j * WARP, 0)
+            if compact:
+                vi = _load(vidx_ref, idx, m, zero).astype(jnp.int32)
+                v = tab_ref[vi]
+                c = row + _load(offs_ref, idx, m, 0).astype(jnp.int32)
+            else:
+                v = _load(data_ref, idx, m, 0)
+                c = _load(cols_ref, idx, m, 0)
+            g = m & (v != 0)
+            xv = _load(x_ref, jnp.where(g, c, 0), g, 0)
+            return acc + v * xv
+
+        if unroll > 1:
+            def body(t, acc):
+                for u in range(unroll):
+                    acc = step(t * unroll + u, acc)
+                return acc
+
+            acc = lax.fori_loop(0, (wb + unroll - 1) // unroll, body, jnp.zeros(shp, dtype))
+        else:
+            acc = lax.fori_loop(0, wb, step, jnp.zeros(shp, dtype))
+        y = acc if lanes == 1 else jnp.sum(acc, axis=0)
+
+        valid = r < n
+        rows = pl.ds(start, R)
+
+        def vec(spec):
+            if len(spec) == 2:
+                vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
+                return spec[0][vi]
+            return _load(spec[0], rows, valid, 0)
+
+        if epilogue == "power":
+            y = y + vec(vecs[0]) if vecs[0] is not None else y
+        elif epilogue == "jacobi":
+            if vecs[0] is not None:
+                y = y + vec(vecs[0])
+            y = y * vec(vecs[1])
+        _store(y_ref, rows, y, valid)
+        if diff:
+            xo = _load(x_ref, rows, valid, 0)
+            d = jnp.abs(y - xo)
+            d = jnp.where(y == xo, 0, d)
+            if relative:
+                d = jnp.where(d == 0, 0, d / jnp.abs(y))
+            d = jnp.where(valid, d, 0)
+            dmax_ref[pid] = jnp.max(d)
+            bad = valid & ~jnp.isfinite(y)
+            nf_ref[pid] = jnp.sum(bad.astype(jnp.int32))
+
+    out_shape = [jax.ShapeDtypeStruct((n,), dtype)]
+    if diff:
+        out_shape += [
+            jax.ShapeDtypeStruct((nblocks,), dtype),
+            jax.ShapeDtypeStruct((nblocks,), jnp.int32),
+        ]
+    kw = {}
+    params = _compiler_params(num_warps, 1)
+    if params is not None and not interpret:
+        kw["compiler_params"] = params
+    outs = pl.pallas_call(
+        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret, **kw
+    )(*ins)
+    if diff:
+        y, dm, nf = outs
+        return y, jnp.max(dm, initial=0.0), jnp.sum(nf)
+    return outs[0]

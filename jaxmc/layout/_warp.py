@@ -1,0 +1,310 @@
+"""Warp-segment sliced ELL (the GPU-PRISM layouts), plain and compact.
+
+Rows are cut into *segments* of `32 // lanes` consecutive rows. A segment is
+stored column-major and padded to its own longest row, so a warp of 32
+threads reads 32 consecutive stored entries per step:
+
+- *full warp* (`lanes=1`): segments of 32 rows, one thread per row;
+- *half warp* (`lanes=2`): segments of 16 rows, two threads per row; entry `k`
+  of a row goes to thread `k % 2` at step `k // 2`, and the two partial sums
+  are added at the end. Long rows take half as many steps.
+
+Element `(step j, half h, row r)` of segment `s` sits at
+`seg_ptr[s] + 32 j + (32 // lanes) h + r % (32 // lanes)`. Segments are grouped
+into kernel blocks of `segs_per_block` segments; `block_width` holds each
+block's largest segment width (the kernel's loop bound).
+
+The *compact* variant (the compact-MSR idea) stores a table of the distinct
+values with a narrow index per entry (uint8/uint16) and the column as a
+narrow offset from the row (int8/int16 where the band allows, else int32):
+1 + 1 to 2 + 4 bytes per entry instead of 8 + 4. The layouts keep the row
+order they are given; reorder first (`jaxmc.layout.bfs_order`) if the
+matrix's order is poor.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ._matrix import CSR
+
+
+#: Threads per warp: stored entries per segment step.
+WARP = 32
+
+
+def _host_csr(csr: CSR):
+    return (
+        np.asarray(csr.indptr, dtype=np.int64),
+        np.asarray(csr.indices, dtype=np.int64),
+        np.asarray(csr.data),
+    )
+
+
+def _placement(indptr: np.ndarray, nrows: int, lanes: int, segs_per_block: int):
+    """Host: where every CSR entry goes. Returns `(seg_ptr, seg_width,
+    block_width, pos, total)` with `pos[e]` the stored index of entry `e`."""
+    seg_rows = WARP // lanes
+    lengths = np.diff(indptr)
+    nseg = -(-max(nrows, 1) // seg_rows)
+    nseg = -(-nseg // segs_per_block) * segs_per_block
+    steps = np.zeros(nseg * seg_rows, dtype=np.int64)
+    steps[:nrows] = -(-lengths // lanes)
+    seg_width = steps.reshape(nseg, seg_rows).max(axis=1)
+    seg_ptr = np.concatenate([[0], np.cumsum(seg_width * WARP)])
+    block_width = seg_width.reshape(-1, segs_per_block).max(axis=1)
+    rows = np.repeat(np.arange(nrows, dtype=np.int64), lengths)
+    k = np.arange(len(rows), dtype=np.int64) - indptr[rows]
+    pos = (
+        seg_ptr[rows // seg_rows]
+        + WARP * (k // lanes)
+        + seg_rows * (k % lanes)
+        + rows % seg_rows
+    )
+    return seg_ptr, seg_width, block_width, pos, int(seg_ptr[-1])
+
+
+def _stored_rows(seg_ptr, seg_width, lanes, total):
+    """Host: the row of every stored element (padding included)."""
+    seg_rows = WARP // lanes
+    seg = np.repeat(np.arange(len(seg_width)), seg_width * WARP)
+    within = np.arange(total) - seg_ptr[seg]
+    return seg * seg_rows + within % seg_rows
+
+
+def narrow_int(lo: int, hi: int, signed: bool = True):
+    """The narrowest integer dtype holding `[lo, hi]`."""
+    kinds = (np.int8, np.int16, np.int32) if signed else (np.uint8, np.uint16, np.uint32)
+    for t in kinds:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return t
+    return np.int64
+
+
+class CompactVector(eqx.Module):
+    """A vector stored as `table[idx]`: a table of its distinct values and a
+    narrow index per entry. For the Jacobi diagonal and right-hand side, which
+    usually take few distinct values."""
+
+    table: Float[Array, " t"]
+    idx: Int[Array, " n"]
+
+    @classmethod
+    def from_array(cls, v, dtype=jnp.float64) -> CompactVector:
+        v = np.asarray(v)
+        table, idx = np.unique(v, return_inverse=True)
+        return cls(
+            table=jnp.asarray(table, dtype=dtype),
+            idx=jnp.asarray(idx.astype(narrow_int(0, max(len(table) - 1, 0), False))),
+        )
+
+    def dense(self):
+        return self.table[self.idx.astype(jnp.int32)]
+
+    def map(self, f) -> CompactVector:
+        """`f` applied elementwise (on the table only)."""
+        return eqx.tree_at(lambda c: c.table, self, f(self.table))
+
+    @property
+    def shape(self):
+        return self.idx.shape
+
+    def nbytes(self) -> int:
+        return int(self.table.size * self.table.dtype.itemsize + self.idx.size * self.idx.dtype.itemsize)
+
+
+class WarpELL(eqx.Module):
+    """Warp-segment sliced ELL, full warp (`lanes=1`) or half warp
+    (`lanes=2`). Flat arrays of `total` stored entries; see the module
+    docstring for the placement."""
+
+    data: Float[Array, " t"]
+    cols: Int[Array, " t"]
+    rows: Int[Array, " t"]  # row of each stored entry (reference path only)
+    slot: Int[Array, " t"]  # CSR entry of each stored entry, nnz for padding
+    seg_ptr: Int[Array, " s1"]
+    seg_width: Int[Array, " s"]
+    block_width: Int[Array, " b"]
+    shape: tuple[int, int] = eqx.field(static=True)
+    lanes: int = eqx.field(static=True)
+    segs_per_block: int = eqx.field(static=True)
+    nnz: int = eqx.field(static=True)
+
+    @property
+    def seg_rows(self) -> int:
+        return WARP // self.lanes
+
+    @property
+    def block_rows(self) -> int:
+        return self.seg_rows * self.segs_per_block
+
+    @classmethod
+    def from_csr(
+        cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
+        dtype=None,
+    ) -> WarpELL:
+        if lanes not in (1, 2):
+            raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
+        spb = segs_per_block or (8 if lanes == 1 else 16)
+        indptr, indices, data = _host_csr(csr)
+        nrows = csr.shape[0]
+        seg_ptr, seg_width, block_width, pos, total = _placement(indptr, nrows, lanes, spb)
+        slot = np.full(total, len(data), dtype=np.int64)
+        slot[pos] = np.arange(len(data))
+        rows = _stored_rows(seg_ptr, seg_width, lanes, total)
+        cols = np.minimum(rows, csr.shape[1] - 1)  # padding reads nothing
+        cols[pos] = indices
+        vals = np.zeros(total, dtype=data.dtype if dtype is None else dtype)
+        vals[pos] = data
+        return cls(
+            data=jnp.asarray(vals),
+            cols=jnp.asarray(cols, dtype=jnp.int32),
+            rows=jnp.asarray(np.minimum(rows, max(nrows - 1, 0)), dtype=jnp.int32),
+            slot=jnp.asarray(slot, dtype=jnp.int32),
+            seg_ptr=jnp.asarray(seg_ptr, dtype=jnp.int32),
+            seg_width=jnp.asarray(seg_width, dtype=jnp.int32),
+            block_width=jnp.asarray(block_width, dtype=jnp.int32),
+            shape=(int(csr.shape[0]), int(csr.shape[1])),
+            lanes=lanes,
+            segs_per_block=spb,
+            nnz=len(data),
+        )
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> WarpELL:
+        vals = jnp.asarray(vals)
+        padded = jnp.append(vals, jnp.zeros((), vals.dtype))
+        return eqx.tree_at(lambda m: m.data, self, padded[self.slot].astype(self.data.dtype))
+
+    def astype(self, dtype) -> WarpELL:
+        return eqx.tree_at(lambda m: m.data, self, self.data.astype(dtype))
+
+    def stats(self) -> dict:
+        stored = int(self.data.shape[0])
+        mbytes = stored * (self.data.dtype.itemsize + 4) + self.seg_ptr.size * 8
+        return _stats(
+            f"warp{self.lanes}", self.nnz, stored, mbytes, self.shape, self.data.dtype.itemsize
+        )
+
+
+class CompactWarpELL(eqx.Module):
+    """`WarpELL` with a value table and narrow indices: entry value
+    `table[vidx]`, column `row + offs`. Padding has `vidx` pointing at a 0 in
+    the table (`zero`) and offset 0."""
+
+    table: Float[Array, " v"]
+    vidx: Int[Array, " t"]
+    offs: Int[Array, " t"]
+    rows: Int[Array, " t"]
+    seg_ptr: Int[Array, " s1"]
+    seg_width: Int[Array, " s"]
+    block_width: Int[Array, " b"]
+    shape: tuple[int, int] = eqx.field(static=True)
+    lanes: int = eqx.field(static=True)
+    segs_per_block: int = eqx.field(static=True)
+    nnz: int = eqx.field(static=True)
+    zero: int = eqx.field(static=True)
+
+    seg_rows = WarpELL.seg_rows
+    block_rows = WarpELL.block_rows
+
+    @classmethod
+    def from_csr(
+        cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
+        dtype=None,
+    ) -> CompactWarpELL:
+        w = WarpELL.from_csr(csr, lanes, segs_per_block)
+        if csr.shape[0] != csr.shape[1]:
+            raise ValueError("the compact layout needs a square matrix (columns as row offsets)")
+        data = np.asarray(w.data)
+        table, vidx = np.unique(np.append(data, 0.0), return_inverse=True)
+        zero = int(np.searchsorted(table, 0.0))
+        vidx = vidx[:-1]
+        vt = narrow_int(0, len(table) - 1, signed=False)
+        if vt == np.uint32 or vt == np.int64:
+            raise ValueError(
+                f"the matrix has {len(table)} distinct values; the compact layout "
+                "holds at most 65536"
+            )
+        rows = np.asarray(w.rows).astype(np.int64)
+        off = np.asarray(w.cols).astype(np.int64) - rows
+        off[np.asarray(w.slot) == w.nnz] = 0
+        ot = narrow_int(int(off.min(initial=0)), int(off.max(initial=0)))
+        return cls(
+            table=jnp.asarray(table, dtype=data.dtype if dtype is None else dtype),
+            vidx=jnp.asarray(vidx.astype(vt)),
+            offs=jnp.asarray(off.astype(ot)),
+            rows=w.rows,
+            seg_ptr=w.seg_ptr,
+            seg_width=w.seg_width,
+            block_width=w.block_width,
+            shape=w.shape,
+            lanes=w.lanes,
+            segs_per_block=w.segs_per_block,
+            nnz=w.nnz,
+            zero=zero,
+        )
+
+    def astype(self, dtype) -> CompactWarpELL:
+        return eqx.tree_at(lambda m: m.table, self, self.table.astype(dtype))
+
+    @property
+    def data(self):
+        """The stored values, expanded (reference path)."""
+        return self.table[self.vidx.astype(jnp.int32)]
+
+    @property
+    def cols(self):
+        return self.rows + self.offs.astype(jnp.int32)
+
+    def with_values(self, vals) -> CompactWarpELL:
+        raise TypeError(
+            "the compact layout tabulates its values on the host; rebuild it "
+            "with `CompactWarpELL.from_csr(csr.with_values(vals))`"
+        )
+
+    def stats(self) -> dict:
+        stored = int(self.vidx.shape[0])
+        per = self.vidx.dtype.itemsize + self.offs.dtype.itemsize
+        mbytes = stored * per + self.seg_ptr.size * 8 + self.table.size * self.table.dtype.itemsize
+        s = _stats(
+            f"compact{self.lanes}", self.nnz, stored, mbytes, self.shape,
+            self.table.dtype.itemsize,
+        )
+        s.update(table=int(self.table.size), vidx=str(self.vidx.dtype), offs=str(self.offs.dtype))
+        return s
+
+
+def _stats(name, nnz, stored, mbytes, shape, itemsize) -> dict:
+    """Padding and bytes per non-zero; `spmv_bytes` counts the matrix once,
+    `x` once and `y` once (the compulsory traffic of one SpMV)."""
+    nnz = max(nnz, 1)
+    return dict(
+        layout=name,
+        nnz=nnz,
+        stored=stored,
+        padding=stored / nnz - 1.0,
+        matrix_bytes=mbytes,
+        bytes_per_nnz=mbytes / nnz,
+        spmv_bytes=mbytes + itemsize * (shape[0] + shape[1]),
+    )
+
+
+def csr_stats(csr: CSR) -> dict:
+    """Stats of the CSR layout (entries, columns, row pointers)."""
+    it = csr.data.dtype.itemsize
+    mbytes = csr.nnz * (it + 4) + 4 * (csr.shape[0] + 1)
+    return _stats("csr", csr.nnz, csr.nnz, mbytes, csr.shape, it)
+
+
+def reference_spmv(matrix, x):
+    """Plain-JAX `y = A x` for `WarpELL`/`CompactWarpELL` (the reference the
+    Pallas kernels are tested against)."""
+    data = matrix.data
+    x = x.astype(data.dtype)
+    prod = jnp.where(data == 0, 0, data * x[matrix.cols])
+    return jax.ops.segment_sum(prod, matrix.rows, num_segments=matrix.shape[0])
