@@ -573,6 +573,11 @@ def _no_prob_checks(path: Path) -> bool:
     return any(a.is_file() and "-noprobchecks" in a.read_text() for a in args)
 
 
+# Instances whose very first states have millions of successors: finding out
+# that they exceed the cap costs seconds, so they are skipped up front.
+_HUGE = re.compile(r"herman(1[5-9]|2\d)\.pm$")
+
+
 @pytest.mark.storm
 @pytest.mark.parametrize("path", _corpus_models())
 def test_corpus_model_matches_storm(path: Path):
@@ -580,6 +585,8 @@ def test_corpus_model_matches_storm(path: Path):
     each in-scope model (constants from PRISM's scripts; small ones only)."""
     from jaxmc.errors import SemanticError, UnsupportedError
 
+    if _HUGE.search(path.name):
+        pytest.skip(f"more than {CORPUS_MAX_STATES} states")
     consts = corpus.merged_constants(path) or None
     text = path.read_text()
     try:

@@ -477,6 +477,7 @@ class _Builder:
             )
         pred = comp.lower(checked.init)
         found = []
+        n_found = 0
         step = 1 << 20
         # Lexicographic order, first variable most significant (PRISM's order).
         strides = np.ones(len(widths), dtype=np.int64)
@@ -488,26 +489,31 @@ class _Builder:
             ok = pred.unchecked(cols, idx.size)
             if ok.any():
                 found.append(np.stack([c[ok] for c in cols], axis=1))
+                n_found += found[-1].shape[0]
+                if self.max_states is not None and n_found > self.max_states:
+                    raise self.too_many()
         if not found:
             raise comp.error("no state satisfies the `init ... endinit` predicate", checked.init.span)
         return np.concatenate(found)
 
+    def too_many(self) -> ExplorationError:
+        return ExplorationError(
+            f"more than {self.max_states} states; raise max_states",
+            hint="pass a larger `max_states` to build() (or None for no limit)",
+        )
+
     def add_states(self, keys: np.ndarray) -> np.ndarray:
-        ids = self.table.add(keys)
-        if self.max_states is not None and len(self.table) > self.max_states:
-            raise ExplorationError(
-                f"more than {self.max_states} states; raise max_states",
-                hint="pass a larger `max_states` to build() (or None for no limit)",
-            )
-        return ids
+        if self.max_states is not None and len(self.table) + keys.shape[0] > self.max_states:
+            raise self.too_many()
+        return self.table.add(keys)
 
     # ------------------------------------------------------------------ run
     def run(self) -> ExplicitModel:
         comp = self.comp
         init_states = self.initial()
         init_keys = comp.enc.encode([init_states[:, i] for i in range(init_states.shape[1])], init_states.shape[0])
-        uniq, _ = _first_occurrence_unique(init_keys)
-        init_ids = self.add_states(uniq)
+        # Distinct by construction (one valuation, or an enumeration).
+        init_ids = self.add_states(init_keys)
         done = 0
         last_report = time.perf_counter()
         while done < len(self.table):
