@@ -242,9 +242,10 @@ def _select_device(device: str | None) -> str | None:
         import jax
 
         jax.devices()
-    except RuntimeError as e:
+    except Exception as e:  # JAX raises RuntimeError or AssertionError here
+        why = (str(e).splitlines() or ["JAX found no backend for it"])[0]
         return (
-            f"cannot use device '{device}': {str(e).splitlines()[0]}\n"
+            f"cannot use device '{device}': {why}\n"
             "hint: for a GPU install jax with CUDA (pip install 'jaxmc[gpu]')"
         )
     return None

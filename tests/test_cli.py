@@ -219,3 +219,16 @@ def test_python_dash_m(tmp_path):
     assert entry["value"] == pytest.approx(1 / 6, rel=1e-5)
     proc = subprocess.run([sys.executable, "-m", "jaxmc"], capture_output=True, text=True)
     assert proc.returncode == 2
+
+
+def test_device_gpu_without_gpu_is_a_clean_error(tmp_path):
+    # In a subprocess: the platform must be chosen before JAX starts.
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 ]", "--device", "gpu"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    if proc.returncode == 1:  # no GPU here
+        assert "cannot use device 'gpu'" in proc.stderr
+    else:
+        assert proc.returncode == 0 and "Result: 1.0" in proc.stdout
