@@ -8,7 +8,7 @@ both values and whether they agree (1e-6 relative), build and check times and
 the ratio jaxmc/Storm.
 
     python benchmarks/compare.py --size small
-    python benchmarks/compare.py --size medium --markdown   # updates RESULTS.md
+    python benchmarks/compare.py --size small --size medium --markdown  # RESULTS.md
 
 Timings:
 - jaxmc: `build` is `jaxmc.build` (state-space exploration; the model is
@@ -267,11 +267,12 @@ def table(rows: list[dict], with_storm: bool) -> str:
     return "\n".join(lines)
 
 
-def section(rows, env, args, with_storm: bool, wall: float) -> str:
+def section(runs, env, args, with_storm: bool) -> str:
+    sizes = " ".join(f"--size {size}" for size, _, _ in runs)
     parts = [
         SECTION,
         "",
-        f"Measured {env['date']} with `python benchmarks/compare.py --size {args.size}"
+        f"Measured {env['date']} with `python benchmarks/compare.py {sizes}"
         f"{' --storm-solver ' + args.storm_solver if args.storm_solver != 'storm-default' else ''}"
         " --markdown`.",
         "",
@@ -279,29 +280,28 @@ def section(rows, env, args, with_storm: bool, wall: float) -> str:
         f"- Versions: jaxmc {env['jaxmc']}, JAX {env['jax']}, Python {env['python']}"
         + (f", stormpy {env['stormpy']} (Storm solver setting `{args.storm_solver}`)"
            if with_storm else ""),  # fmt: skip
-        f"- Whole run: {wall:.0f} s",
+        f"- Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
+        "(other work on the machine makes times noisy)",
         "",
     ]
     if not with_storm:
         parts += ["stormpy is not importable here: the Storm columns are left out.", ""]
-    parts += [table(rows, with_storm), ""]
+    for size, rows, wall in runs:
+        parts += [f"### --size {size} (whole run {wall:.0f} s)", "", table(rows, with_storm), ""]
     parts += [
         "jaxmc *check* includes JAX tracing and compilation (first call); *warm* is "
         "the same check again on the built model. Storm times are stormpy's "
         "`build_model` and `model_checking` in a separate process. ratio = "
         "(jaxmc build + check) / (Storm build + check); ratio warm uses jaxmc's "
         "warm check instead. Both tools stop at a 1e-6 "
-        "relative change, so values may differ in the 6th significant digit.",
+        "relative change, so values may differ in the 6th significant digit: "
+        "where they differ by more than 1e-6 relative, the agree column gives "
+        "each tool's relative distance to Storm's sound engine (`storm_ref.py "
+        "--solver sound`), i.e. which one stopped further from the true value.",
         "",
     ]
     for name, why in SKIPPED.items():
         parts.append(f"- {name}: skipped, {why}.")
-    disagreements = [r for r in rows if r.get("disagree")]
-    if disagreements:
-        parts.append("")
-        parts.append("Disagreements beyond 1e-6 relative: "
-                     + ", ".join(r["label"] for r in disagreements)
-                     + " (see the notes below the table, added by hand after review).")  # fmt: skip
     return "\n".join(parts) + "\n"
 
 
@@ -319,7 +319,8 @@ def write_section(text: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", choices=("small", "medium", "large"), default="small")
+    p.add_argument("--size", choices=("small", "medium", "large"), action="append",
+                   help="instance sizes to run (repeatable; default small)")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only these models (repeatable)")  # fmt: skip
     p.add_argument("--storm-solver", default="storm-default",
@@ -341,12 +342,29 @@ def main(argv=None) -> int:
         print("note: stormpy (or storm_ref.py) not available: Storm columns skipped",
               file=sys.stderr)  # fmt: skip
     env = environment()
-    start = time.perf_counter()
+    runs = []
+    for size_name in args.size or ["small"]:
+        start = time.perf_counter()
+        rows = run_size(size_name, args, with_storm)
+        runs.append((size_name, rows, time.perf_counter() - start))
+        print(f"\n--size {size_name}")
+        print(table(rows, with_storm))
+    for name, why in SKIPPED.items():
+        print(f"- {name}: skipped, {why}.")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"env": env, "runs": runs}, indent=2))
+    if args.markdown:
+        write_section(section(runs, env, args, with_storm))
+        print(f"updated {RESULTS}", file=sys.stderr)
+    return 0
+
+
+def run_size(size_name: str, args, with_storm: bool) -> list[dict]:
     rows = []
     for case in CASES:
         if args.only and case.name not in args.only:
             continue
-        size, consts = case.sizes[args.size]
+        size, consts = case.sizes[size_name]
         path = EXAMPLES / case.model.format(size=size)
         label = case.name + (f" ({size})" if size else "")
         print(f"{label} {consts} ...", file=sys.stderr, flush=True)
@@ -365,16 +383,7 @@ def main(argv=None) -> int:
                     row["reference"] = ref["value"]
         print(f"  {json.dumps({k: v for k, v in row.items() if k != 'label'})}", file=sys.stderr)
         rows.append(row)
-    wall = time.perf_counter() - start
-    print(table(rows, with_storm))
-    for name, why in SKIPPED.items():
-        print(f"- {name}: skipped, {why}.")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"env": env, "rows": rows}, indent=2))
-    if args.markdown:
-        write_section(section(rows, env, args, with_storm, wall))
-        print(f"updated {RESULTS}", file=sys.stderr)
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
