@@ -56,7 +56,7 @@ from ..errors import ExplorationError, UnsupportedError
 from ..lang import ast
 from ..lang.ast import ModelType
 from ..semantics.program import CheckedCommand, CheckedProgram
-from .lower import INVALID_INT, Kind, Lowered, lower
+from .lower import INVALID_INT, Codegen, Kind, Lowered, lower
 from .model import ExplicitModel, RewardStructure, StateVar
 from .statetable import Encoding, StateTable
 
@@ -67,15 +67,48 @@ SUM_TOLERANCE = 1e-5
 MAX_INIT_ENUMERATION = 1 << 27
 
 
-@dataclass(frozen=True)
 class Provenance:
-    """Which updates produced each transition entry (see the module docstring)."""
+    """Which updates produced each transition entry (see the module docstring).
 
-    updates: np.ndarray  # int64 [u, 2]: (command index, update index)
-    products: np.ndarray  # int64 [q, n_modules]: global update ids, -1 = absent
-    entry_ptr: np.ndarray  # int64 [nnz + 1]
-    product: np.ndarray  # int64 [c]: row of `products` of each contribution
-    weight: np.ndarray  # float64 [c]
+    `updates`, `entry_ptr` and `weight` are stored; `products` and `product`
+    (the table of distinct update tuples and each contribution's row in it)
+    are decoded on first access from one int64 code per contribution, so that
+    building does not pay for them when nobody asks.
+    """
+
+    def __init__(self, updates, entry_ptr, weight, codes, radix, module_offset, n_module_updates):
+        self.updates = updates  # int64 [u, 2]: (command index, update index)
+        self.entry_ptr = entry_ptr  # int64 [nnz + 1]
+        self.weight = weight  # float64 [c]
+        self._codes = codes  # int64 [c] (mixed radix) or [c, n_modules] gids
+        self._radix = radix
+        self._offset = module_offset
+        self._n_upd = n_module_updates
+        self._decoded = None
+
+    def _decode(self):
+        if self._decoded is None:
+            if self._codes.ndim == 2:
+                products, inv = np.unique(self._codes, axis=0, return_inverse=True)
+            else:
+                uniq, inv = np.unique(self._codes, return_inverse=True)
+                k = len(self._n_upd)
+                products = np.full((uniq.size, k), -1, dtype=np.int64)
+                for m in range(k):
+                    digit = (uniq // self._radix[m]) % (self._n_upd[m] + 1)
+                    products[:, m] = np.where(digit > 0, self._offset[m] + digit - 1, -1)
+            self._decoded = (products, inv.reshape(-1).astype(np.int64))
+        return self._decoded
+
+    @property
+    def products(self) -> np.ndarray:
+        """int64 [q, n_modules]: distinct tuples of global update ids (-1 = absent)."""
+        return self._decode()[0]
+
+    @property
+    def product(self) -> np.ndarray:
+        """int64 [c]: row of `products` of each contribution."""
+        return self._decode()[1]
 
 
 # ------------------------------------------------------------------ compilation
@@ -87,6 +120,8 @@ class _Update:
     prob: Lowered
     assigns: list[tuple[int, Lowered]]
     span: ast.Span | None
+    #: `fused(C) -> (prob, key delta per word, out-of-range mask, new values)`.
+    fused: Callable | None = None
 
 
 @dataclass
@@ -141,7 +176,9 @@ class _Compiled:
                     self.local_update.append(self.n_module_updates[k])
                     self.n_module_updates[k] += 1
                     assigns = [(index[name], low(e)) for name, e in u.assigns]
-                    ups.append(_Update(gid, low(u.prob), assigns, u.span or c.span))
+                    upd = _Update(gid, low(u.prob), assigns, u.span or c.span)
+                    upd.fused = self._fuse(u, index, bools, params)
+                    ups.append(upd)
                 cc = _Command(c, k, low(c.guard), ups)
                 self.commands.append(cc)
                 self.by_index[c.index] = cc
@@ -170,6 +207,31 @@ class _Compiled:
         for node in ast.walk(checked.system):
             if isinstance(node, ast.SysModule) and node.name not in self.module_pos:
                 raise self.error(f"unknown module `{node.name}` in the system clause", node.span)
+
+    def _fuse(self, u, index, bools, params) -> Callable:
+        """One function computing an update's probability, range check and
+        packed-key delta on a batch (see `Codegen`)."""
+        cg = Codegen(index, bools=bools, params=params)
+        p_code, _ = cg.expr(u.prob)
+        body = [f"p = {p_code}"]
+        bad, words, names = [], {}, []
+        for j, (name, e) in enumerate(u.assigns):
+            vi = index[name]
+            code, kind = cg.expr(e)
+            if kind == Kind.DOUBLE:
+                raise self.error(f"update assigns a double to `{name}`", e.span or u.span)
+            body.append(f"a{j} = np.asarray({code}, np.int64)")
+            names.append(f"a{j}")
+            lo, hi = cg.const(np.int64(self.lows[vi])), cg.const(np.int64(self.highs[vi]))
+            bad.append(f"_or(_lt(a{j}, {lo}), _gt(a{j}, {hi}))")
+            stride = cg.const(np.int64(self.enc.stride[vi]))
+            words.setdefault(int(self.enc.word[vi]), []).append(
+                f"_mul(_sub(a{j}, {cg.column(vi)}), {stride})"
+            )
+        body.append(f"bad = {' | '.join(bad) if bad else 'False'}")
+        deltas = [" + ".join(words.get(w, ["0"])) for w in range(self.enc.n_words)]
+        body.append(f"return p, ({', '.join(deltas)},), bad, ({''.join(n + ', ' for n in names)})")
+        return cg.compile(body)
 
     def witness(self, state: np.ndarray) -> str:
         parts = []
@@ -602,23 +664,21 @@ class _Builder:
                 cmd = comp.commands[int(ps[a])]
                 gat = _Gather(cols, c_src[rows])
                 for j, u in enumerate(cmd.updates):
-                    P[rows, j] = u.prob.unchecked(gat, rows.size)
-                    for vi, f in u.assigns:
-                        new = f.unchecked(gat, rows.size)
-                        if f.kind == Kind.BOOL:
-                            new = new.astype(np.int64)
-                        elif f.kind == Kind.DOUBLE:
-                            raise comp.error(f"update assigns a double to `{comp.names[vi]}`", u.span)
-                        bad = (new < comp.lows[vi]) | (new > comp.highs[vi])
-                        if bad.any():
-                            r = int(np.flatnonzero(bad)[0])
-                            self.range_error(cmd, u, vi, int(new[r]), states[c_src[rows[r]]])
-                        D[rows, j, comp.enc.word[vi]] += (new - gat[vi]) * comp.enc.stride[vi]
+                    p, d, bad, new = u.fused(gat)
+                    if bad is not False and np.any(bad):
+                        self.locate_range_error(cmd, u, new, rows, c_src, states)
+                    P[rows, j] = p
+                    for w, dw in enumerate(d):
+                        D[rows, j, w] = dw
             tables.append((P, D, local))
         total = reps.prod(axis=0) if k else np.ones(nc, dtype=np.int64)
         ne = int(total.sum())
-        e_choice = np.repeat(np.arange(nc), total)
-        r = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+        if ne == nc:  # one update per choice: no expansion
+            e_choice = np.arange(nc)
+            r = np.zeros(nc, dtype=np.int64)
+        else:
+            e_choice = np.repeat(np.arange(nc), total)
+            r = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
         prob = np.ones(ne)
         delta = np.zeros((ne, comp.enc.n_words), dtype=np.int64)
         code = np.zeros(ne, dtype=np.int64)
@@ -629,13 +689,19 @@ class _Builder:
                 continue
             P, D, local = tables[m]
             if P.shape[1] == 1:
-                digit = np.zeros(ne, dtype=np.int64)
+                digit = 0
+                if ne == nc:
+                    prob *= P[:, 0]
+                    delta += D[:, 0]
+                else:
+                    prob *= P[e_choice, 0]
+                    delta += D[e_choice, 0]
             else:
                 digit = (r // stride[e_choice]) % reps[m][e_choice]
                 stride = stride * reps[m]
-            prob *= P[e_choice, digit]
-            delta += D[e_choice, digit]
-            lu = local[e_choice]
+                prob *= P[e_choice, digit]
+                delta += D[e_choice, digit]
+            lu = local if ne == nc else local[e_choice]
             inside = lu >= 0
             if gids is None:
                 code += np.where(inside, lu + digit + 1, 0) * comp.radix[m]
@@ -711,6 +777,15 @@ class _Builder:
             num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
             with np.errstate(all="ignore"):
                 self.trews[slot].append(np.where(merged != 0, num / merged, 0.0))
+
+    def locate_range_error(self, cmd, u, new, rows, c_src, states) -> None:
+        comp = self.comp
+        for (vi, _), vals in zip(u.assigns, new):
+            vals = np.broadcast_to(vals, rows.shape)
+            bad = (vals < comp.lows[vi]) | (vals > comp.highs[vi])
+            if bad.any():
+                r = int(np.flatnonzero(bad)[0])
+                self.range_error(cmd, u, vi, int(vals[r]), states[c_src[rows[r]]])
 
     def range_error(self, cmd: _Command, u: _Update, vi: int, value: int, state) -> None:
         comp = self.comp
@@ -822,31 +897,15 @@ class _Builder:
 
     def provenance(self, nnz: int) -> Provenance:
         comp = self.comp
-        k = self.composer.k
         counts = np.concatenate(self.contrib_per_entry) if self.contrib_per_entry else np.zeros(0, np.int64)
+        assert counts.size == nnz
         entry_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        weight = np.concatenate(self.contrib_weight)
-        if comp.code_fits:
-            codes = np.concatenate(self.contrib_code)
-            uniq, inv = np.unique(codes, return_inverse=True)
-            # Decode each distinct code back to global update ids per module.
-            offsets = comp.module_offset
-            products = np.full((uniq.size, k), -1, dtype=np.int64)
-            for m in range(k):
-                digit = (uniq // comp.radix[m]) % (comp.n_module_updates[m] + 1)
-                products[:, m] = np.where(digit > 0, self._module_gid(m, digit - 1, offsets), -1)
-        else:
-            rows = np.concatenate(self.contrib_code)
-            products, inv = np.unique(rows, axis=0, return_inverse=True)
-        assert entry_ptr[-1] == inv.size and counts.size == nnz
         return Provenance(
             updates=np.array(comp.updates, dtype=np.int64).reshape(-1, 2),
-            products=products,
             entry_ptr=entry_ptr,
-            product=inv.reshape(-1).astype(np.int64),
-            weight=weight,
+            weight=np.concatenate(self.contrib_weight),
+            codes=np.concatenate(self.contrib_code),
+            radix=comp.radix,
+            module_offset=comp.module_offset,
+            n_module_updates=list(comp.n_module_updates),
         )
-
-    def _module_gid(self, m: int, local: np.ndarray, offsets) -> np.ndarray:
-        # Global update ids of module m are contiguous (modules in order).
-        return offsets[m] + np.maximum(local, 0)

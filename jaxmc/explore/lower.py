@@ -350,3 +350,49 @@ def _join(a: Kind, b: Kind) -> Kind:
     if a == Kind.BOOL and b == Kind.BOOL:
         return Kind.BOOL
     return Kind.INT
+
+
+class Codegen:
+    """Several expressions compiled into one Python function, sharing column
+    loads: `expr()` returns the code of an expression (and its kind),
+    `column()` the name of a variable's column, `compile()` builds
+    `f(C) -> value of the last line's `return``. Used by the builder to fuse a
+    whole update (probability, assignments, range checks, key deltas) into one
+    call, which matters when BFS levels are small."""
+
+    def __init__(
+        self,
+        variables: Sequence[str] | Mapping[str, int],
+        *,
+        bools: frozenset[str] | set[str] = frozenset(),
+        params: Mapping[str, int | float | bool] | None = None,
+    ):
+        if isinstance(variables, Mapping):
+            index = dict(variables)
+        else:
+            index = {name: i for i, name in enumerate(variables)}
+        self._gen = _Gen(index, frozenset(bools), dict(params or {}))
+        self.kinds: list[Kind] = []
+
+    def expr(self, e: ast.Expr) -> tuple[str, Kind]:
+        return self._gen.expr(e)
+
+    def column(self, i: int) -> str:
+        self._gen.reads.add(i)
+        return f"c{i}"
+
+    def const(self, value) -> str:
+        return self._gen.const(value)
+
+    def compile(self, body: Sequence[str]):
+        gen = self._gen
+        lines = ["def _f(C):"]
+        for i in sorted(gen.reads):
+            lines.append(f"    c{i} = C[{i}]")
+            if i in gen.bool_reads:
+                lines.append(f"    b{i} = c{i} != 0")
+        lines += [f"    {ln}" for ln in body]
+        namespace = dict(_RUNTIME)
+        namespace.update(gen.consts)
+        exec(compile("\n".join(lines), "<jaxmc-lowered>", "exec"), namespace)
+        return namespace["_f"]

@@ -1,0 +1,147 @@
+"""State-space construction: jaxmc's vectorised builder vs Storm's C++ builder.
+
+Each build runs in a fresh subprocess, so that peak memory (max RSS) is the
+build's own. Times are wall-clock seconds of the build alone (jaxmc:
+`explore.build` on a checked program; Storm: `stormpy.build_model` on a parsed
+program with constants instantiated), plus jaxmc's parse+check time.
+
+    python benchmarks/build.py                 # the default table
+    python benchmarks/build.py --quick         # small sizes only
+    python benchmarks/build.py --only tandem   # rows whose name contains "tandem"
+    python benchmarks/build.py --no-storm
+
+Prints a markdown table: states, transitions, times, states/s, peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT.parent / "shared" / "models" / "prism-examples"
+
+#: (name, model path relative to prism-examples, constants)
+CASES = [
+    ("tandem c=255", "ctmcs/tandem/tandem.sm", "c=255"),
+    ("tandem c=1023", "ctmcs/tandem/tandem.sm", "c=1023"),
+    ("tandem c=2047", "ctmcs/tandem/tandem.sm", "c=2047"),
+    ("cluster N=64", "ctmcs/cluster/cluster.sm", "N=64"),
+    ("cluster N=256", "ctmcs/cluster/cluster.sm", "N=256"),
+    ("herman N=13", "dtmcs/herman/herman13.pm", ""),
+    ("herman N=15", "dtmcs/herman/herman15.pm", ""),
+    ("kanban t=4", "ctmcs/kanban/kanban.sm", "t=4"),
+    ("polling N=14", "ctmcs/polling/poll14.sm", ""),
+    ("fms n=5", "ctmcs/fms/fms.sm", "n=5"),
+    ("leader_sync 5-4", "dtmcs/leader_sync/leader5_4.pm", ""),
+    ("consensus N=4", "mdps/consensus/coin4.nm", "K=2"),
+]
+QUICK = {"tandem c=255", "cluster N=64", "herman N=13", "leader_sync 5-4", "consensus N=4"}
+
+
+def _one_jaxmc(path: str, consts: str) -> dict:
+    t0 = time.perf_counter()
+    from jaxmc.explore import build
+    from jaxmc.lang import parse_model
+    from jaxmc.semantics import check_program
+
+    text = Path(path).read_text()
+    checked = check_program(parse_model(text, path), consts or None, source=text, file=path)
+    t1 = time.perf_counter()
+    m = build(checked)
+    t2 = time.perf_counter()
+    return {
+        "states": m.num_states,
+        "transitions": m.num_transitions,
+        "choices": m.num_choices,
+        "front_s": t1 - t0,
+        "build_s": t2 - t1,
+    }
+
+
+def _one_storm(path: str, consts: str) -> dict:
+    import stormpy
+
+    prog = stormpy.parse_prism_program(path, prism_compatibility=True)
+    undefined = {c.name for c in prog.constants if not c.defined}
+    use = ",".join(kv for kv in consts.split(",") if kv and kv.split("=")[0] in undefined)
+    if use:
+        prog, _ = stormpy.instantiate_constants(prog, use)
+    t1 = time.perf_counter()
+    m = stormpy.build_model(prog)
+    t2 = time.perf_counter()
+    return {
+        "states": m.nr_states,
+        "transitions": m.nr_transitions,
+        "choices": m.nr_choices,
+        "build_s": t2 - t1,
+    }
+
+
+def _child(tool: str, path: str, consts: str) -> None:
+    out = (_one_jaxmc if tool == "jaxmc" else _one_storm)(path, consts)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+def _run(tool: str, path: Path, consts: str, timeout: float) -> dict:
+    cmd = [sys.executable, __file__, "--child", tool, str(path), consts]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout {timeout:.0f}s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        err = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": err[:60]}
+    return json.loads(lines[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--child", nargs=3, metavar=("TOOL", "MODEL", "CONSTS"), help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--only", default=None, help="rows whose name contains this")
+    ap.add_argument("--no-storm", action="store_true")
+    ap.add_argument("--timeout", type=float, default=900.0)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    cases = [c for c in CASES if (not args.quick or c[0] in QUICK) and (args.only is None or args.only in c[0])]
+    head = (
+        "| model | states | transitions | jaxmc build s | jaxmc states/s | jaxmc RSS MB "
+        "| Storm build s | Storm states/s | Storm RSS MB | parse+check s |"
+    )
+    print(head)
+    print("|" + "|".join("---" for _ in range(10)) + "|")
+    for name, rel, consts in cases:
+        path = EXAMPLES / rel
+        j = _run("jaxmc", path, consts, args.timeout)
+        s = {"error": "skipped"} if args.no_storm else _run("storm", path, consts, args.timeout)
+
+        def cell(d, key, fmt):
+            return fmt.format(d[key]) if key in d else d.get("error", "-")
+
+        rate = lambda d: f"{d['states'] / d['build_s']:,.0f}" if "build_s" in d and d["build_s"] > 0 else "-"  # noqa: E731
+        if "states" in j and "states" in s and (j["states"], j["transitions"]) != (s["states"], s["transitions"]):
+            name += " (COUNTS DIFFER)"
+        ref = j if "states" in j else s
+        print(
+            f"| {name} | {ref.get('states', '-')} | {ref.get('transitions', '-')} "
+            f"| {cell(j, 'build_s', '{:.2f}')} | {rate(j)} | {cell(j, 'peak_rss_mb', '{:.0f}')} "
+            f"| {cell(s, 'build_s', '{:.2f}')} | {rate(s)} | {cell(s, 'peak_rss_mb', '{:.0f}')} "
+            f"| {cell(j, 'front_s', '{:.2f}')} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
