@@ -476,8 +476,6 @@ def test_provenance_recomputes_values():
         assert isinstance(prov, Provenance)
         assert prov.entry_ptr.shape == (m.num_transitions + 1,)
         # Recompute every entry from the update probabilities.
-        from jaxmc.explore.lower import lower
-
         names = [v.name for v in c.variables]
         bools = {v.name for v in c.variables if v.is_bool}
         cmds = {cmd.index: cmd for mod in c.modules for cmd in mod.commands}

@@ -707,10 +707,13 @@ class _Builder:
                 code += np.where(inside, lu + digit + 1, 0) * comp.radix[m]
             else:
                 gids[:, m] = np.where(inside, comp.module_offset[m] + lu + digit, -1)
-        self.check_probs(prob, e_choice, c_cmds, c_src, states, nc)
+        positive = bool((prob > 0).all())
+        if not positive:
+            self.check_signs(prob, e_choice, c_cmds, c_src, states)
+        self.check_sums(prob, e_choice, c_cmds, c_src, states, nc)
         # Zero-probability updates do not make their successors reachable.
-        keep = prob != 0
-        if not keep.all():
+        keep = None if positive else prob != 0
+        if keep is not None and not keep.all():
             e_choice, prob, delta = e_choice[keep], prob[keep], delta[keep]
             code = code[keep] if gids is None else gids[keep]
             ne = e_choice.size
@@ -799,34 +802,34 @@ class _Builder:
             hint=f"widen the range of `{v.name}` or guard the command",
         )
 
-    def check_probs(self, prob, e_choice, c_cmds, c_src, states, nc):
+    def fail(self, choice: int, what: str, c_cmds, c_src, states) -> ExplorationError:
         comp = self.comp
+        cmds = tuple(comp.by_index[int(c)].cmd for c in c_cmds[choice] if c >= 0)
+        span = cmds[0].span if cmds else None
+        names = ", ".join(f"`{c.module}`" + (f" [{c.action}]" if c.action else "") for c in cmds)
+        return comp.error(
+            f"{what} in state {comp.witness(states[c_src[choice]])} "
+            f"(command(s) of module(s) {names})",
+            span,
+        )
 
-        def commands_of(choice: int) -> tuple[CheckedCommand, ...]:
-            return tuple(comp.by_index[int(c)].cmd for c in c_cmds[choice] if c >= 0)
-
-        def fail(choice: int, what: str) -> ExplorationError:
-            cmds = commands_of(choice)
-            span = cmds[0].span if cmds else None
-            names = ", ".join(f"`{c.module}`" + (f" [{c.action}]" if c.action else "") for c in cmds)
-            return comp.error(
-                f"{what} in state {comp.witness(states[c_src[choice]])} "
-                f"(command(s) of module(s) {names})",
-                span,
-            )
-
+    def check_signs(self, prob, e_choice, c_cmds, c_src, states):
         finite = np.isfinite(prob)
         if not finite.all():
-            raise fail(int(e_choice[np.argmin(finite)]), "probability/rate is not finite")
+            c = int(e_choice[np.argmin(finite)])
+            raise self.fail(c, "probability/rate is not finite", c_cmds, c_src, states)
         if (prob < 0).any():
             word = "rate" if self.mt == ModelType.CTMC else "probability"
-            raise fail(int(e_choice[np.argmax(prob < 0)]), f"negative {word}")
+            c = int(e_choice[np.argmax(prob < 0)])
+            raise self.fail(c, f"negative {word}", c_cmds, c_src, states)
+
+    def check_sums(self, prob, e_choice, c_cmds, c_src, states, nc):
         if self.mt != ModelType.CTMC and self.prob_checks:
             sums = np.bincount(e_choice, weights=prob, minlength=nc)
             bad = np.abs(sums - 1.0) > SUM_TOLERANCE
             if bad.any():
                 c = int(np.argmax(bad))
-                raise fail(c, f"probabilities sum to {float(sums[c])!r}, not 1")
+                raise self.fail(c, f"probabilities sum to {float(sums[c])!r}, not 1", c_cmds, c_src, states)
 
     # ------------------------------------------------------------- assemble
     def assemble(self, init_ids: np.ndarray) -> ExplicitModel:

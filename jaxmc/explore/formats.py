@@ -106,7 +106,7 @@ def format_sta(model: ExplicitModel) -> str:
     names = ",".join(v.name for v in model.variables)
     n = model.num_states
     if not model.variables:
-        return f"# States\n()\n" + "".join(f"{i}:()\n" for i in range(n))
+        return "# States\n()\n" + "".join(f"{i}:()\n" for i in range(n))
     cols = []
     for j, v in enumerate(model.variables):
         c = model.states[:, j]

@@ -105,6 +105,8 @@ class StateTable:
             return out
         mask = (1 << self._bits) - 1
         slot = _hash(keys, self._bits)
+        if self.n_words == 1:
+            return self._find1(keys[:, 0], slot, mask, out)
         active = np.arange(b)
         while active.size:
             s = slot[active]
@@ -116,6 +118,25 @@ class StateTable:
             more = ~(empty | hit)
             active = active[more]
             slot[active] = (s[more] + 1) & mask
+        return out
+
+    def _find1(self, keys: np.ndarray, slot: np.ndarray, mask: int, out: np.ndarray) -> np.ndarray:
+        # One-word keys: the same probing with 1-D comparisons. The first
+        # round runs on the whole batch without index indirection.
+        stored = self.keys[:, 0]
+        ids = self._slots[slot]
+        hit = ids >= 0
+        hit[hit] = stored[ids[hit]] == keys[hit]
+        out[hit] = ids[hit]
+        active = np.flatnonzero(~hit & (ids >= 0))
+        while active.size:
+            s = (slot[active] + 1) & mask
+            slot[active] = s
+            ids = self._slots[s]
+            found = ids >= 0
+            found[found] = stored[ids[found]] == keys[active[found]]
+            out[active[found]] = ids[found]
+            active = active[~found & (ids >= 0)]
         return out
 
     def add(self, keys: np.ndarray) -> np.ndarray:
