@@ -425,6 +425,15 @@ def test_deadlocks_fixed_with_self_loops():
     assert any("deadlocks in 1 states" in w and "(x=2)" in w for w in m.warnings)
 
 
+def test_ctmc_deadlock_self_loop_has_rate_one(tmp_path):
+    text = DEADLOCK.replace("dtmc", "ctmc").replace("->", "-> 3:")
+    m = _build_text(text)
+    assert _rows(m)[(2,)] == [(None, {(2,): 1.0})]
+    p = tmp_path / "dl.sm"
+    p.write_text(text)
+    _compare_with_storm(p)
+
+
 def test_deadlocks_error_option():
     with pytest.raises(ExplorationError, match=r"deadlock in state \(x=2\)"):
         _build_text(DEADLOCK, deadlocks="error")
@@ -640,3 +649,36 @@ def test_known_counts(rel, consts, counts):
         sums = np.add.reduceat(m.val, m.row_ptr[:-1])
         np.testing.assert_allclose(sums, 1.0, atol=1e-12)
     assert m.initial_states.tolist() == list(range(len(m.initial_states)))
+
+
+@pytest.mark.slow
+@pytest.mark.storm
+@pytest.mark.parametrize("path", _corpus_models())
+def test_corpus_model_counts_large(path: Path):
+    """Counts only, up to 200k states (the instances the quick test skips)."""
+    from jaxmc.errors import SemanticError, UnsupportedError
+
+    if _HUGE.search(path.name) or _no_prob_checks(path):
+        pytest.skip("too large / needs -noprobchecks")
+    consts = corpus.merged_constants(path) or None
+    text = path.read_text()
+    try:
+        c = check_program(parse_model(text, str(path)), consts, source=text, file=str(path))
+        m = build(c, max_states=200_000)
+    except (SemanticError, UnsupportedError) as e:
+        pytest.skip(f"not checkable: {str(e).splitlines()[0]}")
+    except ExplorationError as e:
+        if "raise max_states" in str(e) or "can be enumerated" in str(e):
+            pytest.skip("more than 200000 states")
+        raise
+    if m.num_states <= CORPUS_MAX_STATES:
+        pytest.skip("compared in full by the quick test")
+    try:
+        sm = _storm_build(path, consts)
+    except RuntimeError as e:
+        pytest.skip(f"Storm cannot build it: {str(e).splitlines()[0]}")
+    assert (m.num_states, m.num_choices, m.num_transitions) == (
+        sm.nr_states,
+        sm.nr_choices,
+        sm.nr_transitions,
+    )
