@@ -15,8 +15,10 @@ from .api import (
     load_model as load_model,
     load_model_string as load_model_string,
     load_properties as load_properties,
+    parametric as parametric,
     parse_properties as parse_properties,
     solve as solve,
+    sweep as sweep,
 )
 from .errors import (
     ConvergenceError as ConvergenceError,

@@ -225,15 +225,51 @@ def check(
     return result
 
 
-def solve(model: Model, prop: Any, **kwargs: Any):
+def solve(model: Model, prop: Any, *, params: Mapping[str, Any] | None = None, **kwargs: Any):
     """The value of `prop` at the model's single initial state, as a JAX
     scalar (a bool for properties with a threshold).
 
     Takes the same arguments as [`jaxmc.check`][]. Raises
     `ModelCheckingError` if the model has several initial states: use
     `check(...).at_initial`, or a `filter(...)` in the property.
+
+    With `params={"p": 0.3, ...}` (undefined `const double`s of the model),
+    the result is a differentiable function of those values: `jax.grad`,
+    `jax.jvp`, `jax.jacrev` and `jax.vmap` apply, and new values reuse the
+    compiled computation (see [`jaxmc.parametric`][]). The state space is
+    built once, at `build_params=` if given, else at the model's `params`
+    build option, else at the first concrete values; parameters may appear
+    only in probabilities, rates, state reward values and CSL time bounds.
+    `epsilon` (default 1e-12 on this path) and `max_iters` set the solvers'
+    tolerance. With `rebuild=True` the model is instead rebuilt with the
+    values as constants (anything goes; not differentiable).
     """
     import jax.numpy as jnp
 
+    if params is not None:
+        from . import diff
+
+        if kwargs.pop("rebuild", False):
+            return diff.rebuild_solve(model, prop, params, **kwargs)
+        return diff.solve_params(model, prop, params, **kwargs)
     result = check(model, prop, **kwargs)
     return jnp.asarray(result.value)
+
+
+def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
+    """`prop` at many parameter points at once (`params`: name → array, one
+    common shape); one vmapped computation sharing the structure. Returns a
+    numpy array of the points' shape. See `jaxmc.diff.sweep` for `chunk`,
+    `progress`, `build_params`."""
+    from . import diff
+
+    return diff.sweep(model, prop, params, **kwargs)
+
+
+def parametric(model: Model, prop: Any, **kwargs: Any):
+    """`prop` as a pure, jittable function of the parameters (a
+    `jaxmc.diff.Problem`, called with a dict of values). See
+    `jaxmc.diff.parametric`."""
+    from . import diff
+
+    return diff.parametric(model, prop, **kwargs)

@@ -1,0 +1,33 @@
+"""The differentiable path: model-checking results as pure JAX functions of a
+model's parameters (`jax.grad`, `jax.jvp`, `jax.jacrev`, `jax.vmap`).
+
+- `parametric(model, prop, params=...)` → a `Problem`, callable on a dict of
+  parameter values; compiled once, never retraced for new values.
+- `sweep(model, prop, params={"p": array})` → the values at many points, in
+  one vmapped computation.
+
+`jaxmc.solve(model, prop, params=...)` and `jaxmc.sweep` are the public
+spellings. See `jaxmc.diff._values` for the semantics of parameters (the
+structure is fixed, as in Storm's parametric models) and
+`jaxmc.diff._problem` for how each property is differentiated.
+"""
+
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+
+from ._api import (  # noqa: E402
+    parametric as parametric,
+    rebuild_solve as rebuild_solve,
+    solve_params as solve_params,
+    sweep as sweep,
+    with_parameters as with_parameters,
+)
+from ._linalg import Options as Options, linear_solve as linear_solve  # noqa: E402
+from ._problem import Problem as Problem  # noqa: E402
+from ._values import (  # noqa: E402
+    StateRewards as StateRewards,
+    TransitionValues as TransitionValues,
+    check_structure as check_structure,
+)

@@ -1,0 +1,263 @@
+"""Entry points of the differentiable path: `parametric`, `solve_params`,
+`sweep`, and `rebuild_solve` (the non-differentiable fallback)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import semantics
+from ..errors import ModelCheckingError, SemanticError
+from ..explore import build as _build
+from ._linalg import Options, raise_if_nan
+from ._problem import Problem
+
+
+_PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RECHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def concrete(v) -> float | None:
+    """`float(v)` for a concrete scalar, None for a tracer."""
+    try:
+        return float(np.asarray(v))
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+
+
+def with_parameters(model, names) -> Any:
+    """`model` with `names` as its parameters: the model itself if they are,
+    else the program re-checked with them left symbolic (cached)."""
+    from ..api import Model
+
+    have = tuple(model.checked.parameters)
+    if set(names) == set(have):
+        return model
+    per = _RECHECKED.setdefault(model, {})
+    key = tuple(sorted(names))
+    if key in per:
+        return per[key]
+    checked = model.checked
+    decls = {d.name: d for d in checked.program.constants}
+    for p in names:
+        if p not in decls:
+            raise SemanticError(
+                f"`{p}` is not a constant of the model",
+                hint="`params` names undefined constants (`const double p;`)",
+            )
+        if decls[p].value is not None:
+            raise SemanticError(
+                f"constant `{p}` is defined in the model (`= ...`), so it cannot be a parameter",
+                decls[p].span,
+                hint=f"declare it without a value (`const double {p};`) and give it through `params`",
+            )
+    consts = {
+        k: v for k, v in checked.constants.items()
+        if k in decls and decls[k].value is None and k not in names
+    }
+    for p in have:
+        if p not in names:
+            raise ValueError(f"`params` lacks a value for parameter `{p}`")
+    rechecked = semantics.check_program(
+        checked.program, consts, source=checked.source, file=checked.file, parameters=tuple(names)
+    )
+    opts = {k: v for k, v in model.build_options.items() if k != "params"}
+    out = Model(checked=rechecked, path=model.path, build_options=opts)
+    per[key] = out
+    return out
+
+
+def _build_point(model, theta, build_params) -> dict:
+    names = model.checked.parameters
+    if build_params is not None:
+        return {k: float(build_params[k]) for k in names}
+    given = model.build_options.get("params") or {}
+    point = {}
+    for k in names:
+        v = concrete(theta[k]) if k in theta else None
+        if v is None and k in given:
+            v = float(given[k])
+        if v is None:
+            raise ValueError(f"no concrete value of parameter `{k}`")
+        point[k] = v
+    return point
+
+
+def parametric(
+    model,
+    prop,
+    *,
+    properties=None,
+    params: Mapping[str, Any] | None = None,
+    build_params: Mapping[str, float] | None = None,
+    epsilon: float | None = None,
+    max_iters: int | None = None,
+) -> Problem:
+    """The property `prop` of `model` as a pure function of the parameters.
+
+    **Arguments:**
+    - `model`: a [`jaxmc.Model`][] (its undefined `const double`s named in
+      `params` or `build_params` become parameters).
+    - `prop`: a property string (or a checked property with `properties`).
+    - `params`/`build_params`: the point at which the state space is built
+      (`build_params` if given, else the model's own `params` build option,
+      else the concrete values in `params`).
+    - `epsilon`, `max_iters`: the iterative solvers' tolerance (default
+      1e-12, relative) and limit.
+
+    **Returns:** a `Problem`; `problem({"p": 0.3})` is a JAX scalar,
+    differentiable with `jax.grad`/`jax.jvp`/`jax.jacrev` and batchable with
+    `jax.vmap`; it compiles once.
+    """
+    from ..api import _resolve_property
+
+    theta = dict(params or {})
+    names = tuple(build_params or theta)
+    model = with_parameters(model, names)
+    try:
+        point = _build_point(model, theta, build_params)
+    except ValueError:
+        point = None  # traced values: reuse a problem built earlier, if any
+    if isinstance(prop, str):
+        checked_prop, properties = _resolve_property(model, prop)
+        key_prop = prop
+    else:
+        checked_prop = prop if properties is None or isinstance(prop, object) else prop
+        if isinstance(prop, (int,)) and properties is not None:
+            checked_prop = properties.get(prop)
+        key_prop = id(checked_prop)
+    if getattr(checked_prop, "error", None) is not None:
+        raise checked_prop.error
+    opts = Options(
+        epsilon=1e-12 if epsilon is None else epsilon,
+        max_iters=200_000 if max_iters is None else max_iters,
+    )
+    per = _PROBLEMS.setdefault(model, {})
+    any_key = (key_prop, opts.epsilon, opts.max_iters)
+    if point is None:
+        if any_key in per:
+            return per[any_key]
+        raise ValueError(
+            "no concrete parameter values to build the state space at (called "
+            "under jax.grad/jit/vmap before any concrete call)",
+        ) from None
+    key = (key_prop, tuple(sorted(point.items())), opts.epsilon, opts.max_iters)
+    if any_key in per and build_params is None and "params" not in model.build_options:
+        # The structure does not depend on the point: reuse the compiled problem.
+        return per[any_key]
+    if key not in per:
+        bopts = {k: v for k, v in model.build_options.items() if k != "params"}
+        explicit = _build(model.checked, params=point, **bopts)
+        per[key] = Problem(model.checked, explicit, checked_prop, properties, point, opts)
+    per[any_key] = per[key]
+    return per[key]
+
+
+def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
+    """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`."""
+    problem = parametric(
+        model, prop, params=params, properties=kwargs.pop("properties", None),
+        build_params=kwargs.pop("build_params", None), epsilon=kwargs.pop("epsilon", None),
+        max_iters=kwargs.pop("max_iters", None),
+    )
+    for k in ("method", "relative", "throw"):
+        kwargs.pop(k, None)
+    if kwargs:
+        raise TypeError(f"unexpected argument `{next(iter(kwargs))}` with `params`")
+    problem.ensure({k: params[k] for k in problem.names})
+    out = problem(params)
+    raise_if_nan(out, "the parametric solve")
+    return out
+
+
+def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
+    """Rebuild the state space with `params` as plain constants and check
+    (any parameter position allowed; not differentiable)."""
+    from ..api import Model, check
+
+    checked = model.checked
+    decls = {d.name: d for d in checked.program.constants}
+    consts = {
+        k: v for k, v in checked.constants.items()
+        if k in decls and decls[k].value is None and k not in params
+    }
+    consts.update({k: float(v) for k, v in params.items()})
+    rechecked = semantics.check_program(
+        checked.program, consts, source=checked.source, file=checked.file
+    )
+    opts = {k: v for k, v in model.build_options.items() if k != "params"}
+    m2 = Model(checked=rechecked, path=model.path, build_options=opts)
+    return jnp.asarray(check(m2, prop, **kwargs).value)
+
+
+def sweep(
+    model,
+    prop,
+    params: Mapping[str, Any],
+    *,
+    chunk: int | None = None,
+    progress: bool | Callable[[int, int, float], None] = False,
+    build_params: Mapping[str, float] | None = None,
+    epsilon: float | None = None,
+    max_iters: int | None = None,
+    properties=None,
+) -> np.ndarray:
+    """`prop` at a batch of parameter points, in one vmapped computation.
+
+    **Arguments:**
+    - `params`: name → array; arrays of one common shape (scalars broadcast),
+      e.g. from `np.meshgrid` for a 2-D sweep.
+    - `chunk`: points per batch (default: all at once).
+    - `progress`: `True` prints progress to stderr; a callable gets
+      `(done, total, elapsed_s)`.
+    - the other arguments as [`jaxmc.parametric`][]; the state space is built
+      at `build_params` or at the first point.
+
+    **Returns:** a numpy array of the points' shape.
+    """
+    arrs = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    shape = np.broadcast_shapes(*(a.shape for a in arrs.values()))
+    flat = {k: np.broadcast_to(a, shape).reshape(-1) for k, a in arrs.items()}
+    total = int(np.prod(shape, dtype=np.int64))
+    if total == 0:
+        return np.zeros(shape)
+    first = {k: float(v[0]) for k, v in flat.items()}
+    problem = parametric(
+        model, prop, params=first, properties=properties, build_params=build_params,
+        epsilon=epsilon, max_iters=max_iters,
+    )
+    missing = [k for k in problem.names if k not in flat]
+    if missing:
+        raise ValueError(f"`params` lacks values for parameter `{missing[0]}`")
+    problem.ensure(flat)
+    batched = problem.batched()
+    chunk = total if chunk is None else max(1, int(chunk))
+    out = np.empty(total)
+    start = time.perf_counter()
+    report = progress if callable(progress) else None
+    if progress is True:
+        def report(done, tot, el):
+            print(f"\rsweep: {done}/{tot} points, {el:.1f} s", end="" if done < tot else "\n",
+                  file=sys.stderr, flush=True)
+    for lo in range(0, total, chunk):
+        hi = min(total, lo + chunk)
+        th = {k: flat[k][lo:hi] for k in problem.names}
+        if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
+            th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
+        res = np.asarray(batched(th))[: hi - lo]
+        out[lo:hi] = res
+        if report is not None:
+            report(hi, total, time.perf_counter() - start)
+    if np.isnan(out).any():
+        raise ModelCheckingError(
+            f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",
+            hint="raise `max_iters` or check that every point gives a valid model",
+        )
+    return out.reshape(shape)
