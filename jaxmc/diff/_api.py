@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import weakref
@@ -25,11 +26,19 @@ _RECHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def concrete(v) -> float | None:
-    """`float(v)` for a concrete scalar, None for a tracer."""
-    try:
-        return float(np.asarray(v))
-    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
-        return None
+    """`float(v)` for a concrete scalar, None for an abstract tracer. Under
+    eager `jax.grad`/`jax.jvp` the tracer's primal is concrete and used (only
+    to choose where to build the state space; nothing is differentiated
+    through it)."""
+    for _ in range(16):
+        try:
+            return float(np.asarray(v))
+        except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+            pass
+        v = getattr(v, "primal", None)
+        if v is None:
+            return None
+    return None
 
 
 def with_parameters(model, names) -> Any:
@@ -38,7 +47,8 @@ def with_parameters(model, names) -> Any:
     from ..api import Model
 
     have = tuple(model.checked.parameters)
-    if set(names) == set(have):
+    decls = {d.name: d for d in model.checked.program.constants}
+    if set(names) == set(have) and all(p in decls and decls[p].value is None for p in names):
         return model
     per = _RECHECKED.setdefault(model, {})
     key = tuple(sorted(names))
@@ -52,12 +62,6 @@ def with_parameters(model, names) -> Any:
                 f"`{p}` is not a constant of the model",
                 hint="`params` names undefined constants (`const double p;`)",
             )
-        if decls[p].value is not None:
-            raise SemanticError(
-                f"constant `{p}` is defined in the model (`= ...`), so it cannot be a parameter",
-                decls[p].span,
-                hint=f"declare it without a value (`const double {p};`) and give it through `params`",
-            )
     consts = {
         k: v for k, v in checked.constants.items()
         if k in decls and decls[k].value is None and k not in names
@@ -65,10 +69,26 @@ def with_parameters(model, names) -> Any:
     for p in have:
         if p not in names:
             raise ValueError(f"`params` lacks a value for parameter `{p}`")
+    # A constant defined in the file (`const double p = 0.3;`) named in
+    # `params` is made undefined, so that it stays symbolic; its defined value
+    # is the default build point.
+    defined = {p: checked.constants[p] for p in names if decls[p].value is not None}
+    program = checked.program
+    if defined:
+        program = dataclasses.replace(
+            program,
+            constants=tuple(
+                dataclasses.replace(d, value=None) if d.name in defined else d
+                for d in program.constants
+            ),
+        )
     rechecked = semantics.check_program(
-        checked.program, consts, source=checked.source, file=checked.file, parameters=tuple(names)
+        program, consts, source=checked.source, file=checked.file, parameters=tuple(names)
     )
     opts = {k: v for k, v in model.build_options.items() if k != "params"}
+    if defined or model.build_options.get("params"):
+        point = {**{k: float(v) for k, v in defined.items()}, **(model.build_options.get("params") or {})}
+        opts["params"] = {k: v for k, v in point.items() if k in names}
     out = Model(checked=rechecked, path=model.path, build_options=opts)
     per[key] = out
     return out
@@ -149,7 +169,7 @@ def parametric(
             "under jax.grad/jit/vmap before any concrete call)",
         ) from None
     key = (key_prop, tuple(sorted(point.items())), opts.epsilon, opts.max_iters)
-    if any_key in per and build_params is None and "params" not in model.build_options:
+    if any_key in per and build_params is None:
         # The structure does not depend on the point: reuse the compiled problem.
         return per[any_key]
     if key not in per:
