@@ -64,3 +64,32 @@ def test_example_runs_as_a_script():
     assert proc.returncode == 0, proc.stderr
     assert "P(six) = 0.16666" in proc.stdout
     assert "E[flips] = 3.66666" in proc.stdout
+
+
+# ---------------------------------------------------------------- gradients
+# (issue #6) examples/sensitivity.py and examples/sweep.py: closed forms of
+# the M/M/1/10 queue and finite differences.
+
+KNOWN["sensitivity"] = {"idle": (1 / 3) / (1 - (2 / 3) ** 11), "full_by_T": 0.009153472008562506}
+KNOWN["sweep"] = {"idle_err": 0.0}
+
+
+def test_sensitivity_example(capsys):
+    values = runpy.run_path(str(EXAMPLES / "sensitivity.py"))["main"]()
+    printed = capsys.readouterr().out
+    assert values["idle"] == pytest.approx(KNOWN["sensitivity"]["idle"], rel=1e-9)
+    assert values["full_by_T"] == pytest.approx(KNOWN["sensitivity"]["full_by_T"], rel=1e-6)
+    assert values["idle_dlambda"] == pytest.approx(values["idle_exact_dlambda"], rel=1e-7)
+    assert values["idle_dmu"] == pytest.approx(values["idle_exact_dmu"], rel=1e-7)
+    for k in ("lambda", "mu", "T"):
+        assert values[f"full_by_T_d{k}"] == pytest.approx(values[f"fd_d{k}"], rel=1e-5)
+    assert "d/dlambda" in printed
+
+
+def test_sweep_example(tmp_path):
+    values = runpy.run_path(str(EXAMPLES / "sweep.py"))["main"](str(tmp_path / "s.png"))
+    assert values["idle_err"] < 1e-9
+    assert values["idle_at_2"] == pytest.approx((1 / 3) / (1 - (2 / 3) ** 11), rel=1e-3)
+    assert 0 <= values["full_min"] < values["full_max"] <= 1
+    if "png" in values:
+        assert (tmp_path / "s.png").stat().st_size > 0
