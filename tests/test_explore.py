@@ -673,6 +673,9 @@ def test_corpus_model_counts_large(path: Path):
         raise
     if m.num_states <= CORPUS_MAX_STATES:
         pytest.skip("compared in full by the quick test")
+    if m.initial_states.size > 256:
+        # Storm enumerates `init` blocks with an SMT solver: minutes here.
+        pytest.skip("too many initial states for Storm")
     try:
         sm = _storm_build(path, consts)
     except RuntimeError as e:
