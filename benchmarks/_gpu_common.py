@@ -58,7 +58,7 @@ MODELS = {
     "kanban5": ("kanban.sm", "t=5"),
     "polling16": ("poll16.sm", ""),
     "fms7": ("fms.sm", "n=7"),
-    "coin8": ("coin8.nm", "K=4"),
+    "coin6": ("coin6.nm", "K=4"),
 }
 
 

@@ -85,6 +85,9 @@ def per_iteration(fn, iters):
     return float(np.median(ts)) / int(sol.iterations), sol
 
 
+ONLY = None
+
+
 def bench_model(name, bw, iters=200):
     _, em, tb = build(name)
     n = em.num_states
@@ -94,6 +97,8 @@ def bench_model(name, bw, iters=200):
     rows = []
     x0 = np.full(n, 1.0 / n)
     for label, kind, dt, compact_vecs in VARIANTS:
+        if ONLY and f"{label}/{dt}" not in ONLY:
+            continue
         dtype = np.float64 if dt == "f64" else np.float32
         it = 8 if dt == "f64" else 4
         for method in ("jacobi", "power"):
@@ -159,7 +164,7 @@ def end_to_end(name, em, prop):
             print(out[-1], flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"FAILED e2e {name} {kind}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-    if prop:
+    if prop and CHECK:
         try:
             t0 = time.perf_counter()
             model = jaxmc.load_model(str(__import__("_gpu_common").find_model(
@@ -173,6 +178,7 @@ def end_to_end(name, em, prop):
     return out
 
 
+CHECK = False
 E2E = {"tandem2047": "S=? [ sm=c ]", "tandem31": "S=? [ sm=c ]", "cluster256": 'S=? [ "premium" ]',
        "cluster464": 'S=? [ "premium" ]'}
 
@@ -181,8 +187,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--e2e", action="store_true")
+    ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
+    ap.add_argument("--check", action="store_true", help="also time jaxmc.check (--e2e)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
     a = ap.parse_args()
+    global ONLY, CHECK
+    ONLY = set(a.only.split(",")) if a.only else None
+    CHECK = a.check
     bw, how = copy_bandwidth()
     print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
     rows, e2e = [], []

@@ -34,6 +34,7 @@ from jaxmc.layout import CompactWarpELL, WarpELL, make_layout
 
 
 INTERPRET = jax.default_backend() != "gpu"
+ONLY = None
 
 
 def variants(tune: bool):
@@ -52,12 +53,11 @@ def variants(tune: bool):
         ("compact-full", "compact", "f32", "pallas", {}, {}),
     ]
     if tune:
-        for spb in (4, 8, 16):
-            for nw in (4, 8):
-                for un in (1, 2):
-                    v.append((f"warp-full spb{spb} w{nw} u{un}", "warp", "f64", "pallas",
-                              dict(num_warps=nw, unroll=un), dict(segs_per_block=spb)))
-        for spb in (8, 16):
+        for spb, nw, un in ((4, 4, 1), (8, 8, 1), (8, 4, 2), (16, 4, 1), (16, 8, 1),
+                            (16, 8, 2), (32, 8, 1)):
+            v.append((f"warp-full spb{spb} w{nw} u{un}", "warp", "f64", "pallas",
+                      dict(num_warps=nw, unroll=un), dict(segs_per_block=spb)))
+        for spb in (16,):
             for nw in (4, 8):
                 v.append((f"compact-full spb{spb} w{nw}", "compact", "f64", "pallas",
                           dict(num_warps=nw), dict(segs_per_block=spb)))
@@ -81,16 +81,24 @@ def bench_model(name, bw, tune, k=100):
     x = rng.random(n)
     ref = A @ x
     rows = []
+    cache = {}
     base = {}
     for dt in ("f64", "f32"):
         base[dt] = to_csr(A, np.float64 if dt == "f64" else np.float32)
     for label, kind, dt, impl, kkw, lkw in variants(tune and name.startswith("tandem")):
+        if ONLY and f"{label}/{dt}" not in ONLY:
+            continue
         if m != n and kind.startswith("compact"):
             continue
         dtype = jnp.float64 if dt == "f64" else jnp.float32
         try:
             t0 = time.perf_counter()
-            L = make(base[dt], kind, lkw)
+            key = (kind, dt, tuple(sorted(lkw.items())))
+            if key not in cache:
+                cache.clear()
+                gc.collect()
+                cache[key] = make(base[dt], kind, lkw)
+            L = cache[key]
             tl = time.perf_counter() - t0
             xs = jnp.asarray(x, dtype)
             if impl == "pallas":
@@ -118,6 +126,7 @@ def bench_model(name, bw, tune, k=100):
         except Exception as e:  # noqa: BLE001 - report and go on
             print(f"FAILED {name} {label} {dt}: {type(e).__name__}: {str(e)[:400]}", flush=True)
         gc.collect()
+    cache.clear()
     cs = cusparse_time(A, x, k=k)
     cb = csr_bytes(nnz, n, m, 8)
     if cs is not None:
@@ -148,8 +157,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
     a = ap.parse_args()
+    global ONLY
+    ONLY = set(a.only.split(",")) if a.only else None
     bw, how = copy_bandwidth()
     print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
     rows = []
