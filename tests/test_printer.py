@@ -93,7 +93,7 @@ def test_round_trip_corpus_properties():
         ("-(2 ^ 2)", "-2^2"),
         ("!(a & b)", "!(a & b)"),
         ("(!a) & b", "!a & b"),
-        ("!(a = b)", "!a = b"),
+        ("!(a = b)", "!(a = b)"),  # bracketed for readers and Storm
         ("(a => b) => c", "a => b => c"),
         ("a => (b => c)", "a => (b => c)"),
         ("a => (b <=> c)", "a => b <=> c"),

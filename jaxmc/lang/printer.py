@@ -106,7 +106,10 @@ def format_expr(e: ast.Expr) -> str:
         return f'"{e.name}"'
     if isinstance(e, ast.Unary):
         if e.op is ast.UnaryOp.NOT:
-            return f"!{_at(e.operand, _NOT)}"
+            # `!` binds looser than `=` in PRISM (`!s=0` is `!(s=0)`) but
+            # tighter in Storm and in most readers' eyes: always bracket a
+            # binary operand.
+            return f"!{_at(e.operand, _NEG)}"
         return f"-{_at(e.operand, _NEG)}"
     if isinstance(e, ast.Binary):
         level = _LEVEL[e.op]
