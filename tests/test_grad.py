@@ -38,7 +38,7 @@ RATIONAL = [
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ F s=2 ]"),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ F s=2|s=4 ]"),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ s!=1 U s=3 ]"),
-    ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"r"}=? [ S ]'),
+    pytest.param("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"r"}=? [ S ]', marks=pytest.mark.slow),
     pytest.param("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"r2"}=? [ S ]', marks=pytest.mark.slow),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"time"}=? [ F s>1 ]'),
     ("dtmcs/dtmc_mult_param.prism", None, {"p": 0.5, "q": 0.2, "r": 0.05}, "P=?[F d>2]"),
@@ -50,7 +50,7 @@ RATIONAL = [
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, "S=? [ s1=1 & !(s=1 & a=1) ]"),
     pytest.param("ctmcs/poll2.prism", None, {"gamma": 2.0}, "S=? [ s1=0 ]", marks=pytest.mark.slow),
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, "P=? [ !(s=2 & a=1) U (s=1 & a=1) ]"),
-    ("ctmcs/poll2.prism", None, {"gamma": 2.0}, 'R{"waiting"}=?[ S ]'),
+    pytest.param("ctmcs/poll2.prism", None, {"gamma": 2.0}, 'R{"waiting"}=?[ S ]', marks=pytest.mark.slow),
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, 'R{"waiting"}=?[ F (s=1 & a=1) ]'),
     ("mdps/mdp_simple.prism", None, {"p": 0.05}, "Pmin=? [ F t=1 ]"),
     ("mdps/mdp_simple.prism", None, {"p": 0.05}, "Rmin=? [ F t=1 ]"),
@@ -104,13 +104,13 @@ FD = [
     (PARAM / "mdps/mdp_simple.prism", None, {"p": 0.05}, "Pmax=? [ F<=3 t=1 ]"),
     (PARAM / "mdps/mdp_simple.prism", None, {"p": 0.05}, "Rmin=? [ F t=1 ]"),
     (EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1a": 0.2, "mu1b": 1.8, "mu2": 2.0, "kappa": 4.0}, "P=? [ F<=1 sc=c ]"),
-    (EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1a": 0.2, "mu2": 2.0, "kappa": 4.0}, "S=? [ sc=c ]"),
+    pytest.param(EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1a": 0.2, "mu2": 2.0, "kappa": 4.0}, "S=? [ sc=c ]", marks=pytest.mark.slow),
     (EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1b": 1.8, "kappa": 4.0}, "P=? [ sm<c U sc=c ]"),
     (EXAMPLES / "mdps/firewire/abst/firewire.nm", {"delay": 3}, {"fast": 0.4}, 'R{"rounds"}max=? [ F s=9 ]'),
 ]
 
 
-@pytest.mark.parametrize("path,consts,point,prop", FD, ids=[f"{c[0].name}:{c[3]}" for c in FD])
+@pytest.mark.parametrize("path,consts,point,prop", FD, ids=[f"{(c.values if hasattr(c, 'values') else c)[0].name}:{(c.values if hasattr(c, 'values') else c)[3]}" for c in FD])
 def test_gradient_matches_finite_differences(path, consts, point, prop):
     if not path.exists():
         pytest.skip(f"{path} not available")
