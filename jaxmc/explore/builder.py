@@ -79,7 +79,7 @@ class Provenance:
     def __init__(self, updates, entry_ptr, weight, codes, radix, module_offset, n_module_updates):
         self.updates = updates  # int64 [u, 2]: (command index, update index)
         self.entry_ptr = entry_ptr  # int64 [nnz + 1]
-        self.weight = weight  # float64 [c]
+        self._weight = weight  # float64 [c], or None when all ones
         self._codes = codes  # int64 [c] (mixed radix) or [c, n_modules] gids
         self._radix = radix
         self._offset = module_offset
@@ -99,6 +99,14 @@ class Provenance:
                     products[:, m] = np.where(digit > 0, self._offset[m] + digit - 1, -1)
             self._decoded = (products, inv.reshape(-1).astype(np.int64))
         return self._decoded
+
+    @property
+    def weight(self) -> np.ndarray:
+        """float64 [c]: factor of each contribution (1/k for a DTMC state with
+        k choices, PRISM's uniform resolution; 1 otherwise)."""
+        if self._weight is None:
+            return np.ones(int(self.entry_ptr[-1]))
+        return self._weight
 
     @property
     def products(self) -> np.ndarray:
@@ -756,8 +764,9 @@ class _Builder:
         self.n_choices.append(per_state if self.nd else np.ones(n, dtype=np.int64))
         if self.nd:
             self.actions.append(c_lab)
-        self.contrib_per_entry.append(np.diff(np.append(starts, ne)))
-        self.contrib_weight.append(weight[order] if mt == ModelType.DTMC else np.ones(ne))
+        self.contrib_per_entry.append(np.diff(np.append(starts, ne)).astype(np.int32))
+        if mt == ModelType.DTMC:  # weights are 1 otherwise (made on demand)
+            self.contrib_weight.append(weight[order])
         self.contrib_code.append(code[order])
         # transition rewards: per choice, then per merged entry (weighted mean)
         for slot, ri in enumerate(self.trew_structs):
@@ -900,13 +909,14 @@ class _Builder:
 
     def provenance(self, nnz: int) -> Provenance:
         comp = self.comp
-        counts = np.concatenate(self.contrib_per_entry) if self.contrib_per_entry else np.zeros(0, np.int64)
+        counts = np.concatenate(self.contrib_per_entry) if self.contrib_per_entry else np.zeros(0, np.int32)
         assert counts.size == nnz
-        entry_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        entry_ptr = np.zeros(nnz + 1, dtype=np.int64)
+        np.cumsum(counts, dtype=np.int64, out=entry_ptr[1:])
         return Provenance(
             updates=np.array(comp.updates, dtype=np.int64).reshape(-1, 2),
             entry_ptr=entry_ptr,
-            weight=np.concatenate(self.contrib_weight),
+            weight=np.concatenate(self.contrib_weight) if self.contrib_weight else None,
             codes=np.concatenate(self.contrib_code),
             radix=comp.radix,
             module_offset=comp.module_offset,
