@@ -88,10 +88,10 @@ def _cases_for(model: Path, props: Path) -> list[suite.Case]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(model: str, consts: str):
+def _load(model: str, consts: str, prob_checks: bool = True):
     import jaxmc
 
-    m = jaxmc.load_model(model, consts or None)
+    m = jaxmc.load_model(model, consts or None, prob_checks=prob_checks)
     m.build()
     return m
 
@@ -108,7 +108,7 @@ def run_case(case: suite.Case) -> tuple[str, str]:
         return "skip", expected[1]
     want_error = isinstance(expected, tuple) and expected[0] == "error"
     try:
-        model = _load(str(case.model), case.consts)
+        model = _load(str(case.model), case.consts, case.config.prob_checks)
         props = jaxmc.load_properties(case.props, model, case.consts or None, errors="keep")
         c = case.config
         kwargs = {"relative": c.relative}

@@ -49,7 +49,7 @@ _IGNORED = {
     "-nopre", "-fixdl", "-topological", "-hybrid-explicit", "-hybrid-const",
     "-m-ex", "-gs-explicit", "-cuddepsilon", "-transientmethod", "-exportresults",
     "-exportmodel", "-exportlabels", "-exportvector", "-exportstrat",
-    "-exporttarget", "-exportproplabels", "-convprog", "-noprobchecks",
+    "-exporttarget", "-exportproplabels", "-convprog",
     "-nossdetect", "-nofair", "-pathviaautomata",
 }  # fmt: skip
 _TAKES_VALUE = {
@@ -90,6 +90,7 @@ class Config:
     relative: bool = True
     max_iters: int | None = None
     only_property: int | None = None  # -prop N (1-based)
+    prob_checks: bool = True  # -noprobchecks turns them off
     skip: str | None = None
 
     @property
@@ -168,6 +169,8 @@ def parse_args_line(line: str) -> Config:
             kw["relative"] = False
         elif t == "-relative":
             kw["relative"] = True
+        elif t == "-noprobchecks":
+            kw["prob_checks"] = False
         elif t == "-prop":
             kw["only_property"] = int(nxt)
             i += 2
