@@ -35,6 +35,7 @@ from jaxmc.layout import CompactWarpELL, WarpELL, make_layout
 
 INTERPRET = jax.default_backend() != "gpu"
 ONLY = None
+NO_BCSR = False
 
 
 def variants(tune: bool):
@@ -134,6 +135,8 @@ def bench_model(name, bw, tune, k=100):
         rows.append(dict(model=name, layout="cusparse csr (cupy)", impl="cusparse", prec="f64",
                          us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
         print(rows[-1], flush=True)
+    if NO_BCSR:
+        return rows
     try:
         from jax.experimental import sparse as jsparse
 
@@ -157,10 +160,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--tune", action="store_true")
+    ap.add_argument("--no-bcsr", action="store_true",
+                    help="skip BCSR (XLA constant-folds its captured index arrays for minutes)")
     ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
     a = ap.parse_args()
-    global ONLY
+    global ONLY, NO_BCSR
+    NO_BCSR = a.no_bcsr
     ONLY = set(a.only.split(",")) if a.only else None
     bw, how = copy_bandwidth()
     print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
