@@ -72,6 +72,8 @@ def check_property(
         residual=checker.residual,
         bound_gap=checker.bound_gap,
         timing=checker.stats,
+        lower=None if checker.bounds is None else checker.bounds[0],
+        upper=None if checker.bounds is None else checker.bounds[1],
     )
 
 
@@ -94,6 +96,8 @@ class _Checker:
         self.iterations: int | None = None
         self.residual: float | None = None
         self.bound_gap: float | None = None
+        #: (lower, upper) of the last interval-iteration solve.
+        self.bounds: tuple[np.ndarray, np.ndarray] | None = None
         self._label_cache: dict[str, np.ndarray] = {}
         self._resolving: set[str] = set()
 
@@ -241,15 +245,18 @@ class _Checker:
             return self._until(np.ones(self.n, bool), self.bool(path.right), bound, opt)
         if op == TemporalOp.UNTIL:
             return self._until(self.bool(path.left), self.bool(path.right), bound, opt)
+        before = self.bounds
         if op == TemporalOp.GLOBALLY:
             phi = self.bool(path.right)
-            return 1.0 - self._until(np.ones(self.n, bool), ~phi, bound, flip)
+            return self._dual(
+                self._until(np.ones(self.n, bool), ~phi, bound, flip), before
+            )
         if op == TemporalOp.WEAK_UNTIL:
             phi, psi = self.bool(path.left), self.bool(path.right)
-            return 1.0 - self._until(~psi, ~phi & ~psi, bound, flip)
+            return self._dual(self._until(~psi, ~phi & ~psi, bound, flip), before)
         if op == TemporalOp.RELEASE:
             phi, psi = self.bool(path.left), self.bool(path.right)
-            return 1.0 - self._until(~phi, ~psi, bound, flip)
+            return self._dual(self._until(~phi, ~psi, bound, flip), before)
         raise UnsupportedError(f"temporal operator {op.value}", path.span)
 
     # ----------------------------------------------------------------- bounds
@@ -301,10 +308,18 @@ class _Checker:
             self.status = res.status.name.lower()
         elif self.status is None:
             self.status = res.status.name.lower()
-        gap = res.extra.get("bound_gap") if res.extra else None
-        if gap is not None:
-            self.bound_gap = float(gap)
+        if res.extra and "lower" in res.extra:
+            lo, hi = np.asarray(res.extra["lower"]), np.asarray(res.extra["upper"])
+            self.bounds = (lo, hi)
+            self.bound_gap = float(np.max(hi - lo, initial=0.0))
         return np.asarray(res.values)
+
+    def _dual(self, values: np.ndarray, before) -> np.ndarray:
+        """`1 - values`, flipping interval-iteration bounds set since `before`."""
+        if self.bounds is not None and self.bounds is not before:
+            lo, hi = self.bounds
+            self.bounds = (1.0 - hi, 1.0 - lo)
+        return 1.0 - values
 
     def _solver_kwargs(self) -> dict[str, Any]:
         o = self.options

@@ -37,6 +37,8 @@ class CheckResult:
       range, which is in `range`).
     - `status`, `iterations`, `residual`: from the last iterative solve
       (`"converged"`, `"max_iters"`, ...), where there was one.
+    - `lower`, `upper`, `bound_gap`: with interval iteration, the certified
+      bounds on every state's value and their largest gap.
     - `timing`: seconds per stage (`build`, `precompute`, `solve`, `total`).
     """
 
@@ -51,6 +53,10 @@ class CheckResult:
     bound_gap: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
     scheduler: np.ndarray | None = None
+    #: Certified lower/upper bounds per state from interval iteration (when
+    #: the top-level operator was solved with it), else None.
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
 
     @property
     def at_initial(self) -> np.ndarray:
