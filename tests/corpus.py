@@ -45,7 +45,7 @@ _TYPE_RE = re.compile(
     r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic|pta|pomdp|popta|imdp|idtmc|lts)\b",
     re.M,
 )
-_IN_SCOPE_TYPES = {"dtmc", "ctmc", "mdp", "probabilistic", "stochastic", "nondeterministic"}
+IN_SCOPE_TYPES = {"dtmc", "ctmc", "mdp", "probabilistic", "stochastic", "nondeterministic"}
 
 
 def available() -> bool:
@@ -76,7 +76,7 @@ def in_scope_models() -> tuple[Path, ...]:
         for p in sorted(root.rglob("*")):
             if p.is_file() and p.suffix in MODEL_SUFFIXES:
                 kw = model_type_keyword(p)
-                if kw is None or kw in _IN_SCOPE_TYPES:
+                if kw is None or kw in IN_SCOPE_TYPES:
                     out.append(p)
     return tuple(out)
 

@@ -24,25 +24,13 @@ from jaxmc.lang import (
 )
 from jaxmc.lang.grammar import get_parser
 
+import corpus
+
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = REPO.parent / "shared" / "models"
-EXAMPLE_DIRS = [MODELS / "prism-examples" / d for d in ("dtmcs", "ctmcs", "mdps", "simple")]
-TEST_DIRS = [
-    MODELS / "prism-tests" / d
-    for d in (
-        "functionality/verify/dtmcs",
-        "functionality/verify/ctmcs",
-        "functionality/verify/mdps/reach",
-        "functionality/verify/mdps/rewards",
-        "functionality/verify/mdps/pctl",
-        "functionality/verify/param",
-        "pmc",
-        "papers",
-        "bugfixes",
-        "contrib",
-    )
-]
+MODELS = corpus.SHARED_MODELS
+EXAMPLE_DIRS = [corpus.EXAMPLES / d for d in corpus.EXAMPLE_DIRS]
+TEST_DIRS = [corpus.TESTS / d for d in corpus.TEST_DIRS]
 _TYPE = re.compile(
     r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic|pta|pomdp|popta"
     r"|smg|csg|tsg|idtmc|imdp|lts)\b",

@@ -20,22 +20,12 @@ from jaxmc.lang import (
     parse_properties_file,
 )
 
+import corpus
 
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
-ROOTS = [MODELS / "prism-examples" / d for d in ("dtmcs", "ctmcs", "mdps", "simple")] + [
-    MODELS / "prism-tests" / d
-    for d in (
-        "functionality/verify/dtmcs",
-        "functionality/verify/ctmcs",
-        "functionality/verify/mdps/reach",
-        "functionality/verify/mdps/rewards",
-        "functionality/verify/mdps/pctl",
-        "functionality/verify/param",
-        "pmc",
-        "papers",
-        "bugfixes",
-        "contrib",
-    )
+
+MODELS = corpus.SHARED_MODELS
+ROOTS = [corpus.EXAMPLES / d for d in corpus.EXAMPLE_DIRS] + [
+    corpus.TESTS / d for d in corpus.TEST_DIRS
 ]
 
 

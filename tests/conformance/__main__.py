@@ -2,9 +2,14 @@
 `N passed, N failed, N skipped`, with the reason for each failure and skip."""
 
 import collections
+import pathlib
 import sys
 
-from .cases import all_cases, run_case
+
+# `corpus` lives in tests/ (pytest puts it on the path; `python -m` does not).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from .cases import all_cases, run_case  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -15,33 +15,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+import corpus
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "models"
-SUITE = SHARED / "prism-tests"
 
+SHARED = corpus.SHARED_MODELS
+SUITE = corpus.TESTS
 #: In scope (see ../shared/README.md).
-IN_SCOPE_DIRS = (
-    "functionality/verify/dtmcs",
-    "functionality/verify/ctmcs",
-    "functionality/verify/mdps/reach",
-    "functionality/verify/mdps/rewards",
-    "functionality/verify/mdps/pctl",
-    "functionality/verify/param",
-    "pmc",
-    "papers",
-    "bugfixes",
-    "contrib",
-)
-#: Folders whose every annotation must pass (issue #4).
-STRICT_DIRS = IN_SCOPE_DIRS[:4]
-
-MODEL_SUFFIXES = (".pm", ".sm", ".nm", ".prism")
-_TYPE_RE = re.compile(
-    r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic|pta|pomdp|"
-    r"popta|idtmc|imdp|lts)\b",
-    re.M,
-)
-_IN_SCOPE_TYPES = {"dtmc", "ctmc", "mdp", "probabilistic", "stochastic", "nondeterministic"}
+IN_SCOPE_DIRS = corpus.TEST_DIRS
+MODEL_SUFFIXES = corpus.MODEL_SUFFIXES
+model_type_keyword = corpus.model_type_keyword
 
 # Switches that change nothing for us (engines, output, precomputation).
 _IGNORED = {
@@ -116,12 +98,6 @@ class Case:
         return f"{rel}:{self.line}{c}"
 
 
-def model_type_keyword(path: Path) -> str | None:
-    text = re.sub(r"//[^\n]*", "", path.read_text(errors="replace"))
-    m = _TYPE_RE.search(text)
-    return m.group(1) if m else None
-
-
 def in_scope_models() -> list[Path]:
     out = []
     for d in IN_SCOPE_DIRS:
@@ -130,7 +106,7 @@ def in_scope_models() -> list[Path]:
             continue
         for p in sorted(root.rglob("*")):
             if p.suffix in MODEL_SUFFIXES and p.is_file():
-                if model_type_keyword(p) in _IN_SCOPE_TYPES:
+                if model_type_keyword(p) in corpus.IN_SCOPE_TYPES:
                     out.append(p)
     return out
 
