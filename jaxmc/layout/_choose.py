@@ -42,7 +42,7 @@ def layout_kind(csr: CSR, device_kind: str | None = None, *, fixed_values: bool 
     full = _padded(lengths, 1) / nnz
     half = _padded(lengths, 2) / nnz
     # Half warp: fewer padded bytes, or long rows (half the loop trips).
-    lanes = 2 if (half < 0.9 * full or lengths.mean(initial=0) >= 24) else 1
+    lanes = 2 if (half < 0.9 * full or (lengths.mean() if len(lengths) else 0) >= 24) else 1
     suffix = "2" if lanes == 2 else ""
     if fixed_values and csr.shape[0] == csr.shape[1] and csr.nnz:
         distinct = len(np.unique(np.asarray(csr.data)))

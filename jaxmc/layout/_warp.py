@@ -65,15 +65,18 @@ def _placement(indptr: np.ndarray, nrows: int, lanes: int, segs_per_block: int):
         + seg_rows * (k % lanes)
         + rows % seg_rows
     )
-    return seg_ptr, seg_width, block_width, pos, int(seg_ptr[-1])
+    # One warp of padding at the end, so no array is empty (an all-empty
+    # matrix still has something to point at).
+    return seg_ptr, seg_width, block_width, pos, int(seg_ptr[-1]) + WARP
 
 
 def _stored_rows(seg_ptr, seg_width, lanes, total):
     """Host: the row of every stored element (padding included)."""
     seg_rows = WARP // lanes
     seg = np.repeat(np.arange(len(seg_width)), seg_width * WARP)
-    within = np.arange(total) - seg_ptr[seg]
-    return seg * seg_rows + within % seg_rows
+    within = np.arange(len(seg)) - seg_ptr[seg]
+    rows = seg * seg_rows + within % seg_rows
+    return np.concatenate([rows, np.zeros(total - len(rows), np.int64)])
 
 
 def narrow_int(lo: int, hi: int, signed: bool = True):

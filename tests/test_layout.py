@@ -1,0 +1,110 @@
+"""Layouts: warp-segment placement, compact encoding, stats, orderings,
+automatic choice."""
+
+import jax
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from jaxmc.kernels import spmv
+from jaxmc.layout import (
+    CSR, CompactVector, CompactWarpELL, Permutation, WarpELL, bfs_order, choose_layout,
+    layout_kind, make_layout, rcm_order,
+)
+
+
+jax.config.update("jax_enable_x64", True)
+
+
+def _random(n, density, seed, distinct=None):
+    A = sp.random(n, n, density=density, random_state=seed, format="csr")
+    if distinct:
+        A.data = (np.floor(A.data * distinct) + 1) / distinct
+    A.sort_indices()
+    return A, CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_warp_placement_is_column_major_per_segment(lanes):
+    A, csr = _random(100, 0.05, 0)
+    w = WarpELL.from_csr(csr, lanes=lanes, segs_per_block=2)
+    seg_rows = 32 // lanes
+    data, rows, slot = map(np.asarray, (w.data, w.rows, w.slot))
+    seg_ptr, width = np.asarray(w.seg_ptr), np.asarray(w.seg_width)
+    for s in range(len(width)):
+        block = data[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
+        r = rows[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
+        assert (r == np.minimum(s * seg_rows + np.arange(seg_rows), 99)).all()
+        for i in range(seg_rows):
+            row = s * seg_rows + i
+            if row < 100:
+                got = block[:, :, i].reshape(-1)  # entry k at (k // lanes, k % lanes)
+                want = A[row].data
+                np.testing.assert_array_equal(got[: len(want)], want)
+                assert (got[len(want):] == 0).all()
+    assert (slot < A.nnz).sum() == A.nnz
+    # each segment is as wide as its longest row
+    lengths = np.append(np.diff(A.indptr), np.zeros(len(width) * seg_rows - 100, int))
+    np.testing.assert_array_equal(
+        width, (-(-lengths // lanes)).reshape(-1, seg_rows).max(axis=1))
+
+
+def test_compact_encoding_and_stats():
+    A, csr = _random(200, 0.03, 1, distinct=5)
+    c = CompactWarpELL.from_csr(csr)
+    assert c.vidx.dtype == np.uint8 and c.offs.dtype in (np.int8, np.int16)
+    assert c.table.size <= 6
+    np.testing.assert_array_equal(np.asarray(c.data), np.asarray(WarpELL.from_csr(csr).data))
+    s, w = c.stats(), WarpELL.from_csr(csr).stats()
+    assert s["padding"] == w["padding"] >= 0
+    assert s["bytes_per_nnz"] < w["bytes_per_nnz"] / 3
+    assert csr.stats()["padding"] == 0
+    # offsets too wide for int16 -> int32
+    B = sp.csr_matrix(([1.0, 1.0], ([0, 70000], [70000, 0])), shape=(70001, 70001))
+    cb = CompactWarpELL.from_csr(CSR.from_arrays(B.indptr, B.indices, B.data, B.shape))
+    assert cb.offs.dtype == np.int32
+
+
+def test_compact_rejects_many_values_and_new_values():
+    A, csr = _random(400, 0.5, 2)
+    with pytest.raises(ValueError, match="distinct values"):
+        CompactWarpELL.from_csr(csr)
+    _, small = _random(50, 0.1, 3, distinct=3)
+    with pytest.raises(TypeError, match="rebuild"):
+        CompactWarpELL.from_csr(small).with_values(small.data)
+
+
+def test_compact_vector():
+    v = np.array([0.5, 0.25, 0.5, 2.0])
+    c = CompactVector.from_array(v)
+    np.testing.assert_array_equal(np.asarray(c.dense()), v)
+    np.testing.assert_array_equal(np.asarray(c.map(lambda t: 1 / t).dense()), 1 / v)
+    assert c.idx.dtype == np.uint8
+
+
+def test_permutations_roundtrip():
+    A, csr = _random(120, 0.04, 4)
+    x = np.random.default_rng(0).random(120)
+    for p in (bfs_order(csr), rcm_order(csr), Permutation.identity(120)):
+        assert sorted(p.order) == list(range(120))
+        B = p.csr(csr)
+        y = p.undo(np.asarray(spmv(B, p.apply(x))))
+        np.testing.assert_allclose(y, A @ x, rtol=1e-13)
+
+
+def test_bfs_order_starts_at_source():
+    A = sp.csr_matrix(([1.0] * 3, ([0, 1, 2], [1, 2, 3])), shape=(5, 5))
+    p = bfs_order(CSR.from_arrays(A.indptr, A.indices, A.data, A.shape), sources=(2,))
+    assert list(p.order[:2]) == [2, 3] and sorted(p.order) == list(range(5))
+
+
+def test_choice():
+    _, csr = _random(300, 0.02, 5, distinct=4)
+    assert layout_kind(csr, "cpu") == "csr"
+    assert layout_kind(csr, "gpu") in ("warp", "warp2")
+    assert layout_kind(csr, "gpu", fixed_values=True).startswith("compact")
+    assert isinstance(choose_layout(csr, "gpu", kind="warp2"), WarpELL)
+    assert choose_layout(csr, "gpu", kind="warp2").lanes == 2
+    assert isinstance(make_layout(csr, "compact"), CompactWarpELL)
+    with pytest.raises(ValueError, match="unknown layout"):
+        make_layout(csr, "nope")
