@@ -68,8 +68,11 @@ def _col_max(v):
 
 
 def _jacobi(step, x0, eps, max_iters):
-    """Iterate `x <- step(x)` until `max|x'-x| <= eps * max|x'|` in every
-    column, or `max_iters`. Returns `(x, iterations, converged)`."""
+    """Iterate `x <- step(x)` until every entry changes by at most `eps`
+    relative to itself (PRISM's relative criterion, so that small values,
+    such as a tiny probability at the initial state, are accurate too;
+    entries below 1e-300 count as converged), or `max_iters`. Returns
+    `(x, iterations, converged)`."""
 
     def cond(c):
         _, it, done = c
@@ -79,8 +82,8 @@ def _jacobi(step, x0, eps, max_iters):
         x, it, _ = c
         x1 = step(x)
         x2 = step(x1)
-        d = _col_max(x2 - x1)
-        ok = jnp.all(d <= eps * _col_max(x2)) & jnp.all(jnp.isfinite(x2))
+        d = jnp.abs(x2 - x1)
+        ok = jnp.all(d <= eps * jnp.maximum(jnp.abs(x2), 1e-300)) & jnp.all(jnp.isfinite(x2))
         return x2, it + 2, ok
 
     x, it, ok = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool)))
