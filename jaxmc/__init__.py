@@ -33,4 +33,7 @@ from .explore import ExplicitModel as ExplicitModel
 from .props import CheckResult as CheckResult
 
 
-__version__ = importlib.metadata.version("jaxmc")
+try:
+    __version__ = importlib.metadata.version("jaxmc")
+except importlib.metadata.PackageNotFoundError:  # run from a source tree
+    __version__ = "0+unknown"
