@@ -231,10 +231,16 @@ def sweep(
 ) -> np.ndarray:
     """`prop` at a batch of parameter points, in one vmapped computation.
 
+    The batch shares the structure: under `jax.vmap` the Jacobi solves run
+    as one multi-vector iteration (iterate `[n, k]`, values `[nnz, k]`, one
+    gather over the shared column indices per step, a per-point convergence
+    mask), not as a vmapped single-point loop.
+
     **Arguments:**
     - `params`: name → array; arrays of one common shape (scalars broadcast),
       e.g. from `np.meshgrid` for a 2-D sweep.
-    - `chunk`: points per batch (default: all at once).
+    - `chunk`: points per batch (default: all at once, up to ~2^26 / nnz
+      points, which bounds the `[nnz, chunk]` arrays to ~512 MB each).
     - `progress`: `True` prints progress to stderr; a callable gets
       `(done, total, elapsed_s)`.
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
@@ -258,7 +264,12 @@ def sweep(
         raise ValueError(f"`params` lacks values for parameter `{missing[0]}`")
     problem.ensure(flat)
     batched = problem.batched()
-    chunk = total if chunk is None else max(1, int(chunk))
+    if chunk is None:
+        # The multi-vector solve holds a few `[nnz, chunk]` arrays: bound
+        # them to ~512 MB each.
+        nnz = max(1, int(problem.model.num_transitions))
+        chunk = min(total, max(1, (1 << 26) // nnz))
+    chunk = max(1, int(chunk))
     out = np.empty(total)
     start = time.perf_counter()
     report = progress if callable(progress) else None
