@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
 from . import graph
@@ -29,8 +30,10 @@ from ._common import (
     probabilities,
     quotient,
     solve_fixed,
+    sparse,
 )
 from .bounded import _discrete, masked_steps
+from .bounds import reward_upper_bound_model
 
 
 def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout):
@@ -47,6 +50,27 @@ def _leaves(model, bad) -> np.ndarray:
     return np.bincount(ch[bad[model.col[keep]]], minlength=model.num_choices) > 0
 
 
+def _upper(M, probs, b, maybe, fixed, kw):
+    """For interval iteration, the upper start vector: the Baier et al.
+    bound (`jaxmc.numerics.bounds`), which needs the maybe states to reach
+    the target almost surely (max: under every scheduler), as here."""
+    if kw["method"] != "interval_iteration":
+        return None
+    bound = reward_upper_bound_model(M, probs, b, maybe, fixed, kw["opt"])
+    if not np.isfinite(bound):
+        raise UnsupportedError(
+            "interval iteration: the upper bound on the expected reward "
+            "overflows (probabilities too small along the paths to the target)",
+            hint="use method='value_iteration'",
+        )
+    return np.full(len(maybe), bound)
+
+
+def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
+    upper = _upper(sparse(model, kw["layout"]), probs, b, maybe, fixed, kw)
+    return solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
+
+
 def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
     """Solve a min problem after collapsing the zero-reward end components
     among the `maybe` states (choices with `r == 0` and finite `b`)."""
@@ -54,7 +78,7 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
         model, states=maybe, choices=(r == 0) & np.isfinite(b)
     )
     if not count:
-        return solve_fixed(model, probs, maybe, fixed, b, **kw)
+        return _solve(model, probs, maybe, fixed, b, kw)
     M, rep, keep, _, qprobs = quotient(model, probs, labels, count, inside)
     n2 = M.n_states
     maybe2 = np.zeros(n2, dtype=bool)
@@ -62,7 +86,8 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
     fixed2 = np.zeros(n2)
     fixed2[rep[~maybe]] = fixed[~maybe]
     kw = dict(kw, layout="csr")
-    res = solve_fixed(model, qprobs, maybe2, fixed2, b[keep], M=M, **kw)
+    upper = _upper(M, qprobs, b[keep], maybe2, fixed2, kw)
+    res = solve_fixed(model, qprobs, maybe2, fixed2, b[keep], M=M, upper=upper, **kw)
     return NumericResult(res.values[rep], res.status, res.iterations, res.residual, res.method)
 
 
@@ -109,9 +134,11 @@ def reachability_rewards(
         b[_leaves(model, inf)] = np.inf
         res = _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw)
     else:
-        res = solve_fixed(model, probs, maybe, fixed, b, **kw)
+        res = _solve(model, probs, maybe, fixed, b, kw)
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(vals, res.status, res.iterations, res.residual, res.method)
+    return NumericResult(
+        vals, res.status, res.iterations, res.residual, res.method, res.extra
+    )
 
 
 def total_rewards(
