@@ -35,6 +35,9 @@ import numpy as np
 
 from ..errors import ModelCheckingError
 
+#: Relative margin added to the bound for floating-point rounding.
+ROUNDING_MARGIN = 1e-9
+
 
 def reward_upper_bound(
     soc: np.ndarray,
@@ -125,7 +128,8 @@ def reward_upper_bound(
             "no upper bound on the expected reward: some states cannot reach the "
             "target with probability 1"
         )
-    return total + top
+    # A relative margin over the rounding of the products and sums above.
+    return (total + top) * (1.0 + ROUNDING_MARGIN)
 
 
 def reward_upper_bound_model(M, probs, b, maybe, fixed, opt) -> float:
