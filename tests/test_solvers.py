@@ -166,3 +166,47 @@ def test_ell_layout_in_numerics():
     a = nm.until_probabilities(m, np.ones(40, bool), psi, epsilon=1e-12).values
     b = nm.until_probabilities(m, np.ones(40, bool), psi, epsilon=1e-12, layout="sell").values
     np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _prism_value_iteration(m, b, maybe, opt, eps):
+    """PRISM's value iteration (sparse/explicit engines): start from 0,
+    one Bellman step per iteration, stop at the first step whose relative
+    change `|x' - x| / |x'|` is below `eps` everywhere."""
+    P = sp.csr_matrix((m.val, (m.row_of_entry(), m.col)), shape=(m.num_choices, m.num_states))
+    red = np.maximum.reduceat if opt == "max" else np.minimum.reduceat
+    x = np.zeros(m.num_states)
+    for it in range(1, 100000):
+        x2 = np.where(maybe, red(b + P @ x, m.choice_ptr[:-1]), 0.0)
+        d = np.abs(x2 - x)
+        rel = np.where(d == 0, 0.0, d / np.where(x2 == 0, 1.0, np.abs(x2)))
+        x = x2
+        if rel.max() < eps:
+            return x, it
+    raise AssertionError("no convergence")
+
+
+@pytest.mark.parametrize("opt", ["min", "max"])
+@pytest.mark.parametrize("seed", range(3))
+def test_value_iteration_is_prisms(opt, seed):
+    # Same start vector, same step, same criterion as PRISM: the result is
+    # PRISM's iterate up to rounding (ours may take one more step, as it tests two steps per
+    # loop trip), not merely close to the fixed point.
+    m, rng = random_model("mdp", 40, seed, absorbing=2)
+    target = np.zeros(40, bool)
+    target[-2:] = True
+    b = rng.random(m.num_choices) * np.asarray(m.choice_ptr[1:] - m.choice_ptr[:-1] > 0)[m.state_of_choice()]
+    finite = (nm.prob1A if opt == "max" else nm.prob1E)(m, np.ones(40, bool), target)
+    maybe = finite & ~target
+    ref, its = _prism_value_iteration(m, np.where(maybe[m.state_of_choice()], b, 0.0), maybe, opt, 1e-6)
+    M = from_model(m, "csr")
+    data = np.where(maybe[m.state_of_choice()[m.row_of_entry()]], m.val, 0.0)
+    sol = solvers.value_iteration(
+        M.with_values(jnp.asarray(data)), jnp.asarray(np.where(maybe[m.state_of_choice()], b, 0.0)),
+        jnp.zeros(40), opt, epsilon=1e-6,
+    )
+    assert int(sol.iterations) in (its, its + 1)
+    if int(sol.iterations) == its:
+        # equal up to the summation order of the SpMV
+        np.testing.assert_allclose(np.asarray(sol.value), ref, rtol=1e-13)
+    else:
+        np.testing.assert_allclose(np.asarray(sol.value), ref, rtol=1e-6)
