@@ -36,8 +36,8 @@ METHODS = {
 }
 _METHOD_HELP = {
     "jacobi": "Jacobi iteration (default for DTMC/CTMC linear equation systems)",
-    "gaussseidel": "Gauss-Seidel: accepted for PRISM compatibility; jaxmc solves "
-    "these systems with Jacobi (Gauss-Seidel is sequential, no good on a GPU)",
+    "gaussseidel": "Gauss-Seidel for DTMC/CTMC linear systems (sequential: runs on "
+    "the host CPU, one sparse triangular solve per sweep; value iteration on MDPs)",
     "power": "the power method",
     "bicgstab": "BiCGStab (Krylov solver)",
     "valiter": "value iteration (default for MDPs)",

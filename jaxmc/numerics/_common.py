@@ -24,6 +24,7 @@ from ..layout import SparseModel, from_arrays, from_model
 from ..solvers import (
     Status,
     bicgstab,
+    gauss_seidel,
     interval_iteration,
     jacobi,
     power,
@@ -107,7 +108,7 @@ def choice_rewards(model: ExplicitModel, reward, probs=None) -> np.ndarray:
     return r
 
 
-LINEAR = ("jacobi", "power", "bicgstab")
+LINEAR = ("jacobi", "gauss_seidel", "power", "bicgstab")
 MINMAX = ("value_iteration", "interval_iteration")
 
 
@@ -181,6 +182,11 @@ def solve_fixed(
         diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
         A = M.with_values(jnp.asarray(np.where(on_diag, 0.0, data))).matrix
         sol = jacobi(A, jnp.asarray(diag), jnp.asarray(bb), jnp.asarray(x0), **kw)
+    elif method == "gauss_seidel":
+        import scipy.sparse as scipy_sparse
+
+        A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
+        sol = gauss_seidel(A, bb, x0, **kw)
     elif method == "power":
         A = M.with_values(jnp.asarray(data)).matrix
         sol = power(A, jnp.asarray(bb), jnp.asarray(x0), **kw)

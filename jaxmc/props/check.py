@@ -324,11 +324,8 @@ class _Checker:
     def _solver_kwargs(self) -> dict[str, Any]:
         o = self.options
         method = o.method
-        if method == "gauss_seidel":
-            # Gauss-Seidel is inherently sequential; Jacobi converges to the
-            # same fixed point (PRISM's -gs/-bgs give the same answers).
-            method = "jacobi"
-        if method in ("jacobi", "power", "bicgstab") and self.is_mdp:
+        if method in ("jacobi", "gauss_seidel", "power", "bicgstab") and self.is_mdp:
+            # PRISM's linear-equation switches select value iteration on MDPs.
             method = "value_iteration"
         elif method == "value_iteration" and not self.is_mdp:
             method = "jacobi" if self.n else method

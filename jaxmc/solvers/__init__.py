@@ -10,6 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+from ._gauss_seidel import gauss_seidel as gauss_seidel  # noqa: E402
 from ._linear import bicgstab as bicgstab, jacobi as jacobi, power as power  # noqa: E402
 from ._minmax import (  # noqa: E402
     interval_iteration as interval_iteration,
