@@ -140,9 +140,18 @@ def test_bound_rejects_unreachable_target():
         _bound(m, np.ones(2), np.array([True, False]), None)
 
 
-def test_interval_iteration_total_rewards_still_unsupported():
-    m, _ = random_model("dtmc", 6, 0, absorbing=1)
+def test_interval_iteration_total_rewards():
+    """DTMC and MDP-min total rewards reduce to reachability rewards of the
+    zero-reward bottom parts, so interval iteration certifies them; MDP max
+    (zero-reward end components among the maybe states) is refused."""
     from jaxmc.errors import UnsupportedError
 
-    with pytest.raises(UnsupportedError):
-        nm.total_rewards(m, m.rewards[0], method="interval_iteration")
+    m, _ = random_model("dtmc", 6, 0, absorbing=1)
+    ref = nm.total_rewards(m, m.rewards[0], epsilon=1e-12)
+    ii = nm.total_rewards(m, m.rewards[0], method="interval_iteration", epsilon=1e-9)
+    finite = np.isfinite(ref.values)
+    np.testing.assert_allclose(ii.values[finite], ref.values[finite], rtol=1e-6)
+    assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))
+    mdp, _ = random_model("mdp", 6, 0, absorbing=1)
+    with pytest.raises(UnsupportedError, match="maximal total rewards"):
+        nm.total_rewards(mdp, mdp.rewards[0], opt="max", method="interval_iteration")

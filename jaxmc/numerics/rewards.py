@@ -176,8 +176,19 @@ def total_rewards(
         pos_states = inb & pos[labels]
         inf = ~graph.prob0(model, true, pos_states)
         maybe = ~inf & ~inb
-        res = solve_fixed(model, probs, maybe, fixed, r, **kw)
+        # From `maybe` the chain reaches its (zero-reward) BSCCs almost
+        # surely: a reachability reward, with the same upper bound for II.
+        res = _solve(model, probs, maybe, fixed, r, kw)
     elif opt == "max":
+        if kw["method"] == "interval_iteration":
+            # The zero-reward end components among the maybe states would
+            # have to be collapsed first (as `until_probabilities` does for
+            # Pmax) for the iteration from above to converge.
+            raise UnsupportedError(
+                "interval iteration for maximal total rewards (Rmax=? [ C ]) "
+                "is not implemented yet",
+                hint="use method='value_iteration'",
+            )
         labels, count, inside = graph.mecs(model)
         soc = model.state_of_choice()
         pos = np.zeros(count + 1, dtype=bool)
@@ -193,7 +204,7 @@ def total_rewards(
         maybe = ~inf & ~zero
         b = r.copy()
         b[_leaves(model, inf)] = np.inf
-        res = solve_fixed(model, probs, maybe, fixed, b, **kw)
+        res = _solve(model, probs, maybe, fixed, b, kw)
     vals = np.where(inf, np.inf, res.values)
     return NumericResult(vals, res.status, res.iterations, res.residual, res.method)
 
