@@ -141,17 +141,26 @@ def test_bound_rejects_unreachable_target():
 
 
 def test_interval_iteration_total_rewards():
-    """DTMC and MDP-min total rewards reduce to reachability rewards of the
-    zero-reward bottom parts, so interval iteration certifies them; MDP max
-    (zero-reward end components among the maybe states) is refused."""
-    from jaxmc.errors import UnsupportedError
-
+    """Total rewards reduce to reachability rewards of the zero-reward bottom
+    parts (for MDP max after collapsing zero-reward end components), so
+    interval iteration certifies them."""
     m, _ = random_model("dtmc", 6, 0, absorbing=1)
     ref = nm.total_rewards(m, m.rewards[0], epsilon=1e-12)
     ii = nm.total_rewards(m, m.rewards[0], method="interval_iteration", epsilon=1e-9)
     finite = np.isfinite(ref.values)
     np.testing.assert_allclose(ii.values[finite], ref.values[finite], rtol=1e-6)
     assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))
-    mdp, _ = random_model("mdp", 6, 0, absorbing=1)
-    with pytest.raises(UnsupportedError, match="maximal total rewards"):
-        nm.total_rewards(mdp, mdp.rewards[0], opt="max", method="interval_iteration")
+    for seed in range(4):
+        mdp, _ = random_model("mdp", 8, seed, absorbing=1)
+        for opt in ("min", "max"):
+            ref = nm.total_rewards(mdp, mdp.rewards[0], opt=opt, epsilon=1e-12)
+            ii = nm.total_rewards(
+                mdp, mdp.rewards[0], opt=opt, method="interval_iteration", epsilon=1e-9
+            )
+            ok = np.isfinite(ref.values)
+            assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))
+            np.testing.assert_allclose(ii.values[ok], ref.values[ok], rtol=1e-6)
+            if "lower" in ii.extra:
+                lo, hi = ii.extra["lower"], ii.extra["upper"]
+                assert np.all(lo[ok] <= ref.values[ok] + 1e-9)
+                assert np.all(ref.values[ok] <= hi[ok] + 1e-9)

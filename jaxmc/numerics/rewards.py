@@ -180,15 +180,6 @@ def total_rewards(
         # surely: a reachability reward, with the same upper bound for II.
         res = _solve(model, probs, maybe, fixed, r, kw)
     elif opt == "max":
-        if kw["method"] == "interval_iteration":
-            # The zero-reward end components among the maybe states would
-            # have to be collapsed first (as `until_probabilities` does for
-            # Pmax) for the iteration from above to converge.
-            raise UnsupportedError(
-                "interval iteration for maximal total rewards (Rmax=? [ C ]) "
-                "is not implemented yet",
-                hint="use method='value_iteration'",
-            )
         labels, count, inside = graph.mecs(model)
         soc = model.state_of_choice()
         pos = np.zeros(count + 1, dtype=bool)
@@ -196,7 +187,10 @@ def total_rewards(
         pos_states = (labels >= 0) & pos[labels]
         inf = ~graph.prob0A(model, true, pos_states)
         maybe = ~inf
-        res = solve_fixed(model, probs, maybe, fixed, r, **kw)
+        if kw["method"] == "interval_iteration":
+            res = _total_max_collapsed(model, probs, maybe, r, kw)
+        else:
+            res = solve_fixed(model, probs, maybe, fixed, r, **kw)
     else:
         labels, _, _ = graph.mecs(model, choices=r == 0)
         zero = labels >= 0
@@ -206,7 +200,47 @@ def total_rewards(
         b[_leaves(model, inf)] = np.inf
         res = _solve(model, probs, maybe, fixed, b, kw)
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(vals, res.status, res.iterations, res.residual, res.method)
+    return NumericResult(
+        vals, res.status, res.iterations, res.residual, res.method, res.extra
+    )
+
+
+def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
+    """Rmax [C] by interval iteration. The end components among the maybe
+    states all have zero reward (positive ones make the value infinite);
+    those without an exit are worth 0 and leave the system, the others are
+    collapsed (as for Pmax), so that every scheduler of the quotient leaves
+    the maybe states almost surely, which the upper bound needs."""
+    n = model.num_states
+    labels, count, inside = graph.mecs(model, states=maybe)
+    if not count:
+        return _solve(model, probs, maybe, np.zeros(n), r, kw)
+    soc = model.state_of_choice()
+    has_exit = np.zeros(count + 1, dtype=bool)
+    np.logical_or.at(has_exit, np.where(labels[soc] >= 0, labels[soc], count), ~inside)
+    stuck = (labels >= 0) & ~has_exit[np.maximum(labels, 0)]
+    maybe = maybe & ~stuck
+    fixed = np.zeros(n)
+    # Renumber the components that are collapsed (the ones with an exit).
+    keep_ec = np.nonzero(has_exit[:count])[0]
+    new_label = np.full(count, -1)
+    new_label[keep_ec] = np.arange(len(keep_ec))
+    labels = np.where(labels >= 0, new_label[np.maximum(labels, 0)], -1)
+    inside = inside & (labels[soc] >= 0)
+    if not len(keep_ec):
+        return _solve(model, probs, maybe, fixed, r, kw)
+    M, rep, keep, _, qprobs = quotient(model, probs, labels, len(keep_ec), inside)
+    n2 = M.n_states
+    maybe2 = np.zeros(n2, dtype=bool)
+    maybe2[rep[maybe]] = True
+    fixed2 = np.zeros(n2)
+    b = r[keep]
+    upper = _upper(M, qprobs, b, maybe2, fixed2, kw)
+    res = solve_fixed(model, qprobs, maybe2, fixed2, b, upper=upper, M=M, **kw)
+    extra = {k: np.asarray(v)[rep] for k, v in (res.extra or {}).items()}
+    return NumericResult(
+        res.values[rep], res.status, res.iterations, res.residual, res.method, extra
+    )
 
 
 def cumulative_rewards(

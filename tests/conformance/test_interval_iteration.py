@@ -56,9 +56,6 @@ def test_interval_iteration_certifies_the_exact_value(case, expected):
         reason = out_of_scope_reason(e)
         if reason:
             pytest.skip(reason)
-        if "maximal total rewards" in e.message:
-            # A known gap, listed in docs/status.md: kept visible as xfail.
-            pytest.xfail(e.message)
         raise
     if result.lower is None:
         pytest.skip("no iterative solve (decided by precomputation or bounded)")
