@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 
 from ..errors import SemanticError
 from ..lang import ast
+from .rewrite import map_children
 from .types import Type, type_of
 
 
@@ -488,31 +489,10 @@ class _Folder:
             if all(is_literal(a) for a in args):
                 return literal(call(e.func, [literal_value(a) for a in args], e), sp)
             return ast.Call(e.func, args, span=sp)
-        # property-level nodes: fold inside
-        return _map_children(e, self.fold)
+        # property-level nodes: fold inside (through bounds and thresholds)
+        return map_children(e, self._fold_child)
 
-
-def _map_children(e: ast.Node, f: Callable[[ast.Expr], ast.Expr]) -> ast.Node:
-    """Rebuild `e` with `f` applied to every child expression."""
-    import dataclasses
-
-    changes = {}
-    for fld in dataclasses.fields(e):
-        if fld.name in ("span", "order"):
-            continue
-        v = getattr(e, fld.name)
-        nv = _map_value(v, f)
-        if nv is not v:
-            changes[fld.name] = nv
-    return dataclasses.replace(e, **changes) if changes else e
-
-
-def _map_value(v, f):
-    if isinstance(v, (ast.TimeBound, ast.Threshold)):
-        return _map_children(v, f)
-    if isinstance(v, ast.Node):
-        return f(v)
-    if isinstance(v, tuple):
-        out = tuple(_map_value(x, f) for x in v)
-        return out if any(a is not b for a, b in zip(out, v)) else v
-    return v
+    def _fold_child(self, c: ast.Node) -> ast.Node:
+        if isinstance(c, (ast.TimeBound, ast.Threshold)):
+            return map_children(c, self._fold_child)
+        return self.fold(c)

@@ -22,6 +22,12 @@ def map_expr(e: ast.Node, f: Callable[[ast.Node], ast.Node | None]) -> ast.Node:
     r = f(e)
     if r is not None:
         return r
+    return map_children(e, lambda c: map_expr(c, f))
+
+
+def map_children(e: ast.Node, f: Callable[[ast.Node], ast.Node]) -> ast.Node:
+    """Rebuild `e` with `f` applied to each direct child node (inside tuples
+    too); `e` itself is returned when nothing changed."""
     changes = {}
     for fld in dataclasses.fields(e):
         if fld.name in ("span", "order"):
@@ -35,7 +41,7 @@ def map_expr(e: ast.Node, f: Callable[[ast.Node], ast.Node | None]) -> ast.Node:
 
 def _map_value(v, f):
     if isinstance(v, ast.Node):
-        return map_expr(v, f)
+        return f(v)
     if isinstance(v, tuple):
         out = tuple(_map_value(x, f) for x in v)
         return out if any(a is not b for a, b in zip(out, v)) else v
