@@ -12,7 +12,7 @@ import jaxmc
 from jaxmc import solvers
 from jaxmc.kernels import jacobi_step, power_step, spmv
 from jaxmc.kernels.spmv_pallas import fused
-from jaxmc.layout import CSR, CompactVector, CompactWarpELL, WarpELL
+from jaxmc.layout import CSR, CompactVector, CompactWarpELL, VectorCSR, WarpELL
 from jaxmc.solvers import sup_norm
 
 
@@ -48,6 +48,59 @@ def test_pallas_spmv_matches_reference(n, density, seed, spb):
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
 
 
+def _long_rows(n, ncols, seed, mean):
+    """Rows of very different lengths (0 to ~2 mean), some longer than a
+    block's lanes several times over."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 2 * mean, n)
+    lengths[rng.random(n) < 0.2] = 0
+    rows = np.repeat(np.arange(n), lengths)
+    cols = rng.integers(0, ncols, len(rows))
+    vals = (rng.integers(1, 9, len(rows))) / 8.0
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, ncols))
+    A.sum_duplicates()
+    A.sort_indices()
+    return A, CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+
+
+@settings(settings.get_profile("kernels"))
+@given(n=st.integers(1, 70), ncols=st.integers(1, 90), seed=st.integers(0, 10**6),
+       lanes=st.sampled_from([1, 4, 8, 32]), rpb=st.sampled_from([1, 2, 8]),
+       mean=st.sampled_from([1, 20, 90]))
+def test_vector_spmv_matches_reference(n, ncols, seed, lanes, rpb, mean):
+    A, csr = _long_rows(n, ncols, seed, mean)
+    x = np.random.default_rng(seed).random(ncols)
+    m = VectorCSR.from_csr(csr, lanes=lanes, rows_per_block=rpb)
+    ref = np.asarray(spmv(m, jnp.asarray(x), impl="reference"))
+    np.testing.assert_allclose(ref, A @ x, rtol=1e-13, atol=1e-15)
+    got = np.asarray(spmv(m, jnp.asarray(x), impl="pallas"))
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
+
+
+def test_vector_fused_steps_and_new_values():
+    A, csr = _long_rows(50, 50, 7, 40)
+    rng = np.random.default_rng(7)
+    x = jnp.asarray(rng.random(50))
+    inv = 1 / (1 + np.arange(50) % 3)
+    b = (np.arange(50) % 2) * 0.5
+    m = VectorCSR.from_csr(csr, lanes=8, rows_per_block=4)
+    for bb in (jnp.asarray(b), CompactVector.from_array(b), None):
+        want_b = 0 if bb is None else b
+        for impl in ("reference", "pallas"):
+            y, d, ok = jacobi_step(m, CompactVector.from_array(inv), bb, x, True, impl=impl)
+            want = (want_b + A @ np.asarray(x)) * inv
+            np.testing.assert_allclose(np.asarray(y), want, rtol=1e-13)
+            assert float(d) == pytest.approx(float(sup_norm(jnp.asarray(want), x, True)))
+            assert bool(ok)
+    vals = np.asarray(csr.data) * 0.5
+    got = spmv(m.with_values(jnp.asarray(vals)), x, impl="pallas")
+    np.testing.assert_allclose(np.asarray(got), 0.5 * (A @ np.asarray(x)), rtol=1e-13)
+    xb = x.at[4].set(jnp.inf)
+    if A[:, 4].nnz:
+        _, d, ok = power_step(m, None, xb, True, impl="pallas")
+        assert not bool(ok) and np.isnan(float(d))
+
+
 @pytest.mark.parametrize("cls,lanes", LAYOUTS)
 def test_pallas_fp32(cls, lanes):
     A, csr = _stochastic(97, 0.08, 1, distinct=5)
@@ -78,6 +131,12 @@ def test_fused_steps_match_reference(cls, lanes, relative):
             assert bool(ok)
             y, d, ok = power_step(m, bb, x, relative, impl=impl)
             np.testing.assert_allclose(np.asarray(y), A @ np.asarray(x) + b, rtol=1e-13)
+    # b = None: the steady-state step, b not read
+    for impl in ("reference", "pallas"):
+        y, d, ok = jacobi_step(m, jnp.asarray(inv), None, x, relative, impl=impl)
+        np.testing.assert_allclose(np.asarray(y), (A @ np.asarray(x)) * inv, rtol=1e-13)
+        assert float(d) == pytest.approx(
+            float(sup_norm(jnp.asarray((A @ np.asarray(x)) * inv), x, relative)))
 
 
 def test_fused_step_reports_nonfinite():
@@ -87,6 +146,10 @@ def test_fused_step_reports_nonfinite():
     b = jnp.zeros(40).at[5].set(jnp.nan)
     _, _, ok = power_step(m, b, x, True, impl="pallas")
     assert not bool(ok)
+    # a NaN start entry with finite results is a difference, not a non-finite y
+    y, d, ok = power_step(m, jnp.zeros(40), jnp.ones(40).at[0].set(jnp.nan), True,
+                          impl="pallas")
+    assert bool(ok) == bool(np.isfinite(np.asarray(y)).all())
 
 
 def test_solvers_on_warp_layouts_match_csr():
@@ -95,7 +158,8 @@ def test_solvers_on_warp_layouts_match_csr():
     csr = csr.with_values(csr.data * 0.9)
     b = np.random.default_rng(4).random(60)
     ref = solvers.power(csr, b, np.zeros(60), epsilon=1e-12, relative=False).value
-    for m in (WarpELL.from_csr(csr), CompactWarpELL.from_csr(csr)):
+    for m in (WarpELL.from_csr(csr), CompactWarpELL.from_csr(csr),
+              VectorCSR.from_csr(csr, lanes=4)):
         sol = solvers.power(m, b, np.zeros(60), epsilon=1e-12, relative=False)
         np.testing.assert_allclose(np.asarray(sol.value), np.asarray(ref), rtol=1e-10)
         sol = solvers.jacobi(m, CompactVector.from_array(np.ones(60)), b, np.zeros(60),
@@ -117,7 +181,8 @@ def test_real_models(path, consts):
     A = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(m_, n))
     csr = CSR.from_arrays(em.row_ptr, em.col, em.val, (m_, n))
     x = np.random.default_rng(0).random(n)
-    layouts = [WarpELL.from_csr(csr, lanes=1), WarpELL.from_csr(csr, lanes=2)]
+    layouts = [WarpELL.from_csr(csr, lanes=1), WarpELL.from_csr(csr, lanes=2),
+               VectorCSR.from_csr(csr, lanes=8)]
     if m_ == n:
         layouts += [CompactWarpELL.from_csr(csr, lanes=1)]
     for m in layouts:
@@ -139,6 +204,6 @@ def test_gpu_pallas_matches_reference():
         pytest.skip("needs a GPU")
     A, csr = _stochastic(5000, 0.002, 6, distinct=9)
     x = np.random.default_rng(6).random(5000)
-    for cls, lanes in LAYOUTS:
+    for cls, lanes in LAYOUTS + [(VectorCSR, 32)]:
         m = cls.from_csr(csr, lanes=lanes)
         np.testing.assert_allclose(np.asarray(fused(m, jnp.asarray(x))), A @ x, rtol=1e-13)

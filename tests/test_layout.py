@@ -8,8 +8,8 @@ import scipy.sparse as sp
 
 from jaxmc.kernels import spmv
 from jaxmc.layout import (
-    CSR, CompactVector, CompactWarpELL, Permutation, WarpELL, bfs_order, choose_layout,
-    layout_kind, make_layout, rcm_order,
+    CSR, CompactVector, CompactWarpELL, Permutation, VectorCSR, WarpELL, bfs_order,
+    choose_layout, layout_kind, make_layout, rcm_order,
 )
 
 
@@ -108,3 +108,37 @@ def test_choice():
     assert isinstance(make_layout(csr, "compact"), CompactWarpELL)
     with pytest.raises(ValueError, match="unknown layout"):
         make_layout(csr, "nope")
+
+
+def test_vector_layout_rows_aligned_and_padded():
+    A, csr = _random(90, 0.3, 6)
+    v = VectorCSR.from_csr(csr, lanes=8, rows_per_block=4, align=8)
+    ptr, data, cols, slot = map(np.asarray, (v.row_ptr, v.data, v.cols, v.slot))
+    assert (ptr % 8 == 0).all()
+    for r in range(90):
+        row = A[r]
+        got = data[ptr[r]:ptr[r + 1]]
+        np.testing.assert_array_equal(got[: row.nnz], row.data)
+        np.testing.assert_array_equal(cols[ptr[r]:ptr[r] + row.nnz], row.indices)
+        assert (got[row.nnz:] == 0).all() and ptr[r + 1] - ptr[r] - row.nnz < 8
+    steps = -(-np.diff(ptr) // 8)
+    np.testing.assert_array_equal(
+        np.asarray(v.block_width), np.append(steps, [0] * 2).reshape(-1, 4).max(axis=1))
+    assert (slot < A.nnz).sum() == A.nnz and len(data) >= ptr[-1] + 8
+    s = v.stats()
+    assert s["layout"] == "vector8" and 0 <= s["padding"] < 8 * 90 / A.nnz
+    with pytest.raises(ValueError, match="power of two"):
+        VectorCSR.from_csr(csr, lanes=3)
+
+
+def test_choice_picks_vector_for_long_rows():
+    # herman-like: few rows, hundreds of entries each
+    A, csr = _random(300, 0.5, 7, distinct=4)
+    assert layout_kind(csr, "gpu") == "vector"
+    assert layout_kind(csr, "gpu", fixed_values=True) == "vector"
+    assert layout_kind(csr, "cpu") == "csr"
+    for L in (choose_layout(csr, "gpu"), make_layout(csr, "vector")):
+        assert isinstance(L, VectorCSR) and L.lanes == 32
+    x = np.random.default_rng(0).random(300)
+    np.testing.assert_allclose(
+        np.asarray(spmv(make_layout(csr, "vector"), x, impl="reference")), A @ x, rtol=1e-13)

@@ -14,7 +14,9 @@ is a separate pass).
   (MDP choices grouped by state; the SpMV and `b` in the kernel, the group
   min/max and the measure in plain JAX).
 
-`b` and `inv` may be arrays or `jaxmc.layout.CompactVector`s.
+`b` and `inv` may be arrays or `jaxmc.layout.CompactVector`s; `b` may also
+be `None` for zero (the steady-state system), which the Pallas kernel then
+does not read at all.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from .spmv import spmv, use_pallas
 
 def _dense(v):
     return v.dense() if isinstance(v, CompactVector) else v
+
+
+def _plus(y, b):
+    return y if b is None else y + _dense(b)
 
 
 def _finish(y, x, relative):
@@ -49,14 +55,14 @@ def jacobi_step(A, inv, b, x, relative: bool, *, impl: str = "auto"):
     """`(x', sup_norm(x', x), all finite)` with `x' = (b + A x) * inv`."""
     if use_pallas(A, impl):
         return _pallas(A, x, b, inv, "jacobi", relative)
-    return _finish((_dense(b) + spmv(A, x, impl=impl)) * _dense(inv), x, relative)
+    return _finish(_plus(spmv(A, x, impl=impl), b) * _dense(inv), x, relative)
 
 
 def power_step(A, b, x, relative: bool, *, impl: str = "auto"):
     """`(x', sup_norm(x', x), all finite)` with `x' = A x + b`."""
     if use_pallas(A, impl):
         return _pallas(A, x, b, None, "power", relative)
-    return _finish(spmv(A, x, impl=impl) + _dense(b), x, relative)
+    return _finish(_plus(spmv(A, x, impl=impl), b), x, relative)
 
 
 def bellman_step(M, b, x, opt: str, relative: bool, *, impl: str = "auto"):
@@ -71,5 +77,5 @@ def bellman_step(M, b, x, opt: str, relative: bool, *, impl: str = "auto"):
 
         v = fused(A, x, b, None, epilogue="power", interpret=not on_gpu())
     else:
-        v = spmv(A, x, impl=impl) + _dense(b)
+        v = _plus(spmv(A, x, impl=impl), b)
     return _finish(M.group_reduce(v.astype(x.dtype), opt), x, relative)

@@ -2,8 +2,9 @@
 products, dispatching on the layout type.
 
 `impl` picks the implementation: `"reference"` (plain JAX, every layout),
-`"pallas"` (the Triton kernel of `spmv_pallas`, warp-segment layouts only;
-run in interpret mode when JAX's backend is not a GPU, as the tests do) or
+`"pallas"` (the Triton kernel of `spmv_pallas`, warp-segment and CSR-vector
+layouts only; run in interpret mode when JAX's backend is not a GPU, as the
+tests do) or
 `"auto"` (Pallas on a GPU, plain JAX elsewhere). The choice is static: it is
 made at trace time, so the solvers' loops compile one kernel."""
 
@@ -15,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ..layout._matrix import CSR, ELL, SlicedELL
+from ..layout._vector import VectorCSR, vector_reference_spmv
 from ..layout._warp import CompactWarpELL, WarpELL, reference_spmv
 
 
@@ -33,11 +35,12 @@ def on_gpu() -> bool:
 def use_pallas(matrix, impl: str) -> bool:
     """Whether `impl` means the Pallas kernel for `matrix`."""
     _check(impl)
-    if not isinstance(matrix, (WarpELL, CompactWarpELL)):
+    if not isinstance(matrix, (WarpELL, CompactWarpELL, VectorCSR)):
         if impl == "pallas":
             raise TypeError(
                 f"no Pallas kernel for {type(matrix).__name__}; use a warp-segment "
-                "layout (`make_layout(csr, 'warp')`) or impl='reference'"
+                "layout (`make_layout(csr, 'warp')`), the CSR-vector layout "
+                "(`make_layout(csr, 'vector')`) or impl='reference'"
             )
         return False
     return impl == "pallas" or (impl == "auto" and on_gpu())
@@ -78,8 +81,11 @@ def _warp(matrix, x, *, impl: str = "auto"):
         from .spmv_pallas import fused
 
         return fused(matrix, x, interpret=not on_gpu())
+    if isinstance(matrix, VectorCSR):
+        return vector_reference_spmv(matrix, x)
     return reference_spmv(matrix, x)
 
 
 spmv.register(WarpELL, _warp)
 spmv.register(CompactWarpELL, _warp)
+spmv.register(VectorCSR, _warp)

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from ..layout._vector import VectorCSR
 from ..layout._warp import WARP, CompactVector, CompactWarpELL, WarpELL
 
 
@@ -52,9 +53,10 @@ def _compiler_params(num_warps, num_stages):
     return cls(num_warps=num_warps, num_stages=num_stages)
 
 
-def _load(ref, idx, mask, other):
+def _load(ref, idx, mask, other, evict=None):
     if _pltr is not None and hasattr(_pltr, "load"):
-        return _pltr.load(ref.at[idx], mask=mask, other=other)
+        kw = {"eviction_policy": evict} if evict else {}
+        return _pltr.load(ref.at[idx], mask=mask, other=other, **kw)
     return pl.load(ref, (idx,), mask=mask, other=other)  # pragma: no cover
 
 
@@ -73,37 +75,68 @@ def _vec_spec(v):
     return "dense"
 
 
+#: Default kernel settings per layout class name: (num_warps, num_stages).
+DEFAULTS = {"WarpELL": (4, 1), "CompactWarpELL": (4, 1), "VectorCSR": (4, 1)}
+
+
 @ft.partial(
     jax.jit,
-    static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps", "unroll"),
+    static_argnames=(
+        "epilogue", "relative", "diff", "interpret", "num_warps", "unroll", "num_stages",
+        "evict",
+    ),
 )
 def fused(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
-    interpret=False, num_warps=4, unroll=1,
+    interpret=False, num_warps=None, unroll=1, num_stages=None, evict=False,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
-    `matrix` is a `WarpELL` or `CompactWarpELL`; `b`, `inv` arrays of the row
-    count or `CompactVector`s; values are computed in the matrix's dtype.
+    `matrix` is a `WarpELL`, `CompactWarpELL` or `VectorCSR`; `b`, `inv`
+    arrays of the row count, `CompactVector`s or (`b` only) `None` for zero:
+    then `b` is not read at all. Values are computed in the matrix's dtype.
+    `nonfinite` is nonzero when some entry of `y` is NaN or infinite (then
+    `dmax` is NaN).
+
+    Per program the kernel writes one partial maximum (NaN where a row of
+    the block is non-finite), reduced afterwards by one small XLA reduction:
+    no atomics and no second pass over the vectors.
+
+    Tuning knobs (static): `num_warps`, `num_stages` (Triton), `unroll`
+    (matrix steps per loop trip) and `evict` (stream the matrix with an
+    evict-first hint and keep `x` with evict-last).
     """
     compact = isinstance(matrix, CompactWarpELL)
+    vector = isinstance(matrix, VectorCSR)
     dtype = matrix.table.dtype if compact else matrix.data.dtype
     n, ncols = matrix.shape
     if diff and n != ncols:
         raise ValueError("`diff=True` needs a square matrix")
-    lanes = matrix.lanes
-    S = WARP // lanes
+    nw0, ns0 = DEFAULTS[type(matrix).__name__]
+    num_warps = num_warps or nw0
+    num_stages = num_stages or ns0
     R = matrix.block_rows
     nblocks = int(matrix.block_width.shape[0])
-    shp = (R,) if lanes == 1 else (lanes, R)
+    if vector:
+        L = matrix.lanes
+        shp = (R, L)
+    else:
+        lanes = matrix.lanes
+        S = WARP // lanes
+        shp = (R,) if lanes == 1 else (lanes, R)
     x = x.astype(dtype)
     bkind, ikind = _vec_spec(b), _vec_spec(inv)
     if epilogue == "jacobi" and inv is None:
         raise ValueError("the Jacobi epilogue needs `inv`")
     zero = matrix.zero if compact else 0
+    ev_m = "evict_first" if (evict and not interpret) else None
+    ev_x = "evict_last" if (evict and not interpret) else None
 
-    ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
-    ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
+    if vector:
+        ins = [matrix.row_ptr, matrix.block_width, matrix.data, matrix.cols]
+    else:
+        ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
+        ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
     ins.append(x)
     for v, k in ((b, bkind), (inv, ikind)):
         if k == "compact":
@@ -113,11 +146,14 @@ def fused(
 
     def kernel(*refs):
         it = iter(refs)
-        seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
-        if compact:
-            tab_ref, vidx_ref, offs_ref = next(it), next(it), next(it)
+        if vector:
+            row_ptr_ref, blk_w_ref, data_ref, cols_ref = next(it), next(it), next(it), next(it)
         else:
-            data_ref, cols_ref = next(it), next(it)
+            seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
+            if compact:
+                tab_ref, vidx_ref, offs_ref = next(it), next(it), next(it)
+            else:
+                data_ref, cols_ref = next(it), next(it)
         x_ref = next(it)
         vecs = []
         for k in (bkind, ikind):
@@ -129,38 +165,59 @@ def fused(
                 vecs.append(None)
         y_ref = next(it)
         if diff:
-            dmax_ref, nf_ref = next(it), next(it)
+            dmax_ref = next(it)
 
         pid = pl.program_id(0).astype(jnp.int32)
         start = pid * R
         r = start + jnp.arange(R, dtype=jnp.int32)
-        seg = r // S
-        sp = seg_ptr_ref[seg]
-        ws = seg_w_ref[seg]
-        if lanes == 1:
-            base = sp + r % S
-            row = r
-            wsb = ws
-        else:
-            h = lax.broadcasted_iota(jnp.int32, shp, 0)
-            base = sp[None, :] + h * S + (r % S)[None, :]
-            row = jnp.broadcast_to(r[None, :], shp)
-            wsb = jnp.broadcast_to(ws[None, :], shp)
+        valid = r < n
         wb = blk_w_ref[pid]
 
-        def step(j, acc):
-            m = j < wsb
-            idx = jnp.where(m, base + j * WARP, 0)
-            if compact:
-                vi = _load(vidx_ref, idx, m, zero).astype(jnp.int32)
-                v = tab_ref[vi]
-                c = row + _load(offs_ref, idx, m, 0).astype(jnp.int32)
+        if vector:
+            # A row per group of L threads: entries row_ptr[r] + L j + l.
+            rc = jnp.where(valid, r, 0)
+            lo = _load(row_ptr_ref, rc, valid, 0)
+            hi = _load(row_ptr_ref, rc + 1, valid, 0)
+            lane = lax.broadcasted_iota(jnp.int32, shp, 1)
+            base = lo[:, None] + lane
+            end = jnp.broadcast_to(hi[:, None], shp)
+
+            def step(j, acc):
+                idx = base + j * L
+                m = idx < end
+                idx = jnp.where(m, idx, 0)
+                v = _load(data_ref, idx, m, 0, ev_m)
+                c = _load(cols_ref, idx, m, 0, ev_m)
+                g = m & (v != 0)
+                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                return acc + v * xv
+        else:
+            seg = r // S
+            sp = seg_ptr_ref[seg]
+            ws = seg_w_ref[seg]
+            if lanes == 1:
+                base = sp + r % S
+                row = r
+                wsb = ws
             else:
-                v = _load(data_ref, idx, m, 0)
-                c = _load(cols_ref, idx, m, 0)
-            g = m & (v != 0)
-            xv = _load(x_ref, jnp.where(g, c, 0), g, 0)
-            return acc + v * xv
+                h = lax.broadcasted_iota(jnp.int32, shp, 0)
+                base = sp[None, :] + h * S + (r % S)[None, :]
+                row = jnp.broadcast_to(r[None, :], shp)
+                wsb = jnp.broadcast_to(ws[None, :], shp)
+
+            def step(j, acc):
+                m = j < wsb
+                idx = jnp.where(m, base + j * WARP, 0)
+                if compact:
+                    vi = _load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)
+                    v = tab_ref[vi]
+                    c = row + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
+                else:
+                    v = _load(data_ref, idx, m, 0, ev_m)
+                    c = _load(cols_ref, idx, m, 0, ev_m)
+                g = m & (v != 0)
+                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                return acc + v * xv
 
         if unroll > 1:
             def body(t, acc):
@@ -171,9 +228,11 @@ def fused(
             acc = lax.fori_loop(0, (wb + unroll - 1) // unroll, body, jnp.zeros(shp, dtype))
         else:
             acc = lax.fori_loop(0, wb, step, jnp.zeros(shp, dtype))
-        y = acc if lanes == 1 else jnp.sum(acc, axis=0)
+        if vector:
+            y = jnp.sum(acc, axis=1)
+        else:
+            y = acc if lanes == 1 else jnp.sum(acc, axis=0)
 
-        valid = r < n
         rows = pl.ds(start, R)
 
         def vec(spec):
@@ -195,25 +254,27 @@ def fused(
             d = jnp.where(y == xo, 0, d)
             if relative:
                 d = jnp.where(d == 0, 0, d / jnp.abs(y))
-            d = jnp.where(valid, d, 0)
-            dmax_ref[pid] = jnp.max(d)
+            # NaN marks a non-finite row (one reduction carries both results);
+            # a NaN measure with a finite y (a NaN start vector) counts inf.
+            # (Triton's max may drop NaNs, so the flag is reduced apart.)
             bad = valid & ~jnp.isfinite(y)
-            nf_ref[pid] = jnp.sum(bad.astype(jnp.int32))
+            d = jnp.where(jnp.isnan(d), jnp.inf, d)
+            d = jnp.where(valid & ~bad, d, 0)
+            nbad = jnp.max(bad.astype(jnp.int32))
+            dmax_ref[pid] = jnp.where(nbad > 0, jnp.nan, jnp.max(d)).astype(dtype)
 
     out_shape = [jax.ShapeDtypeStruct((n,), dtype)]
     if diff:
-        out_shape += [
-            jax.ShapeDtypeStruct((nblocks,), dtype),
-            jax.ShapeDtypeStruct((nblocks,), jnp.int32),
-        ]
+        out_shape += [jax.ShapeDtypeStruct((nblocks,), dtype)]
     kw = {}
-    params = _compiler_params(num_warps, 1)
+    params = _compiler_params(num_warps, num_stages)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(
         kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret, **kw
     )(*ins)
     if diff:
-        y, dm, nf = outs
-        return y, jnp.max(dm, initial=0.0), jnp.sum(nf)
+        y, dm = outs
+        dmax = jnp.max(dm, initial=0.0)
+        return y, dmax, jnp.isnan(dmax).astype(jnp.int32)
     return outs[0]

@@ -1,5 +1,5 @@
 """Stage 4: device-side matrices (CSR, ELL, sliced ELL, warp-segment sliced
-ELL full/half warp, compact) built from an `ExplicitModel`; shapes static,
+ELL full/half warp, compact; CSR-vector for long rows) built from an `ExplicitModel`; shapes static,
 values dynamic. Also state orderings (BFS, RCM) and the automatic choice."""
 
 from ._choose import (
@@ -27,6 +27,7 @@ from ._order import (
     bfs_order as bfs_order,
     rcm_order as rcm_order,
 )
+from ._vector import VectorCSR as VectorCSR
 from ._warp import (
     CompactVector as CompactVector,
     CompactWarpELL as CompactWarpELL,

@@ -5,7 +5,10 @@ use for coalescing). On a GPU the warp-segment layouts coalesce the matrix
 reads; the half warp halves the steps of long rows and wins when the rows are
 long or irregular within segments (its padding is then smaller); the compact
 variant moves 2-6 bytes per entry instead of 12 and is chosen when the values
-are fixed (it cannot take new values under `jit`) and the table fits.
+are fixed (it cannot take new values under `jit`) and the table fits. Rows of
+`VECTOR_MIN_MEAN` entries or more on average (herman N=15: 438) get the
+CSR-vector layout, a warp per row: a thread per row would walk each row
+alone, and few long rows make too few segments to fill the GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ import jax
 import numpy as np
 
 from ._matrix import CSR, make_layout
+from ._vector import VectorCSR
 from ._warp import WARP, CompactWarpELL, WarpELL, narrow_int
+
+
+#: Mean row length from which `layout_kind` picks the CSR-vector layout.
+VECTOR_MIN_MEAN = 64
 
 
 def _padded(lengths: np.ndarray, lanes: int) -> int:
@@ -38,6 +46,8 @@ def layout_kind(csr: CSR, device_kind: str | None = None, *, fixed_values: bool 
     if device_kind != "gpu":
         return "csr"
     lengths = np.diff(np.asarray(csr.indptr, dtype=np.int64))
+    if len(lengths) and lengths.mean() >= VECTOR_MIN_MEAN:
+        return "vector"
     nnz = max(int(lengths.sum()), 1)
     full = _padded(lengths, 1) / nnz
     half = _padded(lengths, 2) / nnz
@@ -62,6 +72,8 @@ def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
         return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
     if kind in ("compact", "compact2"):
         return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    if kind == "vector":
+        return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)
 
 

@@ -201,9 +201,10 @@ Layout = CSR | ELL | SlicedELL
 def make_layout(csr: CSR, kind: str = "csr") -> Layout:
     """Build layout `kind` from a CSR matrix: `"csr"`, `"ell"`, `"sell"`,
     the warp-segment layouts `"warp"` (full warp), `"warp2"` (half warp),
-    `"compact"`/`"compact2"` (their compact variants, fixed values only), or
-    `"auto"` (`jaxmc.layout.choose_layout` for the default device)."""
-    if kind in ("auto", "warp", "warp2", "compact", "compact2"):
+    `"compact"`/`"compact2"` (their compact variants, fixed values only),
+    `"vector"` (CSR-vector, a warp per row, for long rows), or `"auto"`
+    (`jaxmc.layout.choose_layout` for the default device)."""
+    if kind in ("auto", "warp", "warp2", "compact", "compact2", "vector"):
         from ._choose import build_layout
 
         return build_layout(csr, kind)
@@ -215,5 +216,5 @@ def make_layout(csr: CSR, kind: str = "csr") -> Layout:
         return SlicedELL.from_csr(csr)
     raise ValueError(
         f"unknown layout `{kind}`; expected 'csr', 'ell', 'sell', 'warp', "
-        "'warp2', 'compact', 'compact2' or 'auto'"
+        "'warp2', 'compact', 'compact2', 'vector' or 'auto'"
     )

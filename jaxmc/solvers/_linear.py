@@ -81,29 +81,33 @@ def fixed_point_fused(step, x0, epsilon, max_iters, steps_per_trip: int = 2) -> 
 PALLAS_STEPS_PER_TRIP = 4
 
 
-def _trip(A) -> int:
+def _trip(A, steps_per_trip=None) -> int:
+    if steps_per_trip is not None:
+        return int(steps_per_trip)
     return PALLAS_STEPS_PER_TRIP if use_pallas(A, "auto") else 2
 
 
 def _vec(v):
-    return v if isinstance(v, CompactVector) else jnp.asarray(v)
+    if v is None or isinstance(v, CompactVector):
+        return v
+    return jnp.asarray(v)
 
 
 @eqx.filter_jit
-def _jacobi(A, diag, b, x0, epsilon, max_iters, relative):
+def _jacobi(A, diag, b, x0, epsilon, max_iters, relative, trip=None):
     # The diagonal is inverted once; a compact diagonal only in its table.
     inv = diag.map(lambda t: 1.0 / t) if isinstance(diag, CompactVector) else 1.0 / diag
     return fixed_point(
         lambda x: jacobi_step(A, inv, b, x, relative), x0, epsilon, relative, max_iters,
-        fused=True, steps_per_trip=_trip(A),
+        fused=True, steps_per_trip=_trip(A, trip),
     )
 
 
 @eqx.filter_jit
-def _power(A, b, x0, epsilon, max_iters, relative):
+def _power(A, b, x0, epsilon, max_iters, relative, trip=None):
     return fixed_point(
         lambda x: power_step(A, b, x, relative), x0, epsilon, relative, max_iters,
-        fused=True, steps_per_trip=_trip(A),
+        fused=True, steps_per_trip=_trip(A, trip),
     )
 
 
@@ -112,7 +116,8 @@ def _args(epsilon, max_iters, dtype=jnp.float64):
 
 
 def jacobi(
-    A, diag, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True
+    A, diag, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True,
+    steps_per_trip=None,
 ) -> Solution:
     """Jacobi iteration `x' = (b + A x) / diag` for `(diag - A) x = b`.
 
@@ -122,19 +127,28 @@ def jacobi(
       fused Pallas step (SpMV, update and convergence measure in one pass).
     - `diag`: the diagonal of the system, `1 - P_ii` (nonzero); an array or a
       `jaxmc.layout.CompactVector`.
-    - `b`, `x0`: right-hand side (array or `CompactVector`) and start vector.
+    - `b`, `x0`: right-hand side (array, `CompactVector`, or `None` for zero:
+      the steady-state system, whose fused step then reads no `b`) and start
+      vector.
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` unless converged.
+    - `steps_per_trip`: steps per loop trip (default: 4 for the fused Pallas
+      step, 2 otherwise); the loop may run up to this many minus one steps
+      past the criterion.
     """
     eps, mi = _args(epsilon, max_iters)
-    sol = _jacobi(A, _vec(diag), _vec(b), jnp.asarray(x0), eps, mi, bool(relative))
+    sol = _jacobi(A, _vec(diag), _vec(b), jnp.asarray(x0), eps, mi, bool(relative),
+                  steps_per_trip)
     return check_solution(sol, throw, "Jacobi")
 
 
-def power(A, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True) -> Solution:
+def power(
+    A, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True,
+    steps_per_trip=None,
+) -> Solution:
     """Power (fixed-point) iteration `x' = A x + b`. Arguments as `jacobi`."""
     eps, mi = _args(epsilon, max_iters)
-    sol = _power(A, _vec(b), jnp.asarray(x0), eps, mi, bool(relative))
+    sol = _power(A, _vec(b), jnp.asarray(x0), eps, mi, bool(relative), steps_per_trip)
     return check_solution(sol, throw, "Power method")
 
 

@@ -1,0 +1,122 @@
+"""CSR-vector layout: a group of threads (a warp by default) per row, for
+matrices with long rows.
+
+The thread-per-row warp-segment layouts walk each row with one thread: a
+row of 438 entries (herman N=15) is 438 dependent steps of one thread, and
+32,768 such rows make only 1,024 segments, too few to fill a GPU. Here each
+row is read by `lanes` threads at once: at step `j` thread `l` of row `r`
+reads stored entry `row_ptr[r] + lanes * j + l` (consecutive threads,
+consecutive entries: coalesced), and the partial sums are added at the end.
+
+The storage is CSR with each row padded to a multiple of `align` entries
+(zeros), so that every row starts on a 32-byte sector boundary of both the
+values (float64: 4 per sector) and the columns (int32: 8 per sector); for
+long rows the padding is negligible. Rows are grouped into kernel blocks of
+`rows_per_block` rows; `block_width` holds each block's largest row in steps
+(the kernel's loop bound).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ._matrix import CSR
+
+
+class VectorCSR(eqx.Module):
+    """CSR padded per row to `align` entries, read a row per thread group.
+
+    `slot` is the CSR entry of every stored entry (`nnz` for padding), for
+    `with_values`; `rows` the row of every stored entry (reference path)."""
+
+    data: Float[Array, " t"]
+    cols: Int[Array, " t"]
+    rows: Int[Array, " t"]
+    slot: Int[Array, " t"]
+    row_ptr: Int[Array, " r1"]
+    block_width: Int[Array, " b"]
+    shape: tuple[int, int] = eqx.field(static=True)
+    lanes: int = eqx.field(static=True)
+    rows_per_block: int = eqx.field(static=True)
+    nnz: int = eqx.field(static=True)
+
+    @property
+    def block_rows(self) -> int:
+        return self.rows_per_block
+
+    @classmethod
+    def from_csr(
+        cls, csr: CSR, lanes: int = 32, rows_per_block: int | None = None,
+        align: int = 8, dtype=None,
+    ) -> VectorCSR:
+        if lanes < 1 or lanes & (lanes - 1):
+            raise ValueError(f"`lanes` must be a power of two, not {lanes}")
+        rpb = rows_per_block or max(1, 128 // lanes)
+        if rpb & (rpb - 1):
+            raise ValueError(f"`rows_per_block` must be a power of two, not {rpb}")
+        indptr = np.asarray(csr.indptr, dtype=np.int64)
+        data = np.asarray(csr.data)
+        nrows, ncols = int(csr.shape[0]), int(csr.shape[1])
+        lengths = np.diff(indptr)
+        padded = -(-lengths // align) * align
+        row_ptr = np.concatenate([[0], np.cumsum(padded)])
+        nblocks = max(-(-nrows // rpb), 1)
+        steps = np.zeros(nblocks * rpb, dtype=np.int64)
+        steps[:nrows] = -(-padded // lanes)
+        block_width = steps.reshape(nblocks, rpb).max(axis=1)
+        # One group of `lanes` at the end: reads past the last row stay in
+        # bounds, and no array is empty.
+        total = int(row_ptr[-1]) + max(lanes, align)
+        rows = np.repeat(np.arange(nrows, dtype=np.int64), padded)
+        k = np.arange(len(rows), dtype=np.int64) - row_ptr[rows]
+        real = k < lengths[rows]
+        pos = np.nonzero(real)[0]
+        slot = np.full(total, len(data), dtype=np.int64)
+        slot[pos] = np.arange(len(data))
+        allrows = np.concatenate([rows, np.full(total - len(rows), max(nrows - 1, 0))])
+        cols = np.minimum(allrows, ncols - 1)
+        cols[pos] = np.asarray(csr.indices, dtype=np.int64)
+        vals = np.zeros(total, dtype=data.dtype if dtype is None else dtype)
+        vals[pos] = data
+        return cls(
+            data=jnp.asarray(vals),
+            cols=jnp.asarray(cols, dtype=jnp.int32),
+            rows=jnp.asarray(allrows, dtype=jnp.int32),
+            slot=jnp.asarray(slot, dtype=jnp.int32),
+            row_ptr=jnp.asarray(row_ptr, dtype=jnp.int32),
+            block_width=jnp.asarray(block_width, dtype=jnp.int32),
+            shape=(nrows, ncols),
+            lanes=int(lanes),
+            rows_per_block=int(rpb),
+            nnz=len(data),
+        )
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> VectorCSR:
+        vals = jnp.asarray(vals)
+        padded = jnp.append(vals, jnp.zeros((), vals.dtype))
+        return eqx.tree_at(lambda m: m.data, self, padded[self.slot].astype(self.data.dtype))
+
+    def astype(self, dtype) -> VectorCSR:
+        return eqx.tree_at(lambda m: m.data, self, self.data.astype(dtype))
+
+    def stats(self) -> dict:
+        from ._warp import _stats
+
+        stored = int(self.data.shape[0])
+        mbytes = stored * (self.data.dtype.itemsize + 4) + self.row_ptr.size * 4
+        return _stats(
+            f"vector{self.lanes}", self.nnz, stored, mbytes, self.shape,
+            self.data.dtype.itemsize,
+        )
+
+
+def vector_reference_spmv(matrix: VectorCSR, x):
+    """Plain-JAX `y = A x` for `VectorCSR` (padding is 0 and skipped)."""
+    data = matrix.data
+    x = x.astype(data.dtype)
+    prod = jnp.where(data == 0, 0, data * x[matrix.cols])
+    return jax.ops.segment_sum(prod, matrix.rows, num_segments=matrix.shape[0])
