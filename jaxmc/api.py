@@ -177,6 +177,7 @@ def check(
     relative: bool = True,
     max_iters: int = 10000,
     throw: bool = True,
+    layout: str = "auto",
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -193,6 +194,17 @@ def check(
       PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.
     - `throw`: raise `ConvergenceError` when an iterative method stops before
       converging; with `False` the result carries the status instead.
+    - `layout`: the device matrix every iterative solve runs its SpMV on:
+      `"auto"` (CSR on a CPU; on a GPU the warp-segment layout that
+      `jaxmc.layout.layout_kind` picks, run by the fused Pallas kernels, and
+      steady-state systems of 50k+ states solved by GMRES on the device), or
+      one of `"csr"`, `"ell"`, `"sell"`, `"warp"`, `"warp2"`, `"compact"`,
+      `"compact2"` (compact: rebuilt on the host per solve; warp where it
+      cannot hold the matrix). The values do not depend on it beyond
+      rounding. `result.layout` says which layout the last solve used.
+
+    `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
+    (seconds; see [`jaxmc.CheckResult`][]).
     """
     from .props import CheckOptions, check_property
 
@@ -218,6 +230,7 @@ def check(
         relative=relative,
         max_iters=max_iters,
         throw=throw,
+        layout=layout,
     )
     result = check_property(explicit, checked_prop, properties, options)
     if model.build_time is not None:

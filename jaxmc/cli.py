@@ -43,7 +43,7 @@ _METHOD_HELP = {
     "valiter": "value iteration (default for MDPs)",
     "ii": "interval iteration (sound lower/upper bounds)",
 }
-LAYOUTS = ("csr", "ell", "sell")
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2")
 PRECISIONS = ("fp64", "fp32")
 
 
@@ -124,9 +124,13 @@ def _parser() -> argparse.ArgumentParser:
         "; NOTE: this version's jaxmc.check does not take a layout yet, so "
         "only 'csr' (what it uses) is accepted and others exit 1"
     )  # fmt: skip
-    dev.add_argument("--layout", choices=LAYOUTS, default="csr",
-                     help="sparse matrix layout on the device: CSR, ELLPACK or "
-                     f"sliced ELLPACK (default csr){layout_note}")  # fmt: skip
+    dev.add_argument("--layout", choices=LAYOUTS, default="auto",
+                     help="sparse matrix layout of the iterative solves: auto (CSR "
+                     "on a CPU, a warp-segment sliced ELL run by the Pallas kernels "
+                     "on a GPU), csr, ell, sell (sliced ELLPACK), warp / warp2 "
+                     "(warp-segment, full / half warp), compact / compact2 (their "
+                     "compact-value variants; default auto)"
+                     f"{layout_note}")  # fmt: skip
     prec_note = "" if _api_supports("precision") else (
         "; NOTE: this version's jaxmc.check does not take a precision yet and "
         "always computes in fp64, so fp32 exits 1"
@@ -331,7 +335,7 @@ def _api_options(args) -> dict[str, Any]:
 
     extra: dict[str, Any] = {}
     for name, value, default in (
-        ("layout", args.layout, "csr"),
+        ("layout", args.layout, "auto"),
         ("precision", args.precision, "fp64"),
     ):
         if _api_supports(name):
@@ -377,6 +381,9 @@ def _result_entry(result) -> dict[str, Any]:
         residual=result.residual,
         timing=dict(result.timing),
     )
+    for key in ("method", "layout"):
+        if getattr(result, key, None) is not None:
+            entry[key] = getattr(result, key)
     return entry
 
 
@@ -631,7 +638,9 @@ class _Printer:
             for e in run["properties"]:
                 stages = {k: v for k, v in e.get("timing", {}).items() if k != "build"}
                 parts = ", ".join(f"{k} {v:.4f}" for k, v in stages.items())
-                self.out(f"  property {e['index']}{where}: {parts or 'n/a'}")
+                how = " / ".join(str(e[k]) for k in ("method", "layout") if e.get(k))
+                how = f" ({how})" if how and parts else ""
+                self.out(f"  property {e['index']}{where}: {parts or 'n/a'}{how}")
 
 
 # ------------------------------------------------------------- plot-matrix

@@ -12,7 +12,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from ._common import NumericResult as NumericResult  # noqa: E402
+from ._common import (  # noqa: E402
+    LAYOUTS as LAYOUTS,
+    NumericResult as NumericResult,
+    resolve_layout as resolve_layout,
+)
 from .bounded import (  # noqa: E402
     bounded_until as bounded_until,
     next_probabilities as next_probabilities,

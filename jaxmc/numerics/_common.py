@@ -7,6 +7,17 @@ unbounded reachability, reachability/total rewards and BSCC absorption:
 
 Rows of non-`maybe` states are masked by *values* (never by shape), so the
 compiled solver is reused for every property on a model.
+
+Layouts (`layout=`): every iterative solve runs its SpMV on the device matrix
+named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
+`segment_sum` is best there) and `jaxmc.layout.layout_kind` on a GPU (the
+warp-segment layouts, which the solvers run through the fused Pallas
+kernels). The compact layouts tabulate their values on the host, so they are
+rebuilt for each solve from the (host) masked values; "auto" never picks them
+(the host build costs seconds on large models), and where they cannot hold
+the matrix (not square, more than 65536 distinct values) the warp layout with
+the same lanes is used instead. `NumericResult.extra["layout"]` says which
+layout a solve ran on.
 """
 
 from __future__ import annotations
@@ -14,13 +25,25 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang.ast import ModelType
-from ..layout import SparseModel, from_arrays, from_model
+from ..layout import (
+    CSR,
+    ELL,
+    CompactWarpELL,
+    SlicedELL,
+    SparseModel,
+    WarpELL,
+    layout_kind,
+    make_layout,
+)
+from ._timing import stage
 from ..solvers import (
     Status,
     bicgstab,
@@ -52,13 +75,133 @@ class NumericResult:
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+#: The names `layout=` takes (see the module docstring).
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2")
+COMPACT = ("compact", "compact2")
+
+
+def check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown `layout` {layout!r}; expected one of {LAYOUTS}")
+    return layout
+
+
+def on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
+
+
+def resolve_layout(model: ExplicitModel, layout: str = "auto") -> str:
+    """The concrete layout for `layout` on `model` ("auto": see the module
+    docstring; the choice is cached per model)."""
+    check_layout(layout)
+    if layout != "auto":
+        return layout
+    if not on_gpu():
+        return "csr"
+    per = _CACHE.setdefault(model, {})
+    if "auto" not in per:
+        per["auto"] = layout_kind(_host_csr(model.row_ptr, model.col, model.val,
+                                            (model.num_choices, model.num_states)), "gpu")
+    return per["auto"]
+
+
+def _host_csr(indptr, cols, vals, shape) -> CSR:
+    """A `CSR` whose arrays stay numpy (the layouts' host-side builders read
+    them without a round trip through the device)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return CSR(
+        data=np.asarray(vals, dtype=np.float64),
+        indices=np.asarray(cols, dtype=np.int32),
+        row_ids=rows.astype(np.int32),
+        indptr=indptr.astype(np.int32),
+        shape=(int(shape[0]), int(shape[1])),
+    )
+
+
+def build_matrix(indptr, cols, vals, shape, kind: str):
+    """Device layout `kind` (not "auto") of the host CSR `(indptr, cols,
+    vals)`. A compact layout that cannot hold the matrix falls back to the
+    warp layout with the same lanes."""
+    if kind == "csr":
+        return CSR.from_arrays(indptr, cols, vals, shape)
+    host = _host_csr(indptr, cols, vals, shape)
+    if kind in COMPACT:
+        lanes = 2 if kind == "compact2" else 1
+        if shape[0] == shape[1]:
+            try:
+                return CompactWarpELL.from_csr(host, lanes=lanes)
+            except ValueError:  # too many distinct values for the table
+                pass
+        return WarpELL.from_csr(host, lanes=lanes)
+    return make_layout(host, kind)
+
+
+def layout_name(matrix) -> str:
+    """The layout name of a device matrix."""
+    if isinstance(matrix, SparseModel):
+        matrix = matrix.matrix
+    if isinstance(matrix, WarpELL):
+        return "warp" if matrix.lanes == 1 else "warp2"
+    if isinstance(matrix, CompactWarpELL):
+        return "compact" if matrix.lanes == 1 else "compact2"
+    return {CSR: "csr", ELL: "ell", SlicedELL: "sell"}.get(type(matrix), type(matrix).__name__)
+
+
+def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
+                 kind: str = "csr") -> SparseModel:
+    """A `SparseModel` from host arrays with its matrix in layout `kind`
+    (for a compact kind the structure only: `valued` builds the matrix)."""
+    choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
+    n, m = len(choice_ptr) - 1, len(row_ptr) - 1
+    csr = CSR.from_arrays(row_ptr, col, val, (m, n))
+    matrix = csr if kind in COMPACT + ("csr",) else build_matrix(row_ptr, col, val, (m, n), kind)
+    return SparseModel(
+        csr=csr,
+        matrix=matrix,
+        group_ids=jnp.asarray(np.repeat(np.arange(n), np.diff(choice_ptr)), dtype=jnp.int32),
+        n_states=n,
+        n_choices=m,
+        nondeterministic=nondeterministic,
+    )
+
 
 def sparse(model: ExplicitModel, kind: str = "csr") -> SparseModel:
-    """The device matrix of `model` (cached per model and layout kind)."""
+    """The device matrix of `model` (cached per model and layout kind;
+    `kind` may be "auto")."""
+    kind = resolve_layout(model, kind)
+    key = "csr" if kind in COMPACT else kind
     per = _CACHE.setdefault(model, {})
-    if kind not in per:
-        per[kind] = from_model(model, kind)
-    return per[kind]
+    if key not in per:
+        with stage("layout"):
+            per[key] = jax.block_until_ready(sparse_model(
+                model.choice_ptr, model.row_ptr, model.col, model.val,
+                nondeterministic=model.is_nondeterministic, kind=key,
+            ))
+    return per[key]
+
+
+def host_structure(model: ExplicitModel, M: SparseModel | None = None):
+    """`(state of each choice, row of each entry, column of each entry,
+    row pointers)` on the host: from the model's arrays, or from `M`."""
+    if M is None:
+        return (model.state_of_choice(), model.row_of_entry(), np.asarray(model.col),
+                np.asarray(model.row_ptr))
+    return (np.asarray(M.group_ids), np.asarray(M.csr.row_ids), np.asarray(M.csr.indices),
+            np.asarray(M.csr.indptr))
+
+
+def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseModel:
+    """`M` with entry values `vals` (host, CSR order) on layout `kind`: the
+    compact layouts are built from them on the host (`indptr`, `cols`: the
+    host structure), the others take them by `with_values` on the device."""
+    if kind not in COMPACT:
+        return M.with_values(jnp.asarray(vals))
+    if indptr is None:
+        _, _, cols, indptr = host_structure(None, M)
+    mat = build_matrix(indptr, cols, vals, M.csr.shape, kind)
+    return eqx.tree_at(lambda m: (m.csr, m.matrix), M,
+                       (M.csr.with_values(jnp.asarray(vals)), mat))
 
 
 def state_of_entry(model: ExplicitModel) -> np.ndarray:
@@ -152,7 +295,7 @@ def solve_fixed(
     max_iters: int,
     throw: bool,
     upper: np.ndarray | None = None,
-    layout: str = "csr",
+    layout: str = "auto",
     M: SparseModel | None = None,
 ) -> NumericResult:
     """Solve `x = opt(b + P x)` on `maybe`, `x = fixed` elsewhere.
@@ -161,41 +304,52 @@ def solve_fixed(
     the per-choice constants (±inf disables a choice of an MDP). `upper` is an
     upper bound on the solution for interval iteration (which also needs the
     maybe states free of end components; see `jaxmc.numerics.reach`).
+    `layout`: the device matrix the SpMV runs on (see the module docstring;
+    `M`, if given, must have been built for the same layout).
     """
+    kind = resolve_layout(model, layout)
+    host = host_structure(model, M)
     if M is None:
-        M = sparse(model, layout)
-    n = M.n_states
-    soc = np.asarray(M.group_ids)
-    rows = np.asarray(M.csr.row_ids)
-    cols = np.asarray(M.csr.indices)
+        M = sparse(model, kind)
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
         return NumericResult(values=fixed.copy(), method=method)
+    with stage("solve"):
+        out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
+                            dict(epsilon=epsilon, relative=relative, max_iters=max_iters,
+                                 throw=throw))
+    return out
+
+
+def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw):
+    soc, rows, cols, indptr = host
+    n = M.n_states
     state_row = soc[rows]
     data = np.where(maybe[state_row], probs, 0.0)
     bb = np.where(maybe[soc], b, fixed[soc])
     x0 = fixed
-    kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
+    extra = {}
     if method == "jacobi":
         on_diag = cols == state_row
         diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
-        A = M.with_values(jnp.asarray(np.where(on_diag, 0.0, data))).matrix
+        A = valued(M, kind, np.where(on_diag, 0.0, data), indptr, cols).matrix
         sol = jacobi(A, jnp.asarray(diag), jnp.asarray(bb), jnp.asarray(x0), **kw)
     elif method == "gauss_seidel":
         import scipy.sparse as scipy_sparse
 
         A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
         sol = gauss_seidel(A, bb, x0, **kw)
+        extra["layout"] = "host"
     elif method == "power":
-        A = M.with_values(jnp.asarray(data)).matrix
+        A = valued(M, kind, data, indptr, cols).matrix
         sol = power(A, jnp.asarray(bb), jnp.asarray(x0), **kw)
     elif method == "bicgstab":
-        A = M.with_values(jnp.asarray(data)).matrix
+        A = valued(M, kind, data, indptr, cols).matrix
         sol = bicgstab(A, jnp.ones(n), jnp.asarray(bb), jnp.asarray(x0), **kw)
     elif method == "value_iteration":
-        Mv = M.with_values(jnp.asarray(data))
-        sol = value_iteration(Mv, jnp.asarray(bb), jnp.asarray(x0), opt or "max", **kw)
+        A = valued(M, kind, data, indptr, cols)
+        sol = value_iteration(A, jnp.asarray(bb), jnp.asarray(x0), opt or "max", **kw)
     elif method == "interval_iteration":
         if upper is None:
             raise UnsupportedError(
@@ -203,24 +357,27 @@ def solve_fixed(
                 "for probabilities",
                 hint="use method='value_iteration'",
             )
-        Mv = M.with_values(jnp.asarray(data))
+        A = valued(M, kind, data, indptr, cols)
         up = np.where(maybe, upper, fixed)
         sol, lo, hi = interval_iteration(
-            Mv, jnp.asarray(bb), jnp.asarray(x0), jnp.asarray(up), opt or "max", **kw
+            A, jnp.asarray(bb), jnp.asarray(x0), jnp.asarray(up), opt or "max", **kw
         )
-        return _result(sol, method, {"lower": np.asarray(lo), "upper": np.asarray(hi)})
+        extra.update(lower=np.asarray(lo), upper=np.asarray(hi))
     else:  # pragma: no cover - validated by default_method
         raise ValueError(method)
-    return _result(sol, method)
+    if "layout" not in extra:
+        extra["layout"] = layout_name(A)
+    return _result(sol, method, extra)
 
 
-def quotient(model: ExplicitModel, probs, labels, count, inside):
+def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "csr"):
     """Collapse end components: every state with `labels[s] = k >= 0` becomes
     one state; choices inside (`inside[c]`) are dropped, the others kept with
     successors renamed. Returns `(M, rep, keep, idx, probs)`: the quotient
     `SparseModel`, the new state of every old state, the old index of every
     kept choice, the old index of every kept entry and their probabilities.
-    The caller restricts per-choice data with `keep`."""
+    The caller restricts per-choice data with `keep`. The quotient's matrix
+    is in `layout` (resolved for `model`)."""
     n = model.num_states
     ec = labels >= 0
     others = np.nonzero(~ec)[0]
@@ -240,8 +397,8 @@ def quotient(model: ExplicitModel, probs, labels, count, inside):
     lens = ends - starts
     idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
     row_ptr = np.concatenate([[0], np.cumsum(lens)])
-    M = from_arrays(
+    M = sparse_model(
         choice_ptr, row_ptr, rep[model.col[idx]], np.zeros(len(idx)),
-        nondeterministic=True,
+        nondeterministic=True, kind=resolve_layout(model, layout),
     )
     return M, rep, keep, idx, probs[idx]

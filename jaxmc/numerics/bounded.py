@@ -18,7 +18,16 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
-from ._common import NumericResult, check_type, probabilities, sparse
+from ._common import (
+    NumericResult,
+    check_type,
+    host_structure,
+    probabilities,
+    resolve_layout,
+    sparse,
+    valued,
+)
+from ._timing import stage
 
 
 @eqx.filter_jit
@@ -32,24 +41,29 @@ def _steps(M, b, active, const, x0, k, opt):
 
 def masked_steps(
     model: ExplicitModel, x0, k: int, *, opt=None, b=None, active=None, const=None,
-    probs=None, layout="csr",
+    probs=None, layout="auto",
 ) -> np.ndarray:
     """`k` steps of `x' = where(active, opt_c(b_c + (P x)_c), const)` from `x0`
-    (defaults: `b = 0`, every state active). Returns numpy [n]."""
+    (defaults: `b = 0`, every state active), the SpMV on device matrix
+    `layout`. Returns numpy [n]."""
     if k < 0:
         raise ModelCheckingError(f"step bound {k} is negative")
-    M = sparse(model, layout)
-    probs = probabilities(model) if probs is None else probs
-    M = M.with_values(jnp.asarray(probs))
-    n, m = model.num_states, model.num_choices
-    b = np.zeros(m) if b is None else b
-    active = np.ones(n, dtype=bool) if active is None else active
-    const = np.zeros(n) if const is None else const
-    out = _steps(
-        M, jnp.asarray(b, dtype=jnp.float64), jnp.asarray(active), jnp.asarray(const, dtype=jnp.float64),
-        jnp.asarray(x0, dtype=jnp.float64), jnp.asarray(k, dtype=jnp.int32), opt or "max",
-    )
-    return np.asarray(out)
+    kind = resolve_layout(model, layout)
+    M = sparse(model, kind)
+    with stage("solve"):
+        probs = probabilities(model) if probs is None else probs
+        _, _, cols, indptr = host_structure(model)
+        M = valued(M, kind, probs, indptr, cols)
+        n, m = model.num_states, model.num_choices
+        b = np.zeros(m) if b is None else b
+        active = np.ones(n, dtype=bool) if active is None else active
+        const = np.zeros(n) if const is None else const
+        out = _steps(
+            M, jnp.asarray(b, dtype=jnp.float64), jnp.asarray(active),
+            jnp.asarray(const, dtype=jnp.float64), jnp.asarray(x0, dtype=jnp.float64),
+            jnp.asarray(k, dtype=jnp.int32), opt or "max",
+        )
+        return np.asarray(out)
 
 
 def _discrete(model):
@@ -60,22 +74,23 @@ def _discrete(model):
         )
 
 
-def next_probabilities(model: ExplicitModel, psi, *, opt=None) -> NumericResult:
+def next_probabilities(model: ExplicitModel, psi, *, opt=None, layout="auto") -> NumericResult:
     """Per-state `P(X ψ)` (min/max for MDPs; the embedded DTMC for CTMCs)."""
     check_type(model, opt)
     psi = np.asarray(psi, dtype=np.float64)
-    return NumericResult(masked_steps(model, psi, 1, opt=opt), method="next")
+    return NumericResult(masked_steps(model, psi, 1, opt=opt, layout=layout), method="next")
 
 
 def bounded_until(
     model: ExplicitModel, phi, psi, upper: int | None, *, lower: int = 0,
-    opt: str | None = None, **solver_kw,
+    opt: str | None = None, layout: str = "auto", **solver_kw,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a DTMC or MDP (`opt`).
 
     - `upper=k, lower=0`: `φ U<=k ψ`.
     - `upper=None, lower=k`: `φ U>=k ψ` (the unbounded until, then `k`
       φ-constrained steps); `solver_kw` go to `until_probabilities`.
+    - `layout`: the device matrix of the steps and solves.
     - `upper=k2, lower=k1`: `φ U[k1,k2] ψ`.
     """
     check_type(model, opt)
@@ -88,13 +103,14 @@ def bounded_until(
     if upper is None:
         from .reach import until_probabilities
 
-        res = until_probabilities(model, phi, psi, opt=opt, **solver_kw)
+        res = until_probabilities(model, phi, psi, opt=opt, layout=layout, **solver_kw)
         x, status, iters, resid = res.values, res.status, res.iterations, res.residual
     else:
         x = masked_steps(
             model, psi.astype(np.float64), upper - lower, opt=opt,
-            active=phi & ~psi, const=psi.astype(np.float64),
+            active=phi & ~psi, const=psi.astype(np.float64), layout=layout,
         )
     if lower > 0:
-        x = masked_steps(model, x, lower, opt=opt, active=phi, const=np.zeros(len(x)))
+        x = masked_steps(model, x, lower, opt=opt, active=phi, const=np.zeros(len(x)),
+                         layout=layout)
     return NumericResult(x, status, iters, resid, method="bounded")

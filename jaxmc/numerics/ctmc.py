@@ -24,8 +24,18 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
-from ..layout import CSR, make_layout
-from ._common import NumericResult, exit_rates, sparse, state_of_entry
+from ._common import (
+    NumericResult,
+    build_matrix,
+    layout_name,
+    exit_rates,
+    host_structure,
+    resolve_layout,
+    sparse,
+    state_of_entry,
+    valued,
+)
+from ._timing import stage
 from .foxglynn import fox_glynn
 
 #: PRISM's uniformisation rate factor: q = 1.02 * max exit rate.
@@ -119,7 +129,7 @@ def _pad(w):
 
 
 def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
-                     transpose=False, layout="csr"):
+                     transpose=False, layout="auto"):
     """`sum_i w_i P^i x0` (or `x0 P^i` if `transpose`) for the uniformised
     chain of `model` with `absorbing` states made absorbing; `w_i` are the
     Poisson(q t) probabilities, or `weights_fn(left, probs, q)` -> (left,
@@ -133,28 +143,36 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
     if t == 0 or q == 0:
         if weights_fn is not None:
             raise ValueError("cumulative weights need t > 0 and a positive rate")
-        return x0.copy(), {"left": 0, "right": 0, "q": q}
+        return x0.copy(), {"left": 0, "right": 0, "q": q, "layout": "none"}
     left, right, w, total = fox_glynn(q * t, epsilon)
     probs = w / total
     if weights_fn is not None:
         left, probs = weights_fn(left, probs, q)
-    M = sparse(model, layout)
+    kind = resolve_layout(model, layout)
     if transpose:
-        perm, indptr_t, cols_t = M.csr.transpose_perm()
-        A = CSR.from_arrays(indptr_t, cols_t, vals[perm], (n, n))
-        A = make_layout(A, layout)
+        with stage("layout"):
+            perm = np.lexsort((rows, model.col))
+            indptr_t = np.concatenate(
+                [[0], np.cumsum(np.bincount(model.col, minlength=n))]
+            )
+            A = build_matrix(indptr_t, rows[perm], vals[perm], (n, n), kind)
     else:
-        A = M.with_values(jnp.asarray(vals)).matrix
-    out = _weighted_sum(
-        A, jnp.asarray(e), jnp.asarray(q), jnp.asarray(x0), jnp.asarray(_pad(probs)),
-        jnp.asarray(left, jnp.int32), jnp.asarray(right, jnp.int32),
-    )
-    return np.asarray(out), {"left": left, "right": right, "q": q}
+        M = sparse(model, kind)
+        with stage("layout"):
+            _, _, cols, indptr = host_structure(model)
+            A = valued(M, kind, vals, indptr, cols).matrix
+    with stage("solve"):
+        out = _weighted_sum(
+            A, jnp.asarray(e), jnp.asarray(q), jnp.asarray(x0), jnp.asarray(_pad(probs)),
+            jnp.asarray(left, jnp.int32), jnp.asarray(right, jnp.int32),
+        )
+        out = np.asarray(out)
+    return out, {"left": left, "right": right, "q": q, "layout": layout_name(A)}
 
 
 def ctmc_bounded_until(
     model: ExplicitModel, phi, psi, upper: float | None, *, lower: float = 0.0,
-    epsilon: float = 1e-6, layout: str = "csr", **solver_kw,
+    epsilon: float = 1e-6, layout: str = "auto", **solver_kw,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a CTMC (times are reals).
 
@@ -168,24 +186,26 @@ def ctmc_bounded_until(
     if upper is not None and upper < lower:
         return NumericResult(np.zeros(model.num_states), method="uniformisation")
     fg_eps = epsilon / 8.0
+    info = {}
     if upper is None:
         from .reach import until_probabilities
 
-        x = until_probabilities(model, phi, psi, **solver_kw).values
+        res = until_probabilities(model, phi, psi, layout=layout, **solver_kw)
+        x, info = res.values, res.extra
     else:
-        x, _ = _uniformised_sum(
+        x, info = _uniformised_sum(
             model, psi.astype(float), upper - lower, psi | ~phi, epsilon=fg_eps, layout=layout
         )
     if lower > 0:
-        x, _ = _uniformised_sum(
+        x, info = _uniformised_sum(
             model, np.where(phi, x, 0.0), lower, ~phi, epsilon=fg_eps, layout=layout
         )
-    return NumericResult(x, method="uniformisation")
+    return NumericResult(x, method="uniformisation", extra={"layout": info.get("layout")})
 
 
 def transient_probabilities(
     model: ExplicitModel, t: float, init=None, *, epsilon: float = 1e-6,
-    layout: str = "csr",
+    layout: str = "auto",
 ) -> np.ndarray:
     """The state distribution at time `t` from `init` (a distribution [n];
     default uniform over the initial states)."""
@@ -202,14 +222,16 @@ def transient_probabilities(
 
 
 def ctmc_instantaneous_rewards(
-    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6
+    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6,
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected state reward at time `t` (`R=?[I=t]`)."""
     _require_ctmc(model)
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-    x, _ = _uniformised_sum(model, st, t, np.zeros(n, bool), epsilon=epsilon / 8.0)
-    return NumericResult(x, method="uniformisation")
+    x, info = _uniformised_sum(model, st, t, np.zeros(n, bool), epsilon=epsilon / 8.0,
+                               layout=layout)
+    return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 
 
 def _cumulative_weights(left, probs, q):
@@ -220,7 +242,8 @@ def _cumulative_weights(left, probs, q):
 
 
 def ctmc_cumulative_rewards(
-    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6
+    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6,
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected reward accumulated up to time `t` (`R=?[C<=t]`):
     state rewards are rates; a transition reward is earned per jump, i.e. at
@@ -237,11 +260,11 @@ def ctmc_cumulative_rewards(
         return NumericResult(np.zeros(n), method="uniformisation")
     if exit_rates(model).max(initial=0.0) == 0:
         return NumericResult(r * t, method="uniformisation")
-    x, _ = _uniformised_sum(
+    x, info = _uniformised_sum(
         model, r, t, np.zeros(n, bool), epsilon=epsilon / 8.0,
-        weights_fn=_cumulative_weights,
+        weights_fn=_cumulative_weights, layout=layout,
     )
-    return NumericResult(x, method="uniformisation")
+    return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 
 
 def ctmc_reachability_rewards(model: ExplicitModel, reward, target, **kw) -> NumericResult:

@@ -17,6 +17,7 @@ from ._common import (
     quotient,
     solve_fixed,
 )
+from ._timing import stage
 
 
 def prob01_sets(model: ExplicitModel, phi, psi, opt):
@@ -40,7 +41,7 @@ def until_probabilities(
     max_iters: int = 10000,
     throw: bool = True,
     precompute: bool = True,
-    layout: str = "csr",
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
 
@@ -54,6 +55,7 @@ def until_probabilities(
     - `throw`: raise `ConvergenceError` on non-convergence.
     - `precompute`: use prob1 too (prob0 is always used: it makes the
       linear system nonsingular).
+    - `layout`: the device matrix of the solve (`jaxmc.numerics.LAYOUTS`).
 
     For `interval_iteration` on an MDP with `max`, the maximal end components
     among the maybe states are collapsed first (Haddad & Monmege), so that the
@@ -64,11 +66,12 @@ def until_probabilities(
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
-    if precompute:
-        no, yes = prob01_sets(model, phi, psi, opt)
-    else:
-        no = graph.prob0E(model, phi, psi) if opt == "min" else graph.prob0(model, phi, psi)
-        yes = psi.copy()
+    with stage("precompute"):
+        if precompute:
+            no, yes = prob01_sets(model, phi, psi, opt)
+        else:
+            no = graph.prob0E(model, phi, psi) if opt == "min" else graph.prob0(model, phi, psi)
+            yes = psi.copy()
     maybe = ~no & ~yes
     fixed = yes.astype(np.float64)
     probs = probabilities(model)
@@ -79,9 +82,13 @@ def until_probabilities(
     )
     upper = np.ones(n)
     if method == "interval_iteration" and model.is_nondeterministic and opt == "max":
-        labels, count, inside = graph.mecs(model, states=maybe)
+        with stage("precompute"):
+            labels, count, inside = graph.mecs(model, states=maybe)
+            if count:
+                M, rep, keep, _, qprobs = quotient(
+                    model, probs, labels, count, inside, layout
+                )
         if count:
-            M, rep, keep, _, qprobs = quotient(model, probs, labels, count, inside)
             n2 = M.n_states
             maybe2 = np.zeros(n2, dtype=bool)
             maybe2[rep[maybe]] = True

@@ -32,6 +32,7 @@ from ._common import (
     solve_fixed,
     sparse,
 )
+from ._timing import stage
 from .bounded import _discrete, masked_steps
 from .bounds import reward_upper_bound_model
 
@@ -41,6 +42,12 @@ def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout):
         opt=opt, method=default_method(model, method), epsilon=epsilon,
         relative=relative, max_iters=max_iters, throw=throw, layout=layout,
     )
+
+
+def _pre(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)`, timed as precomputation."""
+    with stage("precompute"):
+        return fn(*args, **kwargs)
 
 
 def _leaves(model, bad) -> np.ndarray:
@@ -56,7 +63,8 @@ def _upper(M, probs, b, maybe, fixed, kw):
     the target almost surely (max: under every scheduler), as here."""
     if kw["method"] != "interval_iteration":
         return None
-    bound = reward_upper_bound_model(M, probs, b, maybe, fixed, kw["opt"])
+    with stage("precompute"):
+        bound = reward_upper_bound_model(M, probs, b, maybe, fixed, kw["opt"])
     if not np.isfinite(bound):
         raise UnsupportedError(
             "interval iteration: the upper bound on the expected reward "
@@ -74,18 +82,21 @@ def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
 def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
     """Solve a min problem after collapsing the zero-reward end components
     among the `maybe` states (choices with `r == 0` and finite `b`)."""
-    labels, count, inside = graph.mecs(
-        model, states=maybe, choices=(r == 0) & np.isfinite(b)
-    )
+    with stage("precompute"):
+        labels, count, inside = graph.mecs(
+            model, states=maybe, choices=(r == 0) & np.isfinite(b)
+        )
+        if count:
+            M, rep, keep, _, qprobs = quotient(
+                model, probs, labels, count, inside, kw["layout"]
+            )
     if not count:
         return _solve(model, probs, maybe, fixed, b, kw)
-    M, rep, keep, _, qprobs = quotient(model, probs, labels, count, inside)
     n2 = M.n_states
     maybe2 = np.zeros(n2, dtype=bool)
     maybe2[rep[maybe]] = True
     fixed2 = np.zeros(n2)
     fixed2[rep[~maybe]] = fixed[~maybe]
-    kw = dict(kw, layout="csr")
     upper = _upper(M, qprobs, b[keep], maybe2, fixed2, kw)
     res = solve_fixed(model, qprobs, maybe2, fixed2, b[keep], M=M, upper=upper, **kw)
     return NumericResult(res.values[rep], res.status, res.iterations, res.residual, res.method)
@@ -102,7 +113,7 @@ def reachability_rewards(
     relative: bool = True,
     max_iters: int = 10000,
     throw: bool = True,
-    layout: str = "csr",
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected reward accumulated until reaching `target`
     (`R=?[F target]`); `inf` where the target is not reached with
@@ -121,11 +132,11 @@ def reachability_rewards(
     r = choice_rewards(model, reward, probs)
     kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout)
     if not model.is_nondeterministic:
-        finite = graph.prob1(model, true, target)
+        finite = _pre(graph.prob1, model, true, target)
     elif opt == "max":
-        finite = graph.prob1A(model, true, target)
+        finite = _pre(graph.prob1A, model, true, target)
     else:
-        finite = graph.prob1E(model, true, target)
+        finite = _pre(graph.prob1E, model, true, target)
     inf = ~finite
     maybe = ~target & finite
     fixed = np.zeros(n)
@@ -151,7 +162,7 @@ def total_rewards(
     relative: bool = True,
     max_iters: int = 10000,
     throw: bool = True,
-    layout: str = "csr",
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected total reward (`R=?[C]`), `inf` where it diverges.
     For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`."""
@@ -169,32 +180,32 @@ def total_rewards(
     true = np.ones(n, dtype=bool)
     fixed = np.zeros(n)
     if not model.is_nondeterministic:
-        labels, count = graph.bsccs(model)
+        labels, count = _pre(graph.bsccs, model)
         inb = labels >= 0
         pos = np.zeros(count + 1, dtype=bool)
         np.logical_or.at(pos, np.where(inb, labels, count), r > 0)
         pos_states = inb & pos[labels]
-        inf = ~graph.prob0(model, true, pos_states)
+        inf = ~_pre(graph.prob0, model, true, pos_states)
         maybe = ~inf & ~inb
         # From `maybe` the chain reaches its (zero-reward) BSCCs almost
         # surely: a reachability reward, with the same upper bound for II.
         res = _solve(model, probs, maybe, fixed, r, kw)
     elif opt == "max":
-        labels, count, inside = graph.mecs(model)
+        labels, count, inside = _pre(graph.mecs, model)
         soc = model.state_of_choice()
         pos = np.zeros(count + 1, dtype=bool)
         np.logical_or.at(pos, np.where(inside, labels[soc], count), r > 0)
         pos_states = (labels >= 0) & pos[labels]
-        inf = ~graph.prob0A(model, true, pos_states)
+        inf = ~_pre(graph.prob0A, model, true, pos_states)
         maybe = ~inf
         if kw["method"] == "interval_iteration":
             res = _total_max_collapsed(model, probs, maybe, r, kw)
         else:
             res = solve_fixed(model, probs, maybe, fixed, r, **kw)
     else:
-        labels, _, _ = graph.mecs(model, choices=r == 0)
+        labels, _, _ = _pre(graph.mecs, model, choices=r == 0)
         zero = labels >= 0
-        inf = ~graph.prob1E(model, true, zero)
+        inf = ~_pre(graph.prob1E, model, true, zero)
         maybe = ~inf & ~zero
         b = r.copy()
         b[_leaves(model, inf)] = np.inf
@@ -212,7 +223,7 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
     collapsed (as for Pmax), so that every scheduler of the quotient leaves
     the maybe states almost surely, which the upper bound needs."""
     n = model.num_states
-    labels, count, inside = graph.mecs(model, states=maybe)
+    labels, count, inside = _pre(graph.mecs, model, states=maybe)
     if not count:
         return _solve(model, probs, maybe, np.zeros(n), r, kw)
     soc = model.state_of_choice()
@@ -229,7 +240,9 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
     inside = inside & (labels[soc] >= 0)
     if not len(keep_ec):
         return _solve(model, probs, maybe, fixed, r, kw)
-    M, rep, keep, _, qprobs = quotient(model, probs, labels, len(keep_ec), inside)
+    M, rep, keep, _, qprobs = _pre(
+        quotient, model, probs, labels, len(keep_ec), inside, kw["layout"]
+    )
     n2 = M.n_states
     maybe2 = np.zeros(n2, dtype=bool)
     maybe2[rep[maybe]] = True
@@ -237,29 +250,34 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
     b = r[keep]
     upper = _upper(M, qprobs, b, maybe2, fixed2, kw)
     res = solve_fixed(model, qprobs, maybe2, fixed2, b, upper=upper, M=M, **kw)
-    extra = {k: np.asarray(v)[rep] for k, v in (res.extra or {}).items()}
+    extra = {k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
+             for k, v in (res.extra or {}).items()}
     return NumericResult(
         res.values[rep], res.status, res.iterations, res.residual, res.method, extra
     )
 
 
 def cumulative_rewards(
-    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None
+    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None,
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected reward in the first `k` steps (`C<=k`), DTMC/MDP."""
     check_type(model, opt)
     _discrete(model)
     r = choice_rewards(model, reward)
-    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r)
+    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout)
     return NumericResult(x, method="cumulative")
 
 
 def instantaneous_rewards(
-    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None
+    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None,
+    layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected state reward at step `k` (`I=k`), DTMC/MDP."""
     check_type(model, opt)
     _discrete(model)
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-    return NumericResult(masked_steps(model, st, k, opt=opt), method="instantaneous")
+    return NumericResult(
+        masked_steps(model, st, k, opt=opt, layout=layout), method="instantaneous"
+    )

@@ -28,6 +28,18 @@ magnitude above epsilon. So both systems are solved to rounding accuracy:
 
 All BSCCs are solved in one system: their equations are independent blocks,
 with one equation of each block replaced by its normalisation.
+
+On the device: a system of at least `DEVICE_MIN_STATES` unknowns on a GPU
+(or any size with `device=True`, or when a layout other than "auto"/"csr" is
+asked for) is solved by the same restarted GMRES, same system and tolerance,
+run on the device (`jaxmc.numerics._krylov`) with its SpMV on a `layout`
+matrix (on a GPU by default the warp-segment layout through the Pallas
+kernel). The normalisation rows, dense, are computed by a reduction beside
+the SpMV. GMRES rather than the device Jacobi because of the accuracy
+argument above, and because Jacobi on some of these systems does not
+converge in 10^5 steps (cluster N=256); if GMRES does not converge within
+`max_iters` steps, PRISM's (damped) Jacobi runs on the device on the same
+layout, as on the host path.
 """
 
 from __future__ import annotations
@@ -41,10 +53,22 @@ from scipy.sparse import csgraph
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
-from ..layout import CSR
-from ..solvers import Status, check_solution, jacobi
+from ..layout import layout_kind
+from ..solvers import Status, jacobi
 from . import graph
-from ._common import NumericResult, probabilities, solve_fixed, state_of_entry
+from ._common import (
+    NumericResult,
+    _host_csr,
+    build_matrix,
+    check_layout,
+    layout_name,
+    on_gpu,
+    probabilities,
+    solve_fixed,
+    state_of_entry,
+)
+from ._krylov import Operator, gmres as device_gmres
+from ._timing import stage
 
 #: Systems (BSCC states of all BSCCs together, or transient states) up to
 #: this size are solved by sparse LU (at most ~0.1 s even on random graphs,
@@ -57,6 +81,53 @@ GMRES_RTOL = 1e-13
 
 #: GMRES restart length (memory: this many vectors of the system's size).
 GMRES_RESTART = 40
+
+#: On a GPU, systems of at least this many unknowns are solved on the device
+#: (smaller ones: the host's LU/GMRES wins over the device loop's fixed costs).
+DEVICE_MIN_STATES = 50_000
+
+
+def _device(k: int, layout: str, device: bool | None) -> bool:
+    """Whether a system of `k` unknowns is solved on the device."""
+    check_layout(layout)
+    if device is not None:
+        return bool(device)
+    return layout not in ("auto", "csr") or (on_gpu() and k >= DEVICE_MIN_STATES)
+
+
+def _system_kind(A: sp.csr_matrix, layout: str) -> str:
+    """The layout of a derived system matrix: `layout`, or for "auto" the
+    automatic choice for it (on a GPU, a warp layout)."""
+    if layout != "auto":
+        return layout
+    if not on_gpu():
+        return "csr"
+    return layout_kind(_host_csr(A.indptr, A.indices, A.data, A.shape), "gpu")
+
+
+def _canonical(A) -> sp.csr_matrix:
+    A = sp.csr_matrix(A)
+    A.sum_duplicates()
+    A.sort_indices()
+    return A
+
+
+def _device_solve(off, b, layout, max_iters, norm=None):
+    """`(I - off) x = b` (rows `norm = (rows, group, weight, n_groups)`
+    replaced by group sums) by device GMRES with `off` on `layout`. Returns
+    the `Solution` (not raised on failure) and the layout's name."""
+    off = _canonical(off)
+    kind = _system_kind(off, layout)
+    with stage("layout"):
+        A = build_matrix(off.indptr, off.indices, off.data, off.shape, kind)
+        if norm is None:
+            op = Operator(A)
+        else:
+            rows, group, weight, ng = norm
+            op = Operator(A, jnp.asarray(rows), jnp.asarray(group, jnp.int32),
+                          jnp.asarray(weight, jnp.float64), int(ng))
+    sol = device_gmres(op, b, rtol=GMRES_RTOL, restart=GMRES_RESTART, max_iters=max_iters)
+    return sol, layout_name(A)
 
 
 def _gmres(A, b, max_iters):
@@ -119,13 +190,25 @@ def _aperiodic(labels, count, src, dst) -> bool:
     return bool(np.all(period[np.bincount(labels[src], minlength=count) > 0] == 1))
 
 
-def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters):
+def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None):
     """Solve `Q^T pi = 0` on `k` local states, the equation of each BSCC's
     representative replaced by `sum_{s in B} pi_s = 1`, in the jump-chain
     variables `y = pi * d`: `sum_s y_s P(s,t) - y_t = 0`, `P = Q_off / d`.
-    Returns `(pi, method)`, or `(None, None)` if GMRES fails."""
+    On the host (`layout=None`) or by device GMRES on `layout`.
+    Returns `(pi, info)`, `pi` None if GMRES fails; `info` holds `method`,
+    `layout` and (device) `iterations`."""
     is_rep = np.zeros(k, dtype=bool)
     is_rep[reps] = True
+    if layout is not None:
+        keep = ~is_rep[dst]
+        off = sp.csr_matrix((val[keep] / diag[src[keep]], (dst[keep], src[keep])), shape=(k, k))
+        nb = int(lab.max(initial=-1)) + 1
+        sol, name = _device_solve(off, is_rep.astype(np.float64), layout, max_iters,
+                                  norm=(is_rep, lab, 1.0 / diag, nb))
+        info = dict(method="gmres", layout=name, iterations=int(sol.iterations))
+        if Status(int(sol.status)) != Status.CONVERGED:
+            return None, info
+        return np.asarray(sol.value) / diag, info
     rows = np.concatenate([dst, np.arange(k)])
     cols = np.concatenate([src, np.arange(k)])
     vals = np.concatenate([val / diag[src], -np.ones(k)])
@@ -135,13 +218,14 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters):
     vals = np.concatenate([vals[keep], 1.0 / diag])
     A = sp.csr_matrix((vals, (rows, cols)), shape=(k, k))
     y, method = _solve(A, is_rep.astype(np.float64), max_iters)
-    return (None, None) if y is None else (y / diag, method)
+    info = dict(method=method or "gmres", layout="host")
+    return (None, info) if y is None else (y / diag, info)
 
 
-def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw):
+def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="csr"):
     """PRISM's Jacobi for `Q^T pi = 0`: `pi'_t = sum_s pi_s Q(s,t) / d_t`,
     the damped variant `pi' = (pi + Jacobi(pi)) / 2` being Jacobi on the
-    splitting `2d - (Q_off^T + d)` of the same system."""
+    splitting `2d - (Q_off^T + d)` of the same system (SpMV on `layout`)."""
     rows, cols, vals = dst, src, val
     d = diag
     if damped:
@@ -149,64 +233,79 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw):
         cols = np.concatenate([cols, np.arange(k)])
         vals = np.concatenate([vals, diag])
         d = 2.0 * diag
-    A = sp.csr_matrix((vals, (rows, cols)), shape=(k, k))
-    A.sum_duplicates()
-    A.sort_indices()
-    csr = CSR.from_arrays(A.indptr, A.indices, A.data, (k, k))
+    A = _canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
+    with stage("layout"):
+        mat = build_matrix(A.indptr, A.indices, A.data, (k, k), _system_kind(A, layout))
     x0 = 1.0 / sizes[lab]
-    sol = jacobi(csr, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
-    return sol
+    sol = jacobi(mat, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
+    return sol, layout_name(mat)
 
 
 def stationary_distributions(
-    model: ExplicitModel, *, epsilon=1e-6, relative=True, max_iters=100000, throw=True
+    model: ExplicitModel, *, epsilon=1e-6, relative=True, max_iters=100000, throw=True,
+    layout: str = "auto", device: bool | None = None,
 ):
     """Stationary distribution of every BSCC.
 
     Solved by sparse LU or GMRES to rounding accuracy, else (GMRES not
     converged within `max_iters`) by Jacobi with PRISM's criterion
     (`epsilon`, `relative`, `max_iters`; `throw` raises `ConvergenceError`).
+    GMRES and Jacobi run on the device (matrix in `layout`) when `device`
+    is True, or, for `device=None`, when the system is large on a GPU or
+    `layout` names a layout other than "auto"/"csr" (module docstring).
 
     **Returns:** `(pi, labels, count, result)`: `pi[s]` the stationary
     probability of `s` within its BSCC `labels[s]` (0 outside BSCCs; each
     BSCC sums to 1); `result` a `NumericResult` holding `pi`, with `method`
-    `"direct"`, `"gmres"` or `"jacobi"` and `residual` the largest
-    `|(pi Q)_s|`.
+    `"direct"`, `"gmres"` or `"jacobi"`, `residual` the largest
+    `|(pi Q)_s|`, and `extra["layout"]` the device layout ("host" for the
+    host's LU/GMRES).
     """
     _require_markov(model)
     n = model.num_states
-    labels, count = graph.bsccs(model)
+    with stage("precompute"):
+        labels, count = graph.bsccs(model)
     inb = labels >= 0
     sizes = np.bincount(labels[inb], minlength=count)
     pi = np.where(inb & (sizes[np.maximum(labels, 0)] == 1), 1.0, 0.0)
     big = inb & (sizes[np.maximum(labels, 0)] > 1)
     if not big.any():  # only absorbing BSCCs
-        return pi, labels, count, NumericResult(pi, method="direct")
-    idx = np.nonzero(big)[0]
-    k = len(idx)
-    local = np.full(n, -1, dtype=np.int64)
-    local[idx] = np.arange(k)
-    src, dst, val = _off_diagonal(model, big)
-    src, dst = local[src], local[dst]
-    diag = np.bincount(src, weights=val, minlength=k)
-    # BSCCs renumbered 0..nb-1 over the non-trivial ones.
-    uniq, lab = np.unique(labels[idx], return_inverse=True)
-    reps = np.unique(lab, return_index=True)[1]
+        return pi, labels, count, NumericResult(pi, method="direct", extra={"layout": "host"})
+    with stage("solve"):
+        idx = np.nonzero(big)[0]
+        k = len(idx)
+        local = np.full(n, -1, dtype=np.int64)
+        local[idx] = np.arange(k)
+        src, dst, val = _off_diagonal(model, big)
+        src, dst = local[src], local[dst]
+        diag = np.bincount(src, weights=val, minlength=k)
+        # BSCCs renumbered 0..nb-1 over the non-trivial ones.
+        uniq, lab = np.unique(labels[idx], return_inverse=True)
+        reps = np.unique(lab, return_index=True)[1]
     kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
-    x, method = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters)
-    res = dict(method=method)
+    on_device = _device(k, layout, device)
+    with stage("solve"):
+        x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
+                                     layout if on_device else None)
+    res = dict(method=info["method"], iterations=info.get("iterations", 0),
+               extra={"layout": info["layout"]})
     if x is None:
-        damped = not _aperiodic(lab, len(uniq), src, dst)
-        sol = _stationary_jacobi(
-            k, src, dst, val, diag, lab, sizes[uniq], damped, kw
-        )
-        x = np.asarray(sol.value)
+        with stage("precompute"):
+            damped = not _aperiodic(lab, len(uniq), src, dst)
+        with stage("solve"):
+            sol, name = _stationary_jacobi(
+                k, src, dst, val, diag, lab, sizes[uniq], damped, kw,
+                layout if on_device else "csr",
+            )
+            x = np.asarray(sol.value)
         res = dict(method="jacobi", status=Status(int(sol.status)),
-                   iterations=int(sol.iterations))
-    x = np.maximum(x, 0.0)  # rounding can leave -1e-17 on tiny probabilities
-    tot = np.bincount(lab, weights=x, minlength=len(uniq))
-    x = x / np.where(tot > 0, tot, 1.0)[lab]
-    residual = np.abs(np.bincount(dst, weights=x[src] * val, minlength=k) - x * diag)
+                   iterations=int(sol.iterations) + res["iterations"],
+                   extra={"layout": name})
+    with stage("solve"):
+        x = np.maximum(x, 0.0)  # rounding can leave -1e-17 on tiny probabilities
+        tot = np.bincount(lab, weights=x, minlength=len(uniq))
+        x = x / np.where(tot > 0, tot, 1.0)[lab]
+        residual = np.abs(np.bincount(dst, weights=x[src] * val, minlength=k) - x * diag)
     pi[idx] = x
     out = NumericResult(pi, residual=float(residual.max(initial=0.0)), **res)
     return pi, labels, count, out
@@ -217,9 +316,9 @@ def stationary_distributions(
 
 
 def _transient_system(model, trans):
-    """`(I - P_TT)` over the transient states `trans` (CSC, local indices),
-    and the entries from transient states: `(rows, cols, p)` with rows local
-    and cols global."""
+    """`P_TT` over the transient states `trans` (CSC, local indices), and
+    the entries from transient states to the others: `(rows, cols, p)` with
+    rows local and cols global."""
     n = model.num_states
     idx = np.nonzero(trans)[0]
     local = np.full(n, -1, dtype=np.int64)
@@ -229,30 +328,45 @@ def _transient_system(model, trans):
     out = trans[rows] & (p > 0)
     r, c, v = local[rows[out]], model.col[out], p[out]
     tt = trans[c]
-    A = sp.eye(len(idx), format="csc") - sp.csc_matrix(
-        (v[tt], (r[tt], local[c[tt]])), shape=(len(idx), len(idx))
-    )
-    return idx, A, (r[~tt], c[~tt], v[~tt])
+    P = sp.csc_matrix((v[tt], (r[tt], local[c[tt]])), shape=(len(idx), len(idx)))
+    return idx, P, (r[~tt], c[~tt], v[~tt])
 
 
-def _absorb(model, labels, c_bscc, **kw) -> NumericResult:
+def _solve_transient(P, rhs, max_iters, trans, layout, device):
+    """`(I - P) x = rhs` (`(I - P)^T x = rhs` if `trans`), on the host
+    (LU or GMRES) or by device GMRES (see `_device`). Returns `(x or None,
+    info)`."""
+    k = P.shape[0]
+    if _device(k, layout, device):
+        sol, name = _device_solve(P.T if trans else P, rhs, layout, max_iters)
+        info = dict(method="gmres", layout=name, iterations=int(sol.iterations))
+        ok = Status(int(sol.status)) == Status.CONVERGED
+        return (np.asarray(sol.value) if ok else None), info
+    y, method = _solve(sp.eye(k, format="csc") - P, rhs, max_iters, trans=trans)
+    return y, dict(method=method or "gmres", layout="host")
+
+
+def _absorb(model, labels, c_bscc, *, layout="auto", device=None, **kw) -> NumericResult:
     """Per-state `sum_B P(reach B) c_B`."""
     inb = labels >= 0
     fixed = np.where(inb, c_bscc[np.maximum(labels, 0)], 0.0)
     trans = ~inb
     k = int(trans.sum())
     if k == 0:
-        return NumericResult(fixed, method="direct")
-    idx, A, (r, c, v) = _transient_system(model, trans)
-    rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
-    y, method = _solve(A, rhs, kw["max_iters"])
+        return NumericResult(fixed, method="none")
+    with stage("solve"):
+        idx, P, (r, c, v) = _transient_system(model, trans)
+        rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
+        y, info = _solve_transient(P, rhs, kw["max_iters"], False, layout, device)
     if y is not None:
         x = fixed.copy()
         x[idx] = y
-        return NumericResult(x, method=method)
+        return NumericResult(x, method=info["method"], iterations=info.get("iterations", 0),
+                             extra={"layout": info["layout"]})
     b = np.zeros(model.num_choices)
     return solve_fixed(
-        model, probabilities(model), trans, fixed, b, opt=None, method="jacobi", **kw,
+        model, probabilities(model), trans, fixed, b, opt=None, method="jacobi",
+        layout=layout if _device(k, layout, device) else "csr", **kw,
     )
 
 
@@ -262,39 +376,55 @@ def _solver_kw(epsilon, relative, max_iters, throw):
 
 def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
     """The absorption result, with the stationary solve's method recorded
-    and the worse status of the two."""
+    and the worse status of the two. `method` and `extra["layout"]` are the
+    stationary solve's when there was nothing to absorb (every state in a
+    BSCC), else `"stationary+absorption"` of both."""
     status = max(stat.status, absorb.status)
+    s_layout = stat.extra.get("layout")
     extra = dict(absorb.extra, stationary_method=stat.method,
-                 stationary_residual=stat.residual)
+                 stationary_residual=stat.residual, stationary_layout=s_layout)
+    method = stat.method
+    if absorb.method != "none":
+        method = f"{stat.method}+{absorb.method}"
+        a_layout = absorb.extra.get("layout")
+        extra["layout"] = s_layout if a_layout == s_layout else f"{s_layout}+{a_layout}"
+    else:
+        extra["layout"] = s_layout
     return NumericResult(
         absorb.values, status, absorb.iterations + stat.iterations,
-        absorb.residual, absorb.method, extra,
+        absorb.residual, method, extra,
     )
 
 
 def steady_state_values(
     model: ExplicitModel, phi, *, epsilon=1e-6, relative=True, max_iters=10000,
-    throw=True,
+    throw=True, layout: str = "auto", device: bool | None = None,
 ) -> NumericResult:
     """Per-state `S=?[φ]`: the long-run probability of being in φ from each
-    start state, `sum_B P(reach B) pi_B(φ)`."""
+    start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`: where the
+    linear systems are solved (`stationary_distributions`)."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, stat = stationary_distributions(model, **kw)
+    pi, labels, count, stat = stationary_distributions(
+        model, layout=layout, device=device, **kw
+    )
     phi = np.asarray(phi, dtype=bool)
     inb = labels >= 0
     c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, **kw))
+    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device, **kw))
 
 
 def long_run_rewards(
     model: ExplicitModel, reward: RewardStructure, *, epsilon=1e-6, relative=True,
-    max_iters=10000, throw=True,
+    max_iters=10000, throw=True, layout: str = "auto", device: bool | None = None,
 ) -> NumericResult:
     """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
     expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
-    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`."""
+    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `layout`,
+    `device`: as `steady_state_values`."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, stat = stationary_distributions(model, **kw)
+    pi, labels, count, stat = stationary_distributions(
+        model, layout=layout, device=device, **kw
+    )
     n = model.num_states
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
     if reward.transition is not None:
@@ -304,12 +434,12 @@ def long_run_rewards(
         )
     inb = labels >= 0
     c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, **kw))
+    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device, **kw))
 
 
 def steady_state(
     model: ExplicitModel, init=None, *, epsilon=1e-6, relative=True, max_iters=10000,
-    throw=True,
+    throw=True, layout: str = "auto", device: bool | None = None,
 ) -> np.ndarray:
     """The long-run distribution [n] from `init` (a distribution; default
     uniform over the initial states): `sum_B P_init(reach B) pi_B`.
@@ -317,7 +447,7 @@ def steady_state(
     The absorption probabilities come from one transposed solve for the
     expected visits `y = init_T + P_TT^T y` of the transient states."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, _ = stationary_distributions(model, **kw)
+    pi, labels, count, _ = stationary_distributions(model, layout=layout, device=device, **kw)
     n = model.num_states
     if init is None:
         init = np.zeros(n)
@@ -327,16 +457,17 @@ def steady_state(
     trans = ~inb
     reach = np.bincount(labels[inb], weights=init[inb], minlength=count)
     if (trans & (init > 0)).any():
-        idx, A, (r, c, v) = _transient_system(model, trans)
-        y, _ = _solve(A, init[idx], max_iters, trans=True)
+        idx, P, (r, c, v) = _transient_system(model, trans)
+        y, _ = _solve_transient(P, init[idx], max_iters, True, layout, device)
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
         else:
-            reach += _reach_jacobi(model, labels, count, init, trans, kw)
+            reach += _reach_jacobi(model, labels, count, init, trans, kw,
+                                   layout if _device(len(idx), layout, device) else "csr")
     return np.where(inb, reach[np.maximum(labels, 0)] * pi, 0.0)
 
 
-def _reach_jacobi(model, labels, count, init, trans, kw):
+def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     """`P_init(reach B)` per BSCC by Jacobi on `y = init_T + P_TT^T y`."""
     n = model.num_states
     inb = ~trans
@@ -346,9 +477,10 @@ def _reach_jacobi(model, labels, count, init, trans, kw):
     diag_e = tt & (rows == model.col)
     off = np.where(tt & ~diag_e, p, 0.0)
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
-    csr = CSR.from_arrays(model.row_ptr, model.col, off, (n, n)).transpose()
+    At = _canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
+    mat = build_matrix(At.indptr, At.indices, At.data, (n, n), _system_kind(At, layout))
     y0 = np.where(trans, init, 0.0)
-    sol = jacobi(csr, jnp.asarray(np.where(trans, diag, 1.0)), jnp.asarray(y0),
+    sol = jacobi(mat, jnp.asarray(np.where(trans, diag, 1.0)), jnp.asarray(y0),
                  jnp.asarray(y0), **kw)
     y = np.asarray(sol.value)
     into = trans[rows] & inb[model.col]

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
+from ..numerics._timing import collect
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -53,14 +54,17 @@ def check_property(
     start = time.perf_counter()
     expr = prop.expr
     text = getattr(prop, "text", None) or _format(expr)
-    if isinstance(expr, ast.Filter):
-        value = checker.filter(expr)
-        values, is_filter = None, True
-        if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
-            values, is_filter, value = value, False, None
-    else:
-        values, value, is_filter = checker.eval(expr), None, False
+    with collect() as stages:
+        if isinstance(expr, ast.Filter):
+            value = checker.filter(expr)
+            values, is_filter = None, True
+            if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
+                values, is_filter, value = value, False, None
+        else:
+            values, value, is_filter = checker.eval(expr), None, False
     checker.stats["total"] = time.perf_counter() - start
+    for name in ("precompute", "layout", "solve"):
+        checker.stats[name] = stages.get(name, 0.0)
     return CheckResult(
         property_text=text,
         values=values,
@@ -74,6 +78,8 @@ def check_property(
         timing=checker.stats,
         lower=None if checker.bounds is None else checker.bounds[0],
         upper=None if checker.bounds is None else checker.bounds[1],
+        method=checker.method,
+        layout=checker.layout,
     )
 
 
@@ -96,6 +102,8 @@ class _Checker:
         self.iterations: int | None = None
         self.residual: float | None = None
         self.bound_gap: float | None = None
+        self.method: str | None = None
+        self.layout: str | None = None
         #: (lower, upper) of the last interval-iteration solve.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
         self._label_cache: dict[str, np.ndarray] = {}
@@ -302,6 +310,9 @@ class _Checker:
 
     def _record(self, res: numerics.NumericResult) -> np.ndarray:
         """Keep the statistics of an iterative solve; return its values."""
+        self.method = res.method
+        if res.extra and "layout" in res.extra:
+            self.layout = res.extra["layout"]
         if res.iterations:
             self.iterations = int(res.iterations) + (self.iterations or 0)
             self.residual = float(res.residual)
@@ -335,10 +346,13 @@ class _Checker:
             relative=o.relative,
             max_iters=o.max_iters,
             throw=o.throw,
+            layout=o.layout,
         )
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
-        return self._record(numerics.next_probabilities(self.model, phi, opt=opt))
+        return self._record(
+            numerics.next_probabilities(self.model, phi, opt=opt, layout=self.options.layout)
+        )
 
     def _until(
         self,
@@ -418,14 +432,15 @@ class _Checker:
                     if cumulative
                     else numerics.ctmc_instantaneous_rewards
                 )
-                res = fn(m, reward, float(t), epsilon=self.options.epsilon)
+                res = fn(m, reward, float(t), epsilon=self.options.epsilon,
+                         layout=self.options.layout)
             else:
                 fn = (
                     numerics.cumulative_rewards
                     if cumulative
                     else numerics.instantaneous_rewards
                 )
-                res = fn(m, reward, int(t), opt=opt)
+                res = fn(m, reward, int(t), opt=opt, layout=self.options.layout)
             return self._record(res)
         raise UnsupportedError(
             "this reward path formula (expected F, C, C<=t, I=t or S)", path.span

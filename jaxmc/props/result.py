@@ -14,13 +14,21 @@ from ..errors import ModelCheckingError
 class CheckOptions:
     """Numerical options, as PRISM's switches (`-epsilon`, `-relative` /
     `-absolute`, `-maxiters`, `-jacobi`, `-power`, `-bicgstab`, `-valiter`,
-    `-ii`)."""
+    `-ii`), and `layout`, the device matrix of the iterative solves
+    (`jaxmc.numerics.LAYOUTS`: "auto" is CSR on a CPU, a warp-segment layout
+    run by the Pallas kernels on a GPU)."""
 
     method: str | None = None
     epsilon: float = 1e-6
     relative: bool = True
     max_iters: int = 10000
     throw: bool = True
+    layout: str = "auto"
+
+    def __post_init__(self):
+        from ..numerics._common import check_layout
+
+        check_layout(self.layout)
 
 
 @dataclass
@@ -39,7 +47,13 @@ class CheckResult:
       (`"converged"`, `"max_iters"`, ...), where there was one.
     - `lower`, `upper`, `bound_gap`: with interval iteration, the certified
       bounds on every state's value and their largest gap.
-    - `timing`: seconds per stage (`build`, `precompute`, `solve`, `total`).
+    - `method`, `layout`: the numerical method and the device layout of the
+      last solve (`"host"` for solves on the host: LU, scipy's GMRES,
+      Gauss-Seidel), where there was one.
+    - `timing`: seconds per stage: `build` (the state space), `precompute`
+      (graph algorithms: prob0/prob1, BSCCs, end components, bounds),
+      `layout` (device matrices), `solve` (numerical solves, waited for),
+      `total` (the whole check, all of these but `build`).
     """
 
     property_text: str
@@ -57,6 +71,8 @@ class CheckResult:
     #: the top-level operator was solved with it), else None.
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
+    method: str | None = None
+    layout: str | None = None
 
     @property
     def at_initial(self) -> np.ndarray:
