@@ -66,8 +66,9 @@ def test_sweep_multi_vector_path_matches_sequential_solves():
 
 @pytest.mark.parametrize("skewed", [False, True])
 def test_multi_vector_jacobi_rule_matches_single(skewed):
-    """The `custom_vmap` rule of the Jacobi solver (ELL slots, or
-    `segment_sum` when the rows are skewed) against the one-vector loop,
+    """The `custom_vmap` rule of the Jacobi solver (ELL slots, plus
+    scatter-added overflow entries when a row is very long) against the
+    one-vector loop,
     with batched values and a shared right-hand side; a point whose matrix
     is not a contraction comes back NaN without spoiling the others."""
     import jax
@@ -78,13 +79,15 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     rng = np.random.default_rng(1)
     n = 40
     rows, cols = np.nonzero(rng.random((n, n)) < 0.1)
-    if skewed:  # one dense row: no ELL layout
+    if skewed:  # one dense row: its tail goes to the scatter-added overflow
         rows = np.concatenate([rows, np.zeros(n, int)])
         cols = np.concatenate([cols, np.arange(n)])
         o = np.lexsort((cols, rows))
         rows, cols = rows[o], cols[o]
     pat = Pattern(rows, cols, (n, n))
-    assert (pat.arrays["ell"].shape[1] == 0) == skewed
+    longest = np.bincount(rows, minlength=n).max()
+    assert (pat.arrays["ovf"].size > 0) == skewed
+    assert (pat.arrays["ell"].shape[0] < longest) == skewed
     a = {k: jnp.asarray(v) for k, v in pat.arrays.items()}
     k = 5
     off = rng.random((k, rows.size))
@@ -93,11 +96,11 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     dg = 1.0 + rng.random((k, n))
     rhs = rng.random(n)
     jac = _jacobi_solver(n, 1e-12, 5000)
-    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None)))(
-        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"]
+    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
+        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"], a["ovf"]
     )
     for i in range(k):
-        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"])
+        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"], a["ovf"])
         if i == 4:
             assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
         else:
@@ -106,3 +109,30 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
                 jnp.zeros((n, n)).at[rows, cols].add(off[i])
             )
             np.testing.assert_allclose(batched[i], np.linalg.solve(M, rhs), rtol=1e-10)
+
+
+def test_hybrid_ell_layout_covers_every_entry_once():
+    """Slot-major ELL + overflow: every entry exactly once, each in its own
+    row; rows of about equal length give no overflow, one very long row
+    does not widen the ELL part to its length."""
+    from jaxmc.diff._linalg import hybrid_ell
+
+    rng = np.random.default_rng(3)
+    for n, dense_rows in [(50, 0), (200, 1), (200, 3), (1, 0)]:
+        counts = rng.integers(0, 6, n)
+        counts[:dense_rows] = n
+        rows = np.repeat(np.arange(n), counts)
+        ell, ovf = hybrid_ell(rows, n)
+        nnz = rows.size
+        w = ell.shape[0]
+        assert ell.shape == (w, n)
+        stored = ell[ell < nnz]
+        assert np.array_equal(np.sort(np.concatenate([stored, ovf])), np.arange(nnz))
+        slot_rows = np.broadcast_to(np.arange(n), ell.shape)[ell < nnz]
+        assert np.array_equal(rows[stored], slot_rows)
+        if dense_rows == 0:
+            assert ovf.size == 0 and w == counts.max()
+        else:
+            assert w < n and ovf.size > 0
+    ell, ovf = hybrid_ell(np.zeros(0, np.int64), 4)
+    assert ell.shape == (0, 4) and ovf.size == 0
