@@ -53,6 +53,7 @@ MODELS = {
     "tandem4095": ("tandem.sm", "c=4095"),
     "cluster256": ("cluster.sm", "N=256"),
     "cluster464": ("cluster.sm", "N=464"),
+    "herman9": ("herman9.pm", ""),
     "herman15": ("herman15.pm", ""),
     "herman17": ("herman17.pm", ""),
     "kanban5": ("kanban.sm", "t=5"),

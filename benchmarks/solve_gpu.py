@@ -34,7 +34,10 @@ import scipy.sparse as sp
 from _gpu_common import build, copy_bandwidth, device_name, stochastic, table, to_csr
 import jaxmc
 from jaxmc import solvers
-from jaxmc.layout import CompactVector, CompactWarpELL, WarpELL, make_layout
+from jaxmc.kernels import spmv_pallas
+from jaxmc.layout import CompactVector, CompactWarpELL, VectorCSR, WarpELL, make_layout
+
+_BASE_TUNING = {k: dict(v) for k, v in spmv_pallas.TUNING.items()}
 
 
 def jacobi_system(em):
@@ -59,18 +62,42 @@ def make(csr, kind):
         return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
     if kind in ("compact", "compact2"):
         return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    if kind == "vector":
+        return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)
 
 
+#: (label, layout kind, precision, diag/b storage, b, steps per trip, kernel
+#: TUNING overrides, segments per block). diag/b storage: "compact" stores
+#: 1/diag (and b) as `CompactVector`s; b: "zero" passes b=None (the
+#: steady-state system; the kernel reads no b), "dense" an array of zeros.
 VARIANTS = [
-    ("csr", "csr", "f64", False),
-    ("sell32", "sell", "f64", False),
-    ("warp-full", "warp", "f64", False),
-    ("warp-half", "warp2", "f64", False),
-    ("compact-full", "compact", "f64", True),
-    ("compact-half", "compact2", "f64", True),
-    ("warp-full", "warp", "f32", False),
-    ("compact-full", "compact", "f32", True),
+    ("csr", "csr", "f64", "dense", "dense", None, {}, None),
+    ("sell32", "sell", "f64", "dense", "dense", None, {}, None),
+    ("warp-full", "warp", "f64", "compact", "zero", None, {}, None),
+    ("warp-half", "warp2", "f64", "compact", "zero", None, {}, None),
+    ("compact-full", "compact", "f64", "compact", "zero", None, {}, None),
+    ("compact-half", "compact2", "f64", "compact", "zero", None, {}, None),
+    ("warp-full", "warp", "f32", "compact", "zero", None, {}, None),
+    ("compact-full", "compact", "f32", "compact", "zero", None, {}, None),
+]
+
+TUNE = [
+    ("warp-full dense-diag dense-b t4", "warp", "f64", "dense", "dense", 4, {}, None),
+    ("warp-full dense-diag b0 t4", "warp", "f64", "dense", "zero", 4, {}, None),
+    ("warp-full cdiag b0 t4", "warp", "f64", "compact", "zero", 4, {}, None),
+    ("warp-full cdiag b0 t8", "warp", "f64", "compact", "zero", 8, {}, None),
+    ("warp-full cdiag b0 t16", "warp", "f64", "compact", "zero", 16, {}, None),
+    ("warp-full cdiag b0 t8 ev", "warp", "f64", "compact", "zero", 8, dict(evict=True), None),
+    ("warp-full cdiag b0 t8 u2", "warp", "f64", "compact", "zero", 8, dict(unroll=2), None),
+    ("warp-full cdiag b0 t8 spb16 w8", "warp", "f64", "compact", "zero", 8,
+     dict(num_warps=8), 16),
+    ("compact-full cdiag b0 t4", "compact", "f64", "compact", "zero", 4, {}, None),
+    ("compact-full cdiag b0 t8", "compact", "f64", "compact", "zero", 8, {}, None),
+    ("compact-full cdiag b0 t8 ev", "compact", "f64", "compact", "zero", 8,
+     dict(evict=True), None),
+    ("compact-full cdiag b0 t8 spb16 w8", "compact", "f64", "compact", "zero", 8,
+     dict(num_warps=8), 16),
 ]
 
 
@@ -86,6 +113,64 @@ def per_iteration(fn, iters):
 
 
 ONLY = None
+TUNING_RUN = False
+
+
+def _set_tuning(overrides):
+    """Kernel defaults for the next traces (`spmv_pallas.TUNING`)."""
+    for k in ("WarpELL", "CompactWarpELL", "VectorCSR"):
+        spmv_pallas.TUNING[k].update(_BASE_TUNING[k])
+        spmv_pallas.TUNING[k].update(overrides)
+    jax.clear_caches()
+
+
+def micro(name, L, inv, xs, bw_unused=None, k=100):
+    """Where a fused Jacobi step's time goes (per step, µs): the bare SpMV,
+    the Jacobi epilogue without / with the convergence measure and its
+    reduction, in a fori_loop of `k` steps; plus the copies XLA puts in the
+    solver's loop."""
+    from jax import lax
+
+    from _gpu_common import median_time
+    from jaxmc.kernels.spmv import on_gpu
+    from jaxmc.kernels.spmv_pallas import fused as _fused
+
+    def fused(*a, **kw):
+        return _fused(*a, interpret=not on_gpu(), **kw)
+
+    out = {}
+
+    def loop(f):
+        @jax.jit
+        def run(x):
+            def body(i, c):
+                x, d = c
+                y, e = f(x)
+                y2, e2 = f(y)
+                return y2, jnp.maximum(d, jnp.maximum(e, e2))
+            return lax.fori_loop(0, k // 2, body, (x, jnp.zeros((), x.dtype)))
+        return median_time(run, xs) / k * 1e6
+
+    zero = jnp.zeros((), xs.dtype)
+    out["spmv"] = loop(lambda x: (fused(L, x), zero))
+    out["jacobi no diff"] = loop(lambda x: (fused(L, x, None, inv, epilogue="jacobi"), zero))
+    out["jacobi diff"] = loop(
+        lambda x: fused(L, x, None, inv, epilogue="jacobi", diff=True)[:2])
+    try:
+        f = jax.jit(lambda x0: solvers.jacobi(
+            L, inv, None, x0, epsilon=0.0, max_iters=200, throw=False).value)
+        txt = f.lower(xs).compile().as_text()
+        big = f"[{xs.shape[0]}]"
+        copies = [ln.strip()[:120] for ln in txt.splitlines()
+                  if (" copy(" in ln or "copy-start" in ln) and big in ln]
+        out["hlo vector copies"] = len(copies)
+        for c in copies[:8]:
+            print("   copy:", c, flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(f"FAILED hlo dump: {type(e).__name__}: {str(e)[:200]}", flush=True)
+    print(f"# micro {name}:", {k: (round(v, 1) if isinstance(v, float) else v)
+                               for k, v in out.items()}, flush=True)
+    return out
 
 
 def bench_model(name, bw, iters=200):
@@ -96,45 +181,65 @@ def bench_model(name, bw, iters=200):
     print(f"# {name}: {n} states, Jacobi nnz {A.nnz}, built in {tb:.1f}s", flush=True)
     rows = []
     x0 = np.full(n, 1.0 / n)
-    for label, kind, dt, compact_vecs in VARIANTS:
+    layouts = {}
+    variants = TUNE if TUNING_RUN else VARIANTS
+    for label, kind, dt, vecs, bmode, trip, tov, spb in variants:
         if ONLY and f"{label}/{dt}" not in ONLY:
             continue
         dtype = np.float64 if dt == "f64" else np.float32
         it = 8 if dt == "f64" else 4
+        _set_tuning(tov)
         for method in ("jacobi", "power"):
+            if TUNING_RUN and method == "power" and " t8" not in label:
+                continue
             M = A if method == "jacobi" else P
             if M.shape[0] != M.shape[1]:
                 continue
             try:
-                L = make(to_csr(M, dtype), kind)
+                key = (method, kind, dt)
+                if key not in layouts:
+                    layouts[key] = make(to_csr(M, dtype), kind)
+                L = layouts[key]
+                if spb is not None:
+                    L = L.with_segs_per_block(spb)
                 xs = jnp.asarray(x0, dtype)
-                if method == "jacobi":
-                    dg = (CompactVector.from_array(diag, dtype) if compact_vecs
-                          else jnp.asarray(diag, dtype))
-                    b = (CompactVector.from_array(np.zeros(n), dtype) if compact_vecs
+                compact = vecs == "compact"
+                if bmode == "zero":
+                    b = None
+                else:
+                    b = (CompactVector.from_array(np.zeros(n), dtype) if compact
                          else jnp.zeros(n, dtype))
+                if method == "jacobi":
+                    dg = (CompactVector.from_array(diag, dtype) if compact
+                          else jnp.asarray(diag, dtype))
 
                     def fn(k, L=L, dg=dg, b=b, xs=xs):
                         return solvers.jacobi(L, dg, b, xs, epsilon=0.0, max_iters=k,
-                                              throw=False)
+                                              throw=False, steps_per_trip=trip)
                     # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
                 else:
-                    b = jnp.zeros(n, dtype)
-
                     def fn(k, L=L, b=b, xs=xs):
-                        return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False)
+                        return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False,
+                                             steps_per_trip=trip)
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 3 * n
                 t, sol = per_iteration(fn, iters)
                 rows.append(dict(model=name, solver=method, layout=label, prec=dt,
                                  us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
                                  residual=float(sol.residual)))
                 print(rows[-1], flush=True)
+                if (TUNING_RUN and method == "jacobi" and label.endswith("cdiag b0 t8")
+                        and kind in ("warp", "compact")):
+                    inv = dg.map(lambda t: 1.0 / t)
+                    rows[-1].update(micro(label, L, inv, xs))
                 del L, fn
             except Exception as e:  # noqa: BLE001
                 print(f"FAILED {name} {method} {label} {dt}: {type(e).__name__}: "
                       f"{str(e)[:400]}", flush=True)
             gc.collect()
+    _set_tuning({})
+    layouts.clear()
+    gc.collect()
     return rows, em
 
 
@@ -148,8 +253,8 @@ def end_to_end(name, em, prop):
         try:
             t0 = time.perf_counter()
             L = make(to_csr(A), kind)
-            dg = CompactVector.from_array(diag) if kind == "compact" else jnp.asarray(diag)
-            b = CompactVector.from_array(np.zeros(n)) if kind == "compact" else jnp.zeros(n)
+            dg = CompactVector.from_array(diag)
+            b = None  # steady state: b = 0, not read
             tl = time.perf_counter() - t0
             x0 = jnp.full(n, 1.0 / n)
             sol = solvers.jacobi(L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False)
@@ -189,10 +294,12 @@ def main():
     ap.add_argument("--e2e", action="store_true")
     ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
     ap.add_argument("--check", action="store_true", help="also time jaxmc.check (--e2e)")
+    ap.add_argument("--tune", action="store_true", help="Jacobi tuning variants (TUNE)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
     a = ap.parse_args()
-    global ONLY, CHECK
+    global ONLY, CHECK, TUNING_RUN
     ONLY = set(a.only.split(",")) if a.only else None
+    TUNING_RUN = a.tune
     CHECK = a.check
     bw, how = copy_bandwidth()
     print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)

@@ -30,7 +30,7 @@ from _gpu_common import (
 )
 from jaxmc.kernels import spmv
 from jaxmc.kernels.spmv_pallas import fused
-from jaxmc.layout import CompactWarpELL, WarpELL, make_layout
+from jaxmc.layout import CompactWarpELL, VectorCSR, WarpELL, layout_kind, make_layout
 
 
 INTERPRET = jax.default_backend() != "gpu"
@@ -38,8 +38,39 @@ ONLY = None
 NO_BCSR = False
 
 
-def variants(tune: bool):
-    """(label, layout kind, dtype, impl, kernel kwargs, layout kwargs)."""
+def variants(name: str, mean_row: float, tune: bool):
+    """(label, layout kind, dtype, impl, kernel kwargs, layout kwargs).
+
+    Layout kwargs: `spb` regroups a warp layout (`with_segs_per_block`),
+    `lanes`/`rpb` retile the CSR-vector layout (`with_tiling`)."""
+    long_rows = mean_row >= 16
+    if tune:
+        v = []
+        if long_rows:
+            for L, rpb, nw, un, ev in ((32, 4, 4, 1, False), (32, 4, 4, 1, True),
+                                       (32, 8, 8, 1, True), (32, 4, 4, 2, True),
+                                       (32, 2, 2, 1, True), (64, 2, 4, 1, True),
+                                       (64, 4, 8, 1, True), (128, 1, 4, 1, True),
+                                       (128, 2, 8, 1, True), (16, 8, 4, 1, True),
+                                       (32, 16, 8, 2, True)):
+                v.append((f"vector L{L} r{rpb} w{nw} u{un}{' ev' if ev else ''}", "vector",
+                          "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev),
+                          dict(lanes=L, rpb=rpb)))
+            return v
+        for spb, nw, un, ev, ns in ((8, 4, 1, False, 1), (8, 4, 1, True, 1),
+                                    (8, 4, 2, True, 1), (16, 8, 1, True, 1),
+                                    (16, 4, 2, True, 1), (8, 4, 1, False, 2),
+                                    (8, 4, 1, False, 3), (4, 2, 1, True, 1),
+                                    (32, 8, 2, True, 1), (8, 4, 2, False, 1)):
+            v.append((f"warp-full spb{spb} w{nw} u{un} s{ns}{' ev' if ev else ''}", "warp",
+                      "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev, num_stages=ns),
+                      dict(spb=spb)))
+        for spb, nw, un, ev in ((8, 4, 1, False), (8, 4, 1, True), (16, 8, 1, True),
+                                (8, 4, 2, True)):
+            v.append((f"compact-full spb{spb} w{nw} u{un}{' ev' if ev else ''}", "compact",
+                      "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev),
+                      dict(spb=spb)))
+        return v
     v = [
         ("csr", "csr", "f64", "reference", {}, {}),
         ("ell", "ell", "f64", "reference", {}, {}),
@@ -53,23 +84,25 @@ def variants(tune: bool):
         ("warp-half", "warp2", "f32", "pallas", {}, {}),
         ("compact-full", "compact", "f32", "pallas", {}, {}),
     ]
-    if tune:
-        for spb, nw, un in ((4, 4, 1), (8, 8, 1), (8, 4, 2), (16, 4, 1), (16, 8, 1),
-                            (16, 8, 2), (32, 8, 1)):
-            v.append((f"warp-full spb{spb} w{nw} u{un}", "warp", "f64", "pallas",
-                      dict(num_warps=nw, unroll=un), dict(segs_per_block=spb)))
-        for spb in (16,):
-            for nw in (4, 8):
-                v.append((f"compact-full spb{spb} w{nw}", "compact", "f64", "pallas",
-                          dict(num_warps=nw), dict(segs_per_block=spb)))
+    if long_rows:
+        v = [("vector", "vector", "f64", "pallas", {}, {}),
+             ("vector", "vector", "f32", "pallas", {}, {})] + v
     return v
 
 
-def make(csr, kind, lkw):
+def make(csr, kind, lkw, base=None):
+    """The layout; tuning variants are derived from `base` (the default
+    layout of the same kind) without rebuilding."""
+    if base is not None and "spb" in lkw:
+        return base.with_segs_per_block(lkw["spb"])
+    if base is not None and "lanes" in lkw:
+        return base.with_tiling(lkw["lanes"], lkw["rpb"])
     if kind in ("warp", "warp2"):
-        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1, **lkw)
+        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
     if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1, **lkw)
+        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    if kind == "vector":
+        return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)
 
 
@@ -86,7 +119,9 @@ def bench_model(name, bw, tune, k=100):
     base = {}
     for dt in ("f64", "f32"):
         base[dt] = to_csr(A, np.float64 if dt == "f64" else np.float32)
-    for label, kind, dt, impl, kkw, lkw in variants(tune and name.startswith("tandem")):
+    mean_row = nnz / max(m, 1)
+    print(f"# layout_kind: {layout_kind(base['f64'], 'gpu')}", flush=True)
+    for label, kind, dt, impl, kkw, lkw in variants(name, mean_row, tune):
         if ONLY and f"{label}/{dt}" not in ONLY:
             continue
         if m != n and kind.startswith("compact"):
@@ -94,12 +129,12 @@ def bench_model(name, bw, tune, k=100):
         dtype = jnp.float64 if dt == "f64" else jnp.float32
         try:
             t0 = time.perf_counter()
-            key = (kind, dt, tuple(sorted(lkw.items())))
+            key = (kind, dt)
             if key not in cache:
                 cache.clear()
                 gc.collect()
-                cache[key] = make(base[dt], kind, lkw)
-            L = cache[key]
+                cache[key] = make(base[dt], kind, {})
+            L = make(base[dt], kind, lkw, cache[key]) if lkw else cache[key]
             tl = time.perf_counter() - t0
             xs = jnp.asarray(x, dtype)
             if impl == "pallas":

@@ -142,3 +142,19 @@ def test_choice_picks_vector_for_long_rows():
     x = np.random.default_rng(0).random(300)
     np.testing.assert_allclose(
         np.asarray(spmv(make_layout(csr, "vector"), x, impl="reference")), A @ x, rtol=1e-13)
+
+
+def test_regrouping_keeps_the_product():
+    A, csr = _random(300, 0.03, 8, distinct=4)
+    x = np.random.default_rng(1).random(300)
+    for m in (WarpELL.from_csr(csr, segs_per_block=2), CompactWarpELL.from_csr(csr)):
+        for spb in (1, 3, 16):
+            g = m.with_segs_per_block(spb)
+            assert g.segs_per_block == spb and len(g.seg_width) % spb == 0
+            np.testing.assert_allclose(
+                np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13)
+    v = VectorCSR.from_csr(csr, lanes=8, rows_per_block=2)
+    for lanes, rpb in ((32, 1), (4, 8)):
+        g = v.with_tiling(lanes, rpb)
+        assert (g.lanes, g.rows_per_block) == (lanes, rpb)
+        np.testing.assert_allclose(np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13)

@@ -75,8 +75,13 @@ def _vec_spec(v):
     return "dense"
 
 
-#: Default kernel settings per layout class name: (num_warps, num_stages).
-DEFAULTS = {"WarpELL": (4, 1), "CompactWarpELL": (4, 1), "VectorCSR": (4, 1)}
+#: Default kernel settings per layout class name (read at trace time: after
+#: changing them, `jax.clear_caches()` before the next call).
+TUNING = {
+    "WarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
+    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
+    "VectorCSR": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
+}
 
 
 @ft.partial(
@@ -88,7 +93,7 @@ DEFAULTS = {"WarpELL": (4, 1), "CompactWarpELL": (4, 1), "VectorCSR": (4, 1)}
 )
 def fused(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
-    interpret=False, num_warps=None, unroll=1, num_stages=None, evict=False,
+    interpret=False, num_warps=None, unroll=None, num_stages=None, evict=None,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
@@ -102,9 +107,9 @@ def fused(
     the block is non-finite), reduced afterwards by one small XLA reduction:
     no atomics and no second pass over the vectors.
 
-    Tuning knobs (static): `num_warps`, `num_stages` (Triton), `unroll`
-    (matrix steps per loop trip) and `evict` (stream the matrix with an
-    evict-first hint and keep `x` with evict-last).
+    Tuning knobs (static; `None` takes `TUNING[layout class]`): `num_warps`,
+    `num_stages` (Triton), `unroll` (matrix steps per loop trip) and `evict`
+    (stream the matrix with an evict-first hint, keep `x` with evict-last).
     """
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
@@ -112,9 +117,11 @@ def fused(
     n, ncols = matrix.shape
     if diff and n != ncols:
         raise ValueError("`diff=True` needs a square matrix")
-    nw0, ns0 = DEFAULTS[type(matrix).__name__]
-    num_warps = num_warps or nw0
-    num_stages = num_stages or ns0
+    tune = TUNING[type(matrix).__name__]
+    num_warps = num_warps or tune["num_warps"]
+    num_stages = num_stages or tune["num_stages"]
+    unroll = unroll or tune["unroll"]
+    evict = tune["evict"] if evict is None else evict
     R = matrix.block_rows
     nblocks = int(matrix.block_width.shape[0])
     if vector:

@@ -18,6 +18,8 @@ long rows the padding is negligible. Rows are grouped into kernel blocks of
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -93,6 +95,23 @@ class VectorCSR(eqx.Module):
             lanes=int(lanes),
             rows_per_block=int(rpb),
             nnz=len(data),
+        )
+
+    def with_tiling(self, lanes: int | None = None, rows_per_block: int | None = None):
+        """The same stored entries read by `lanes` threads per row in blocks
+        of `rows_per_block` rows (tuning knobs; no entry moves)."""
+        lanes = lanes or self.lanes
+        rpb = rows_per_block or self.rows_per_block
+        if lanes & (lanes - 1) or rpb & (rpb - 1):
+            raise ValueError("`lanes` and `rows_per_block` must be powers of two")
+        ptr = np.asarray(self.row_ptr).astype(np.int64)
+        nrows = self.shape[0]
+        nblocks = max(-(-nrows // rpb), 1)
+        steps = np.zeros(nblocks * rpb, dtype=np.int64)
+        steps[:nrows] = -(-np.diff(ptr) // lanes)
+        return dataclasses.replace(
+            self, block_width=jnp.asarray(steps.reshape(nblocks, rpb).max(axis=1), jnp.int32),
+            lanes=int(lanes), rows_per_block=int(rpb),
         )
 
     def with_values(self, vals: Float[Array, " nnz"]) -> VectorCSR:

@@ -24,6 +24,8 @@ matrix's order is poor.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -178,6 +180,12 @@ class WarpELL(eqx.Module):
             nnz=len(data),
         )
 
+    def with_segs_per_block(self, segs_per_block: int):
+        """The same stored entries grouped into kernel blocks of
+        `segs_per_block` segments (a tuning knob; no entry moves). Trailing
+        empty segments are added where the count does not divide."""
+        return _regroup(self, segs_per_block)
+
     def with_values(self, vals: Float[Array, " nnz"]) -> WarpELL:
         vals = jnp.asarray(vals)
         padded = jnp.append(vals, jnp.zeros((), vals.dtype))
@@ -252,6 +260,8 @@ class CompactWarpELL(eqx.Module):
             zero=zero,
         )
 
+    with_segs_per_block = WarpELL.with_segs_per_block
+
     def astype(self, dtype) -> CompactWarpELL:
         return eqx.tree_at(lambda m: m.table, self, self.table.astype(dtype))
 
@@ -280,6 +290,19 @@ class CompactWarpELL(eqx.Module):
         )
         s.update(table=int(self.table.size), vidx=str(self.vidx.dtype), offs=str(self.offs.dtype))
         return s
+
+
+def _regroup(m, spb: int):
+    width = np.asarray(m.seg_width)
+    ptr = np.asarray(m.seg_ptr)
+    nseg = -(-len(width) // spb) * spb
+    width = np.concatenate([width, np.zeros(nseg - len(width), width.dtype)])
+    ptr = np.concatenate([ptr, np.full(nseg + 1 - len(ptr), ptr[-1], ptr.dtype)])
+    block = width.reshape(-1, spb).max(axis=1)
+    return dataclasses.replace(
+        m, seg_ptr=jnp.asarray(ptr), seg_width=jnp.asarray(width),
+        block_width=jnp.asarray(block), segs_per_block=int(spb),
+    )
 
 
 def _stats(name, nnz, stored, mbytes, shape, itemsize) -> dict:
