@@ -1,24 +1,45 @@
 """Storm (stormpy) as an independent oracle: the value of a property at the
 initial state, computed with Storm's sound methods on the full reachable
 state space (the property is passed twice so that Storm does not prune the
-exploration at target states)."""
+exploration at target states: with a single formula, stormpy's builder makes
+the formula's target states absorbing).
+
+Every function takes the model as a path, plus optionally `program_text`:
+the same model reprinted by `storm_input.program_text`, for files Storm's
+parser refuses (Storm then reads that text instead of the file).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 
 
-def storm_value(model_path: str, consts: str, prop_text: str, index: int = 0):
-    """Storm's value of property `index` of `prop_text` (which may hold
-    const/formula/label declarations too) at the single initial state (a float
-    or bool), or ("range", lo, hi) for several initial states."""
+def load_program(model_path: str, program_text: str | None = None):
+    """Storm's parse of the model file, or of `program_text` when given."""
     import stormpy
 
-    program = stormpy.parse_prism_program(model_path, prism_compatibility=True)
-    prop = stormpy.parse_properties(prop_text, program)[index]
+    if program_text is None:
+        return stormpy.parse_prism_program(model_path, prism_compatibility=True)
+    fd, tmp = tempfile.mkstemp(suffix=os.path.splitext(model_path)[1] or ".prism")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(program_text)
+        return stormpy.parse_prism_program(tmp, prism_compatibility=True)
+    finally:
+        os.unlink(tmp)
+
+
+def _program_and_property(model_path, consts, prop_text, program_text):
+    """The program with its undefined constants set from `consts` (a
+    `-const` string; names the model does not declare are ignored, as PRISM
+    ignores them) and the (single) property parsed against it."""
+    import stormpy
+
+    program = load_program(model_path, program_text)
+    prop = stormpy.parse_properties(prop_text, program)[0]
     declared = {c.name for c in program.constants if not c.defined}
-    declared |= {v.name for v in prop.undefined_constants()} if hasattr(
-        prop, "undefined_constants"
-    ) else set()
     use = ",".join(
         p for p in (consts.split(",") if consts else [])
         if p.split("=", 1)[0].strip() in declared
@@ -26,13 +47,26 @@ def storm_value(model_path: str, consts: str, prop_text: str, index: int = 0):
     if use:
         program, props = stormpy.instantiate_constants(program, use, [prop])
         prop = props[0]
-    model = _build(program, prop)
+    return program, prop
+
+
+def storm_value(model_path: str, consts: str, prop_text: str, program_text: str | None = None):
+    """Storm's value of the property `prop_text` at the single initial state
+    (a float or bool); ("range", lo, hi) for a numerical property with several
+    initial states; for a Boolean one, whether it holds in all of them (as
+    PRISM reports it)."""
+    import stormpy
+
+    program, prop = _program_and_property(model_path, consts, prop_text, program_text)
+    model = stormpy.build_model(program, [prop, prop])
     env = stormpy.environments.sound()
     value, extras = _storm_ref().evaluate(
         stormpy, model, prop, env, stormpy.Engine.SPARSE, True, program=program
     )
     if extras.get("filter") == "values" and "init_min" in extras:
         return ("range", extras["init_min"], extras["init_max"])
+    if "init_all" in extras:
+        return extras["init_all"]
     return value
 
 
@@ -48,43 +82,38 @@ def _storm_ref():
     return module
 
 
-def storm_values_by_valuation(model_path: str, consts: str, prop_text: str):
+def storm_values_by_valuation(
+    model_path: str, consts: str, prop_text: str, program_text: str | None = None
+):
     """Storm's value of a (filter-free) property in every reachable state, as
-    `{valuation: value}` with valuations as tuples of ints in the program's
-    variable order (bools as 0/1) — to compare state by state with jaxmc,
-    whose state numbering differs."""
+    `{valuation: value}` with valuations as tuples of ints (bools as 0/1) in
+    the order of the sorted variable names (the second result) — to compare
+    state by state with jaxmc, whose state numbering differs."""
     import stormpy
 
-    program = stormpy.parse_prism_program(model_path, prism_compatibility=True)
-    prop = stormpy.parse_properties(prop_text, program)[0]
-    if consts:
-        declared = {c.name for c in program.constants if not c.defined}
-        use = ",".join(p for p in consts.split(",") if p.split("=", 1)[0] in declared)
-        if use:
-            program, props = stormpy.instantiate_constants(program, use, [prop])
-            prop = props[0]
-    options = stormpy.BuilderOptions([prop.get_raw_formula()])
+    program, prop = _program_and_property(model_path, consts, prop_text, program_text)
+    formula = prop.get_raw_formula()
+    options = stormpy.BuilderOptions([formula, formula])
     options.set_build_state_valuations()
     options.set_build_all_labels()
     model = stormpy.build_model(program, options=options)
     res = stormpy.model_checking(model, prop, environment=stormpy.environments.sound())
     qualitative = res.is_qualitative()
     truth = res.get_truth_values_vector() if qualitative else None
-    names = [v.name for m in program.modules for v in m.integer_variables + m.boolean_variables]
+    names = sorted(
+        v.name
+        for group in (
+            program.global_integer_variables,
+            program.global_boolean_variables,
+            *(m.integer_variables for m in program.modules),
+            *(m.boolean_variables for m in program.modules),
+        )
+        for v in group
+    )
     out = {}
     vals = model.state_valuations
     for s in range(model.nr_states):
-        import json
-
         d = json.loads(str(vals.to_json(s)))
-        key = tuple(int(d[n]) if not isinstance(d[n], bool) else int(d[n]) for n in sorted(d))
+        key = tuple(int(d[n]) for n in names)
         out[key] = bool(truth[s]) if qualitative else res.get_value(s)
-    return out, sorted(names)
-
-
-def _build(program, prop):
-    import stormpy
-
-    return stormpy.build_model(program, [prop, prop])
-
-
+    return out, names
