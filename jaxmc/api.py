@@ -200,7 +200,7 @@ def check(
       steady-state systems of 50k+ states solved by GMRES on the device), or
       one of `"csr"`, `"ell"`, `"sell"`, `"warp"`, `"warp2"`, `"compact"`,
       `"compact2"` (compact: rebuilt on the host per solve; warp where it
-      cannot hold the matrix). The values do not depend on it beyond
+      cannot hold the matrix), `"vector"` (CSR-vector, for long rows). The values do not depend on it beyond
       rounding. `result.layout` says which layout the last solve used.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`

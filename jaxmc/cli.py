@@ -43,7 +43,7 @@ _METHOD_HELP = {
     "valiter": "value iteration (default for MDPs)",
     "ii": "interval iteration (sound lower/upper bounds)",
 }
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2")
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector")
 PRECISIONS = ("fp64", "fp32")
 
 
@@ -129,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
                      "on a CPU, a warp-segment sliced ELL run by the Pallas kernels "
                      "on a GPU), csr, ell, sell (sliced ELLPACK), warp / warp2 "
                      "(warp-segment, full / half warp), compact / compact2 (their "
-                     "compact-value variants; default auto)"
+                     "compact-value variants), vector (CSR-vector, a warp per row, "
+                     "for long rows; default auto)"
                      f"{layout_note}")  # fmt: skip
     prec_note = "" if _api_supports("precision") else (
         "; NOTE: this version's jaxmc.check does not take a precision yet and "

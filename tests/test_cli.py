@@ -167,15 +167,33 @@ def test_layout_and_precision(capsys):
     import jaxmc
 
     params = inspect.signature(jaxmc.check).parameters
+    assert "layout" in params
     code, out, _ = run(capsys, DIE, DIE_PROPS, "--layout", "csr", "--precision", "fp64",
                        "--device", "cpu", "--property", "1")  # fmt: skip
     assert code == 0 and float(results(out)[0]) == pytest.approx(1 / 6, rel=1e-5)
     code, _, err = run(capsys, DIE, DIE_PROPS, "--precision", "fp32", "--property", "1")
     if "precision" not in params:  # not in the API yet: refused, never ignored
         assert code == 1 and "not supported yet" in err
-    code, _, err = run(capsys, DIE, DIE_PROPS, "--layout", "sell", "--property", "1")
-    if "layout" not in params:
-        assert code == 1 and "not supported yet" in err
+    for layout in ("sell", "warp", "warp2"):
+        code, out, _ = run(capsys, DIE, DIE_PROPS, "--layout", layout, "--property", "1",
+                           "--json")  # fmt: skip
+        entry = json.loads(out)["runs"][0]["properties"][0]
+        assert code == 0 and entry["value"] == pytest.approx(1 / 6, rel=1e-5)
+        assert entry["layout"] == layout and entry["method"] == "jacobi"
+    with pytest.raises(SystemExit):
+        main([DIE, DIE_PROPS, "--layout", "coo"])
+
+
+def test_timing_breakdown_json(capsys):
+    code, out, _ = run(capsys, DIE, DIE_PROPS, "--json", "--property", "1")
+    t = json.loads(out)["runs"][0]["properties"][0]["timing"]
+    assert code == 0
+    for key in ("precompute", "layout", "solve", "total"):
+        assert t[key] >= 0.0
+    assert t["precompute"] + t["layout"] + t["solve"] <= t["total"]
+    code, out, _ = run(capsys, DIE, DIE_PROPS, "--timing", "--property", "1")
+    line = [x for x in out.split("Timing (seconds):")[1].splitlines() if "property 1" in x][0]
+    assert "precompute" in line and "solve" in line and "(jacobi / csr)" in line
 
 
 def test_export_then_import(capsys, tmp_path):

@@ -75,3 +75,61 @@ def test_poll2_against_dense_and_storm():
 
     theirs = storm_value(str(model), "", prop)  # sound to Storm's 1e-6
     assert abs(ours - theirs) <= 1e-6 * abs(theirs)
+
+
+# ---------------------------------------------------------------------------
+# the device path (GMRES on a device layout, Jacobi fallback), forced on CPU
+
+
+@pytest.fixture(params=["device", "device_jacobi"])
+def device_path(request, monkeypatch):
+    """As on a GPU: every system goes to the device, on the layout that
+    `layout_kind` picks for a GPU (a warp layout; the plain-JAX SpMV here).
+    `device_jacobi`: device GMRES stopped after one step, so PRISM's Jacobi
+    runs on the device."""
+    monkeypatch.setattr(steady, "on_gpu", lambda: True)
+    monkeypatch.setattr(steady, "DEVICE_MIN_STATES", 0)
+    if request.param == "device_jacobi":
+        real = steady.device_gmres
+        monkeypatch.setattr(
+            steady, "device_gmres", lambda op, b, **kw: real(op, b, **dict(kw, max_iters=1))
+        )
+    return request.param
+
+
+@pytest.mark.parametrize("kind", ["dtmc", "ctmc"])
+def test_device_random_chains(device_path, kind):
+    test_steady_state_random(kind, 1)
+    m, _ = __import__("test_numerics_ctmc").random_model(kind, 15, 1, absorbing=1)
+    *_, res = nm.stationary_distributions(m, epsilon=1e-12)
+    assert res.method == ("gmres" if device_path == "device" else "jacobi")
+    assert res.extra["layout"] in ("warp", "warp2") and res.iterations > 0
+
+
+def test_device_periodic(device_path):
+    m = make_model("ctmc", [[{1: 1.0}], [{2: 2.0}], [{0: 4.0}]])
+    pi, _, _, res = nm.stationary_distributions(m, epsilon=1e-12)
+    np.testing.assert_allclose(pi, np.array([1, 0.5, 0.25]) / 1.75, rtol=1e-9)
+
+
+def test_device_gmres_slowly_mixing_matches_host():
+    """Device GMRES reaches the host's accuracy where a stopped iteration
+    would not (the slowly mixing chain of `test_slowly_mixing_ctmc_accurate`,
+    and a longer chain of such clusters), on several layouts."""
+    fast, slow = 1000.0, 1e-3
+    m = make_model(
+        "ctmc", [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]]
+    )
+    for layout in ("csr", "warp", "ell"):
+        pi, _, _, res = nm.stationary_distributions(m, device=True, layout=layout)
+        np.testing.assert_allclose(pi, np.array([3, 3, 1, 1]) / 8, rtol=1e-9)
+        assert res.method == "gmres" and res.extra["layout"] == layout
+    rng = np.random.default_rng(3)
+    n = 60
+    rows = [[{(s + 1) % n: (slow if s % 10 == 9 else fast) * rng.uniform(0.5, 2),
+              (s - 1) % n: fast * rng.uniform(0.5, 2)}] for s in range(n)]
+    m = make_model("ctmc", rows)
+    host, *_ = nm.stationary_distributions(m, device=False)
+    dev, _, _, res = nm.stationary_distributions(m, device=True, layout="warp")
+    np.testing.assert_allclose(dev, host, rtol=1e-9, atol=1e-15)
+    assert res.method == "gmres" and res.residual < 1e-9

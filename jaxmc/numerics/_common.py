@@ -39,6 +39,7 @@ from ..layout import (
     CompactWarpELL,
     SlicedELL,
     SparseModel,
+    VectorCSR,
     WarpELL,
     layout_kind,
     make_layout,
@@ -76,7 +77,7 @@ class NumericResult:
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The names `layout=` takes (see the module docstring).
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2")
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector")
 COMPACT = ("compact", "compact2")
 
 
@@ -145,6 +146,8 @@ def layout_name(matrix) -> str:
         return "warp" if matrix.lanes == 1 else "warp2"
     if isinstance(matrix, CompactWarpELL):
         return "compact" if matrix.lanes == 1 else "compact2"
+    if isinstance(matrix, VectorCSR):
+        return "vector"
     return {CSR: "csr", ELL: "ell", SlicedELL: "sell"}.get(type(matrix), type(matrix).__name__)
 
 

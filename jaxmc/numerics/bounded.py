@@ -22,6 +22,7 @@ from ._common import (
     NumericResult,
     check_type,
     host_structure,
+    layout_name,
     probabilities,
     resolve_layout,
     sparse,
@@ -41,11 +42,12 @@ def _steps(M, b, active, const, x0, k, opt):
 
 def masked_steps(
     model: ExplicitModel, x0, k: int, *, opt=None, b=None, active=None, const=None,
-    probs=None, layout="auto",
+    probs=None, layout="auto", info: dict | None = None,
 ) -> np.ndarray:
     """`k` steps of `x' = where(active, opt_c(b_c + (P x)_c), const)` from `x0`
     (defaults: `b = 0`, every state active), the SpMV on device matrix
-    `layout`. Returns numpy [n]."""
+    `layout` (its name put in `info["layout"]` if `info` is given). Returns
+    numpy [n]."""
     if k < 0:
         raise ModelCheckingError(f"step bound {k} is negative")
     kind = resolve_layout(model, layout)
@@ -54,6 +56,8 @@ def masked_steps(
         probs = probabilities(model) if probs is None else probs
         _, _, cols, indptr = host_structure(model)
         M = valued(M, kind, probs, indptr, cols)
+        if info is not None:
+            info["layout"] = layout_name(M)
         n, m = model.num_states, model.num_choices
         b = np.zeros(m) if b is None else b
         active = np.ones(n, dtype=bool) if active is None else active
@@ -78,7 +82,9 @@ def next_probabilities(model: ExplicitModel, psi, *, opt=None, layout="auto") ->
     """Per-state `P(X ψ)` (min/max for MDPs; the embedded DTMC for CTMCs)."""
     check_type(model, opt)
     psi = np.asarray(psi, dtype=np.float64)
-    return NumericResult(masked_steps(model, psi, 1, opt=opt, layout=layout), method="next")
+    info = {}
+    x = masked_steps(model, psi, 1, opt=opt, layout=layout, info=info)
+    return NumericResult(x, method="next", extra=info)
 
 
 def bounded_until(
@@ -100,17 +106,19 @@ def bounded_until(
     if upper is not None and upper < lower:
         return NumericResult(np.zeros(model.num_states), method="bounded")
     status, iters, resid = NumericResult(None).status, 0, 0.0
+    info = {}
     if upper is None:
         from .reach import until_probabilities
 
         res = until_probabilities(model, phi, psi, opt=opt, layout=layout, **solver_kw)
         x, status, iters, resid = res.values, res.status, res.iterations, res.residual
+        info["layout"] = res.extra.get("layout")
     else:
         x = masked_steps(
             model, psi.astype(np.float64), upper - lower, opt=opt,
-            active=phi & ~psi, const=psi.astype(np.float64), layout=layout,
+            active=phi & ~psi, const=psi.astype(np.float64), layout=layout, info=info,
         )
     if lower > 0:
         x = masked_steps(model, x, lower, opt=opt, active=phi, const=np.zeros(len(x)),
-                         layout=layout)
-    return NumericResult(x, status, iters, resid, method="bounded")
+                         layout=layout, info=info)
+    return NumericResult(x, status, iters, resid, method="bounded", extra=info)

@@ -265,8 +265,10 @@ def cumulative_rewards(
     check_type(model, opt)
     _discrete(model)
     r = choice_rewards(model, reward)
-    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout)
-    return NumericResult(x, method="cumulative")
+    info = {}
+    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout,
+                     info=info)
+    return NumericResult(x, method="cumulative", extra=info)
 
 
 def instantaneous_rewards(
@@ -278,6 +280,6 @@ def instantaneous_rewards(
     _discrete(model)
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-    return NumericResult(
-        masked_steps(model, st, k, opt=opt, layout=layout), method="instantaneous"
-    )
+    info = {}
+    x = masked_steps(model, st, k, opt=opt, layout=layout, info=info)
+    return NumericResult(x, method="instantaneous", extra=info)
