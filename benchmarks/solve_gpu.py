@@ -83,21 +83,23 @@ VARIANTS = [
 ]
 
 TUNE = [
-    ("warp-full dense-diag dense-b t4", "warp", "f64", "dense", "dense", 4, {}, None),
-    ("warp-full dense-diag b0 t4", "warp", "f64", "dense", "zero", 4, {}, None),
-    ("warp-full cdiag b0 t4", "warp", "f64", "compact", "zero", 4, {}, None),
-    ("warp-full cdiag b0 t8", "warp", "f64", "compact", "zero", 8, {}, None),
-    ("warp-full cdiag b0 t16", "warp", "f64", "compact", "zero", 16, {}, None),
-    ("warp-full cdiag b0 t8 ev", "warp", "f64", "compact", "zero", 8, dict(evict=True), None),
-    ("warp-full cdiag b0 t8 u2", "warp", "f64", "compact", "zero", 8, dict(unroll=2), None),
-    ("warp-full cdiag b0 t8 spb16 w8", "warp", "f64", "compact", "zero", 8,
-     dict(num_warps=8), 16),
-    ("compact-full cdiag b0 t4", "compact", "f64", "compact", "zero", 4, {}, None),
-    ("compact-full cdiag b0 t8", "compact", "f64", "compact", "zero", 8, {}, None),
-    ("compact-full cdiag b0 t8 ev", "compact", "f64", "compact", "zero", 8,
-     dict(evict=True), None),
-    ("compact-full cdiag b0 t8 spb16 w8", "compact", "f64", "compact", "zero", 8,
-     dict(num_warps=8), 16),
+    ("warp-full cdiag b0 t4 every", "warp", "f64", "compact", "zero", 4,
+     dict(_measure="every"), None),
+    ("warp-full cdiag b0 t4 last", "warp", "f64", "compact", "zero", 4, {}, None),
+    ("warp-full cdiag b0 t8 last", "warp", "f64", "compact", "zero", 8, {}, None),
+    ("warp-full cdiag b0 t4 every pf", "warp", "f64", "compact", "zero", 4,
+     dict(_measure="every", prefetch=True), None),
+    ("warp-full cdiag b0 t8 last pf", "warp", "f64", "compact", "zero", 8,
+     dict(prefetch=True), None),
+    ("warp-full cdiag b0 t8 last pf ng ev s2", "warp", "f64", "compact", "zero", 8,
+     dict(prefetch=True, gate=False, evict=True, num_stages=2), None),
+    ("compact-full cdiag b0 t4 every", "compact", "f64", "compact", "zero", 4,
+     dict(_measure="every"), None),
+    ("compact-full cdiag b0 t8 last", "compact", "f64", "compact", "zero", 8, {}, None),
+    ("compact-full cdiag b0 t8 last pf", "compact", "f64", "compact", "zero", 8,
+     dict(prefetch=True), None),
+    ("compact-full cdiag b0 t8 last pf ng", "compact", "f64", "compact", "zero", 8,
+     dict(prefetch=True, gate=False), None),
 ]
 
 
@@ -188,9 +190,11 @@ def bench_model(name, bw, iters=200):
             continue
         dtype = np.float64 if dt == "f64" else np.float32
         it = 8 if dt == "f64" else 4
+        tov = dict(tov)
+        measure = tov.pop("_measure", None)
         _set_tuning(tov)
         for method in ("jacobi", "power"):
-            if TUNING_RUN and method == "power" and " t8" not in label:
+            if TUNING_RUN and method == "power" and not label.endswith("t8 last pf"):
                 continue
             M = A if method == "jacobi" else P
             if M.shape[0] != M.shape[1]:
@@ -215,20 +219,21 @@ def bench_model(name, bw, iters=200):
 
                     def fn(k, L=L, dg=dg, b=b, xs=xs):
                         return solvers.jacobi(L, dg, b, xs, epsilon=0.0, max_iters=k,
-                                              throw=False, steps_per_trip=trip)
+                                              throw=False, steps_per_trip=trip,
+                                              measure=measure)
                     # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
                 else:
                     def fn(k, L=L, b=b, xs=xs):
                         return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False,
-                                             steps_per_trip=trip)
+                                             steps_per_trip=trip, measure=measure)
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 3 * n
                 t, sol = per_iteration(fn, iters)
                 rows.append(dict(model=name, solver=method, layout=label, prec=dt,
                                  us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
                                  residual=float(sol.residual)))
                 print(rows[-1], flush=True)
-                if (TUNING_RUN and method == "jacobi" and label.endswith("cdiag b0 t8")
+                if (TUNING_RUN and method == "jacobi" and label.endswith("t8 last pf")
                         and kind in ("warp", "compact")):
                     inv = dg.map(lambda t: 1.0 / t)
                     rows[-1].update(micro(label, L, inv, xs))

@@ -47,29 +47,27 @@ def variants(name: str, mean_row: float, tune: bool):
     if tune:
         v = []
         if long_rows:
-            for L, rpb, nw, un, ev in ((32, 4, 4, 1, False), (32, 4, 4, 1, True),
-                                       (32, 8, 8, 1, True), (32, 4, 4, 2, True),
-                                       (32, 2, 2, 1, True), (64, 2, 4, 1, True),
-                                       (64, 4, 8, 1, True), (128, 1, 4, 1, True),
-                                       (128, 2, 8, 1, True), (16, 8, 4, 1, True),
-                                       (32, 16, 8, 2, True)):
-                v.append((f"vector L{L} r{rpb} w{nw} u{un}{' ev' if ev else ''}", "vector",
-                          "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev),
+            for L, rpb, nw, ns, gate in ((32, 4, 4, 1, True), (32, 4, 4, 1, False),
+                                         (32, 4, 4, 2, False), (32, 4, 4, 3, False),
+                                         (128, 1, 1, 1, False), (64, 2, 1, 1, False),
+                                         (128, 2, 2, 1, False), (256, 1, 2, 1, False),
+                                         (128, 1, 1, 3, False), (32, 1, 1, 1, False),
+                                         (64, 1, 1, 2, False), (16, 8, 4, 1, False)):
+                v.append((f"vector L{L} r{rpb} w{nw} s{ns}{'' if gate else ' ng'}", "vector",
+                          "f64", "pallas", dict(num_warps=nw, num_stages=ns, gate=gate),
                           dict(lanes=L, rpb=rpb)))
             return v
-        for spb, nw, un, ev, ns in ((8, 4, 1, False, 1), (8, 4, 1, True, 1),
-                                    (8, 4, 2, True, 1), (16, 8, 1, True, 1),
-                                    (16, 4, 2, True, 1), (8, 4, 1, False, 2),
-                                    (8, 4, 1, False, 3), (4, 2, 1, True, 1),
-                                    (32, 8, 2, True, 1), (8, 4, 2, False, 1)):
-            v.append((f"warp-full spb{spb} w{nw} u{un} s{ns}{' ev' if ev else ''}", "warp",
-                      "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev, num_stages=ns),
-                      dict(spb=spb)))
-        for spb, nw, un, ev in ((8, 4, 1, False), (8, 4, 1, True), (16, 8, 1, True),
-                                (8, 4, 2, True)):
-            v.append((f"compact-full spb{spb} w{nw} u{un}{' ev' if ev else ''}", "compact",
-                      "f64", "pallas", dict(num_warps=nw, unroll=un, evict=ev),
-                      dict(spb=spb)))
+        for spb, nw, ev, ns, gate in ((8, 4, False, 1, True), (8, 4, True, 2, True),
+                                      (8, 4, False, 1, False), (8, 4, True, 2, False),
+                                      (16, 8, True, 2, False)):
+            v.append((f"warp-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
+                      f"{'' if gate else ' ng'}", "warp", "f64", "pallas",
+                      dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate), dict(spb=spb)))
+        for spb, nw, ev, ns, gate in ((8, 4, False, 1, True), (8, 4, True, 1, True),
+                                      (8, 4, False, 1, False), (16, 8, True, 2, False)):
+            v.append((f"compact-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
+                      f"{'' if gate else ' ng'}", "compact", "f64", "pallas",
+                      dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate), dict(spb=spb)))
         return v
     v = [
         ("csr", "csr", "f64", "reference", {}, {}),

@@ -207,3 +207,49 @@ def test_gpu_pallas_matches_reference():
     for cls, lanes in LAYOUTS + [(VectorCSR, 32)]:
         m = cls.from_csr(csr, lanes=lanes)
         np.testing.assert_allclose(np.asarray(fused(m, jnp.asarray(x))), A @ x, rtol=1e-13)
+
+
+@pytest.mark.parametrize("gate,prefetch", [(False, True), (True, True), (False, False)])
+def test_kernel_tuning_variants(monkeypatch, gate, prefetch):
+    from jaxmc.kernels import spmv_pallas
+
+    for k in spmv_pallas.TUNING:
+        monkeypatch.setitem(spmv_pallas.TUNING, k,
+                            dict(spmv_pallas.TUNING[k], gate=gate, prefetch=prefetch))
+    jax.clear_caches()
+    A, csr = _long_rows(70, 70, 9, 6)
+    x = np.random.default_rng(9).random(70)
+    x[5] = np.inf  # padding must not turn 0 * inf into NaN
+    inv = 1 / (1 + np.arange(70) % 3)
+    want = (A @ np.where(np.isinf(x), 0, x)) * inv
+    hit = np.asarray((A[:, 5] != 0).todense()).ravel()
+    for m in (WarpELL.from_csr(csr), CompactWarpELL.from_csr(csr, lanes=2),
+              VectorCSR.from_csr(csr, lanes=4)):
+        y, d, nf = fused(m, jnp.asarray(x), None, jnp.asarray(inv), epilogue="jacobi",
+                         diff=True, interpret=True)
+        y = np.asarray(y)
+        np.testing.assert_allclose(y[~hit], want[~hit], rtol=1e-13)
+        assert np.isinf(y[hit]).all() and int(nf) == int(hit.any())
+    jax.clear_caches()
+
+
+def test_solver_measures_last_step_of_trip():
+    A, csr = _stochastic(80, 0.08, 10, distinct=4)
+    csr = csr.with_values(csr.data * 0.95)
+    b = np.random.default_rng(10).random(80)
+    m = WarpELL.from_csr(csr)
+    every = solvers.power(m, b, np.zeros(80), epsilon=1e-9, measure="every")
+    for k in (2, 4, 5):
+        last = solvers.power(m, b, np.zeros(80), epsilon=1e-9, measure="last",
+                             steps_per_trip=k)
+        its = int(last.iterations)
+        assert its % k == 0 and int(every.iterations) <= its
+        # the returned iterate passes the criterion against its predecessor
+        prev = np.zeros(80)
+        for _ in range(its - 1):
+            prev = 0.95 * (A @ prev) + b
+        x = np.asarray(last.value)
+        np.testing.assert_allclose(x, 0.95 * (A @ prev) + b, rtol=1e-12)
+        assert float(sup_norm(jnp.asarray(x), jnp.asarray(prev), True)) < 1e-9
+    with pytest.raises(ValueError, match="measure"):
+        solvers.jacobi(m, np.ones(80), b, np.zeros(80), measure="sometimes")

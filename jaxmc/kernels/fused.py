@@ -40,10 +40,13 @@ def _finish(y, x, relative):
     return y, sup_norm(y, x, relative), jnp.all(jnp.isfinite(y))
 
 
-def _pallas(A, x, b, inv, epilogue, relative):
+def _pallas(A, x, b, inv, epilogue, relative, measure=True):
     from .spmv import on_gpu
     from .spmv_pallas import fused
 
+    if not measure:
+        y = fused(A, x, b, inv, epilogue=epilogue, interpret=not on_gpu())
+        return y.astype(x.dtype), None, None
     y, d, nf = fused(
         A, x, b, inv, epilogue=epilogue, relative=relative, diff=True,
         interpret=not on_gpu(),
@@ -51,18 +54,23 @@ def _pallas(A, x, b, inv, epilogue, relative):
     return y.astype(x.dtype), d.astype(x.dtype), nf == 0
 
 
-def jacobi_step(A, inv, b, x, relative: bool, *, impl: str = "auto"):
-    """`(x', sup_norm(x', x), all finite)` with `x' = (b + A x) * inv`."""
+def jacobi_step(A, inv, b, x, relative: bool, *, impl: str = "auto", measure: bool = True):
+    """`(x', sup_norm(x', x), all finite)` with `x' = (b + A x) * inv`.
+    With `measure=False`, `(x', None, None)`: the step alone (the fused
+    kernel then neither reads `x` row-wise nor reduces)."""
     if use_pallas(A, impl):
-        return _pallas(A, x, b, inv, "jacobi", relative)
-    return _finish(_plus(spmv(A, x, impl=impl), b) * _dense(inv), x, relative)
+        return _pallas(A, x, b, inv, "jacobi", relative, measure)
+    y = _plus(spmv(A, x, impl=impl), b) * _dense(inv)
+    return _finish(y, x, relative) if measure else (y, None, None)
 
 
-def power_step(A, b, x, relative: bool, *, impl: str = "auto"):
-    """`(x', sup_norm(x', x), all finite)` with `x' = A x + b`."""
+def power_step(A, b, x, relative: bool, *, impl: str = "auto", measure: bool = True):
+    """`(x', sup_norm(x', x), all finite)` with `x' = A x + b` (`measure` as
+    in `jacobi_step`)."""
     if use_pallas(A, impl):
-        return _pallas(A, x, b, None, "power", relative)
-    return _finish(_plus(spmv(A, x, impl=impl), b), x, relative)
+        return _pallas(A, x, b, None, "power", relative, measure)
+    y = _plus(spmv(A, x, impl=impl), b)
+    return _finish(y, x, relative) if measure else (y, None, None)
 
 
 def bellman_step(M, b, x, opt: str, relative: bool, *, impl: str = "auto"):

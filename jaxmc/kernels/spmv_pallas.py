@@ -77,10 +77,16 @@ def _vec_spec(v):
 
 #: Default kernel settings per layout class name (read at trace time: after
 #: changing them, `jax.clear_caches()` before the next call).
+#: `gate`: gather `x[col]` only where the value is non-zero (padding costs no
+#: gather, but the gather waits for the value); `prefetch`: issue the
+#: epilogue's row-wise loads before the matrix loop.
 TUNING = {
-    "WarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
-    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
-    "VectorCSR": dict(num_warps=4, num_stages=1, unroll=1, evict=False),
+    "WarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
+                    prefetch=False),
+    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
+                           prefetch=False),
+    "VectorCSR": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
+                      prefetch=False),
 }
 
 
@@ -88,12 +94,13 @@ TUNING = {
     jax.jit,
     static_argnames=(
         "epilogue", "relative", "diff", "interpret", "num_warps", "unroll", "num_stages",
-        "evict",
+        "evict", "gate", "prefetch",
     ),
 )
 def fused(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
     interpret=False, num_warps=None, unroll=None, num_stages=None, evict=None,
+    gate=None, prefetch=None,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
@@ -109,7 +116,8 @@ def fused(
 
     Tuning knobs (static; `None` takes `TUNING[layout class]`): `num_warps`,
     `num_stages` (Triton), `unroll` (matrix steps per loop trip) and `evict`
-    (stream the matrix with an evict-first hint, keep `x` with evict-last).
+    (stream the matrix with an evict-first hint, keep `x` with evict-last),
+    `gate` and `prefetch` (see `TUNING`).
     """
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
@@ -122,6 +130,8 @@ def fused(
     num_stages = num_stages or tune["num_stages"]
     unroll = unroll or tune["unroll"]
     evict = tune["evict"] if evict is None else evict
+    gate = tune["gate"] if gate is None else gate
+    prefetch = tune["prefetch"] if prefetch is None else prefetch
     R = matrix.block_rows
     nblocks = int(matrix.block_width.shape[0])
     if vector:
@@ -195,9 +205,9 @@ def fused(
                 idx = jnp.where(m, idx, 0)
                 v = _load(data_ref, idx, m, 0, ev_m)
                 c = _load(cols_ref, idx, m, 0, ev_m)
-                g = m & (v != 0)
+                g = m & (v != 0) if gate else m
                 xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
-                return acc + v * xv
+                return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
         else:
             seg = r // S
             sp = seg_ptr_ref[seg]
@@ -222,9 +232,27 @@ def fused(
                 else:
                     v = _load(data_ref, idx, m, 0, ev_m)
                     c = _load(cols_ref, idx, m, 0, ev_m)
-                g = m & (v != 0)
+                g = m & (v != 0) if gate else m
                 xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
-                return acc + v * xv
+                return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
+
+        rows = pl.ds(start, R)
+
+        def vec(spec):
+            if len(spec) == 2:
+                vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
+                return spec[0][vi]
+            return _load(spec[0], rows, valid, 0)
+
+        def epilogue_inputs():
+            bv = vec(vecs[0]) if vecs[0] is not None else None
+            iv = vec(vecs[1]) if vecs[1] is not None else None
+            xo = _load(x_ref, rows, valid, 0) if diff else None
+            return bv, iv, xo
+
+        # Prefetch: the row-wise loads of the epilogue issued before the
+        # loop, so their latency overlaps the matrix reads.
+        pre = epilogue_inputs() if prefetch else None
 
         if unroll > 1:
             def body(t, acc):
@@ -240,23 +268,13 @@ def fused(
         else:
             y = acc if lanes == 1 else jnp.sum(acc, axis=0)
 
-        rows = pl.ds(start, R)
-
-        def vec(spec):
-            if len(spec) == 2:
-                vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
-                return spec[0][vi]
-            return _load(spec[0], rows, valid, 0)
-
-        if epilogue == "power":
-            y = y + vec(vecs[0]) if vecs[0] is not None else y
-        elif epilogue == "jacobi":
-            if vecs[0] is not None:
-                y = y + vec(vecs[0])
-            y = y * vec(vecs[1])
+        bv, iv, xo = pre if prefetch else epilogue_inputs()
+        if epilogue in ("power", "jacobi") and bv is not None:
+            y = y + bv
+        if epilogue == "jacobi":
+            y = y * iv
         _store(y_ref, rows, y, valid)
         if diff:
-            xo = _load(x_ref, rows, valid, 0)
             d = jnp.abs(y - xo)
             d = jnp.where(y == xo, 0, d)
             if relative:
@@ -278,7 +296,8 @@ def fused(
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret, **kw
+        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret,
+        name=f"jaxmc_{type(matrix).__name__}_{epilogue}", **kw
     )(*ins)
     if diff:
         y, dm = outs
