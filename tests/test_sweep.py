@@ -66,9 +66,9 @@ def test_sweep_multi_vector_path_matches_sequential_solves():
 
 @pytest.mark.parametrize("skewed", [False, True])
 def test_multi_vector_jacobi_rule_matches_single(skewed):
-    """The `custom_vmap` rule of the Jacobi solver (ELL slots, plus
-    scatter-added overflow entries when a row is very long) against the
-    one-vector loop,
+    """The `custom_vmap` rule of the Gauss-Seidel solver (per-colour ELL
+    slots, plus scatter-added overflow entries when a row is very long)
+    against the one-vector loop,
     with batched values and a shared right-hand side; a point whose matrix
     is not a contraction comes back NaN without spoiling the others."""
     import jax
@@ -77,30 +77,31 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     from jaxmc.diff._linalg import Pattern, _jacobi_solver
 
     rng = np.random.default_rng(1)
-    n = 40
-    rows, cols = np.nonzero(rng.random((n, n)) < 0.1)
-    if skewed:  # one dense row: its tail goes to the scatter-added overflow
-        rows = np.concatenate([rows, np.zeros(n, int)])
-        cols = np.concatenate([cols, np.arange(n)])
+    n = 120
+    side = np.arange(n) < n // 2  # bipartite: 2 colours, 60 rows each
+    rows, cols = np.nonzero((rng.random((n, n)) < 0.05) & (side[:, None] != side[None, :]))
+    if skewed:  # one dense row in a colour of short rows: its tail overflows
+        rows = np.concatenate([rows, np.zeros(n // 2, int)])
+        cols = np.concatenate([cols, np.arange(n // 2, n)])
+        rows, cols = np.unique(np.stack([rows, cols]), axis=1)
         o = np.lexsort((cols, rows))
         rows, cols = rows[o], cols[o]
     pat = Pattern(rows, cols, (n, n))
-    longest = np.bincount(rows, minlength=n).max()
-    assert (pat.arrays["ovf"].size > 0) == skewed
-    assert (pat.arrays["ell"].shape[0] < longest) == skewed
-    a = {k: jnp.asarray(v) for k, v in pat.arrays.items()}
+    assert any(o.size for o in pat.arrays["lay"]["ovf"]) == skewed
+    assert len(pat.bounds) > 2  # a real colouring (not one Jacobi block)
+    a = jax.tree_util.tree_map(jnp.asarray, pat.arrays)
     k = 5
     off = rng.random((k, rows.size))
     off /= 1.3 * np.maximum(1, np.bincount(rows, minlength=n))[rows]
     off[4] *= 40.0  # diverges
     dg = 1.0 + rng.random((k, n))
     rhs = rng.random(n)
-    jac = _jacobi_solver(n, 1e-12, 5000)
-    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
-        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"], a["ovf"]
+    jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
+    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None)))(
+        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"]
     )
     for i in range(k):
-        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["rows"], a["cols"], a["ell"], a["ovf"])
+        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"])
         if i == 4:
             assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
         else:
@@ -136,3 +137,30 @@ def test_hybrid_ell_layout_covers_every_entry_once():
             assert w < n and ovf.size > 0
     ell, ovf = hybrid_ell(np.zeros(0, np.int64), 4)
     assert ell.shape == (0, 4) and ovf.size == 0
+
+
+def test_coloring_is_proper_and_two_colours_bipartite_graphs():
+    """Gauss-Seidel colours: no off-diagonal entry (either direction) inside
+    a colour; a grid walk (bipartite) gets 2 colours, a graph with odd
+    cycles more; several components and self-loops are fine."""
+    from jaxmc.diff._linalg import coloring
+
+    side = 30
+    i = np.arange(side * side)
+    x, y = i // side, i % side
+    nbrs = [np.minimum(x + 1, side - 1) * side + y, np.maximum(x - 1, 0) * side + y,
+            x * side + np.minimum(y + 1, side - 1), x * side + np.maximum(y - 1, 0)]
+    rows = np.repeat(i, 4)
+    cols = np.stack(nbrs, 1).reshape(-1)
+    c = coloring(rows, cols, side * side)
+    off = rows != cols
+    assert c.max() == 1 and np.all(c[rows[off]] != c[cols[off]])
+    rng = np.random.default_rng(0)
+    for n, p in [(60, 0.1), (200, 0.03), (7, 1.0)]:
+        r, q = np.nonzero(rng.random((n, n)) < p)
+        c = coloring(r, q, n)
+        off = r != q
+        assert c.max() >= 2  # odd cycles: not 2-colourable
+        assert np.all(c[r[off]] != c[q[off]])
+        assert set(np.unique(c)) == set(range(c.max() + 1))
+    assert coloring(np.zeros(0, int), np.zeros(0, int), 3).tolist() == [0, 0, 0]

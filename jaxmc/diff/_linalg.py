@@ -4,8 +4,8 @@ Everything here works on one right-hand side (`x` of shape `[n]`) or on
 many at once (`[n, k]`, with values `[nnz]` shared or `[nnz, k]` per
 column): a batch of parameter points goes through the *same* gathers, one pass over
 the matrix's indices for all columns.
-The loops never scatter: every Jacobi step, forward or transposed, one
-vector or many, is a sequence of row gathers in a hybrid ELL layout
+The loops never scatter: every sweep, forward or transposed, one vector or
+many, is a sequence of row gathers in a hybrid ELL layout
 (`hybrid_ell`: slot-major ELL plus a few scatter-added overflow entries for
 very long rows), because a scatter-add (`segment_sum`) is ~13x slower than a
 gather on a GPU. Under `jax.vmap` the Jacobi loop is not vmapped as is (that
@@ -14,7 +14,8 @@ rule runs the explicit multi-vector iteration, batch axis last, with a
 per-column convergence mask. Gradients are unaffected:
 `custom_linear_solve` never differentiates its solver.
 
-`solve(system, b)` solves `(I - A) x = b` by Jacobi and is wrapped in
+`solve(system, b)` solves `(I - A) x = b` by multicolour Gauss-Seidel
+(Jacobi's parallelism, at most Jacobi's iterations) and is wrapped in
 `lax.custom_linear_solve`, so its derivative is the implicit-function
 theorem's: a tangent costs one more solve with the same matrix, a cotangent
 one solve with `(I - A)^T` (the transposed structure is precomputed on the
@@ -33,30 +34,129 @@ from ..errors import ConvergenceError
 
 
 class Pattern:
-    """The sparsity of a square-ish matrix on the host: entry `e` is at
-    `(rows[e], cols[e])`, rows sorted. Precomputes the transpose permutation
-    and, for both orientations, the gather layout of the Jacobi steps
-    (`hybrid_ell`).
+    """The sparsity of a square matrix on the host: entry `e` is at
+    `(rows[e], cols[e])`, rows sorted. Precomputes the transpose permutation,
+    a colouring of the states (`coloring`) and, for both orientations, the
+    gather layout of the Gauss-Seidel sweeps (`sweep_layout`).
     """
 
     def __init__(self, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]):
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         self.shape = (int(shape[0]), int(shape[1]))
+        n = self.shape[0]
         perm = np.lexsort((rows, cols))
-        ell, ovf = hybrid_ell(rows, self.shape[0])
-        t_ell, t_ovf = hybrid_ell(cols[perm], self.shape[1])
+        color = coloring(rows, cols, n)
+        order = np.argsort(color, kind="stable")
+        #: Static: rows `[bounds[c], bounds[c+1])` of the colour-sorted order
+        #: are colour `c`.
+        self.bounds = tuple(int(v) for v in np.searchsorted(color[order], np.arange(color.max(initial=-1) + 2)))
         self.arrays = {
             "rows": rows.astype(np.int32),
             "cols": cols.astype(np.int32),
             "perm": perm.astype(np.int32),
             "t_rows": cols[perm].astype(np.int32),
             "t_cols": rows[perm].astype(np.int32),
-            "ell": ell,
-            "ovf": ovf,
-            "t_ell": t_ell,
-            "t_ovf": t_ovf,
+            "order": order.astype(np.int32),
+            "lay": sweep_layout(rows, cols, order, self.bounds),
+            "t_lay": sweep_layout(cols[perm], rows[perm], order, self.bounds),
         }
+
+
+def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -> np.ndarray:
+    """A colouring of the states for Gauss-Seidel sweeps: no off-diagonal
+    entry joins two states of one colour (in either direction), except in
+    a last colour of leftovers (updated Jacobi-style among themselves).
+
+    Bipartite graphs (grids, random walks, birth-death chains) get 2 colours
+    from the parity of a BFS depth; others a Jones-Plassmann greedy colouring
+    (random priorities, vectorised). Why: a multicolour Gauss-Seidel sweep is
+    as parallel as a Jacobi step (one gather pass per colour) and, for the
+    M-matrices `I - A` solved here, converges at least as fast (Stein-
+    Rosenberg); on a bipartite graph its rate is the square of Jacobi's, i.e.
+    half the iterations."""
+    if n == 0:
+        return np.zeros(0, np.int64)
+    import scipy.sparse as sp
+    from scipy.sparse import csgraph
+
+    off = rows != cols
+    u = np.concatenate([rows[off], cols[off]])
+    v = np.concatenate([cols[off], rows[off]])
+    if u.size == 0:
+        return np.zeros(n, np.int64)
+    G = sp.csr_matrix((np.ones(u.size, np.int8), (u, v)), shape=(n, n))
+    G.sum_duplicates()
+    # 2 colours: BFS depth parity from one root per component (a virtual
+    # super-root n joined to each component's first state).
+    _, labels = csgraph.connected_components(G, directed=False)
+    roots = np.unique(labels, return_index=True)[1]
+    H = sp.csr_matrix(
+        (np.ones(u.size + roots.size, np.int8),
+         (np.concatenate([u, np.full(roots.size, n)]), np.concatenate([v, roots]))),
+        shape=(n + 1, n + 1),
+    )
+    _, pred = csgraph.breadth_first_order(H, n, directed=False, return_predecessors=True)
+    anc = np.where(pred >= 0, pred, np.arange(n + 1))
+    depth = (pred >= 0).astype(np.int64)
+    while True:  # pointer jumping: depth to the super-root
+        nxt = anc[anc]
+        if np.array_equal(nxt, anc):
+            break
+        depth = depth + np.where(anc != nxt, depth[anc], 0)
+        anc = nxt
+    parity = depth[:n] % 2
+    if np.all(parity[u] != parity[v]):
+        return parity
+    # Jones-Plassmann: a state whose priority beats all its uncoloured
+    # neighbours' takes the smallest colour none of its neighbours has.
+    ind, ptr = G.indices, G.indptr
+    deg = np.diff(ptr)
+    starts = np.minimum(ptr[:-1], max(ind.size - 1, 0))
+    w = np.random.default_rng(0).permutation(n)
+    color = np.full(n, -1, np.int64)
+    for _ in range(10 * max_colors):
+        todo = color < 0
+        if not todo.any():
+            break
+        nb = np.where(todo[ind], w[ind], -1)
+        best = np.where(deg > 0, np.maximum.reduceat(nb, starts), -1)
+        pick = todo & (w > best)
+        bits = np.where(color[ind] >= 0, np.left_shift(np.uint64(1), np.maximum(color[ind], 0).astype(np.uint64)), np.uint64(0))
+        used = np.where(deg > 0, np.bitwise_or.reduceat(bits, starts), np.uint64(0))[pick]
+        low = ~used & (used + np.uint64(1))
+        c = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
+        color[np.flatnonzero(pick)] = np.where(c < max_colors, c, max_colors)
+    color[color < 0] = max_colors
+    # renumber the colours in use 0..C-1
+    return np.unique(color, return_inverse=True)[1].astype(np.int64)
+
+
+def sweep_layout(rows: np.ndarray, cols: np.ndarray, order: np.ndarray, bounds) -> dict:
+    """Per colour block `c` (states `order[bounds[c]:bounds[c+1]]`), the
+    hybrid ELL layout (`hybrid_ell`) of its rows, with columns renumbered to
+    positions in `order`: `pcols` `[nnz]`, `ell` a tuple of `[w_c, n_c]`
+    entry indices, `ovf` a tuple of overflow entry indices and `ovf_rows`
+    their rows within the block."""
+    n = order.size
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    prow = pos[rows] if rows.size else rows
+    by_row = np.lexsort((np.arange(rows.size), prow))  # entries by permuted row
+    ells, ovfs, ovf_rows = [], [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        a, b = np.searchsorted(prow[by_row], [lo, hi])
+        ent = by_row[a:b]
+        ell, ovf = hybrid_ell(prow[ent] - lo, hi - lo)
+        ells.append(np.where(ell < ent.size, ent[np.minimum(ell, max(ent.size - 1, 0))], rows.size).astype(np.int32))
+        ovfs.append(ent[ovf].astype(np.int32))
+        ovf_rows.append((prow[ent[ovf]] - lo).astype(np.int32))
+    return {
+        "pcols": pos[cols].astype(np.int32) if cols.size else cols.astype(np.int32),
+        "ell": tuple(ells),
+        "ovf": tuple(ovfs),
+        "ovf_rows": tuple(ovf_rows),
+    }
 
 
 #: Relative cost of one scatter-added entry against one gathered ELL slot
@@ -118,38 +218,60 @@ def spmv_t(data, pat: dict, n_cols: int, x):
     return spmv(data[pat["perm"]], pat["t_rows"], pat["t_cols"], n_cols, x)
 
 
-def gather_matvec(data, rows, cols, ell, ovf, n: int):
-    """`x -> A x` in the hybrid ELL layout of `hybrid_ell` (`ell` `[w, n]`,
-    `ovf` `[m]`), for the loops: the values are laid out once, here, and each
-    product is `w` row gathers `x[cols_j]` times values (no scatter) plus a
-    scatter-add of the `m` overflow entries. `data` is `[nnz]` or `[nnz, k]`,
-    `x` then `[n]` or `[n, k]` (one pass over the indices for all `k`
-    columns: 4x faster on CPU than one `[w, n, k]` gather and sum, and ~10x
-    less per column than `k` one-vector products)."""
-    w = ell.shape[0]
-    pad = jnp.zeros((1,) + data.shape[1:], data.dtype)
-    vals = jnp.concatenate([data, pad])[ell]  # [w, n] or [w, n, k]
-    ecols = jnp.concatenate([cols, jnp.zeros((1,), cols.dtype)])[ell]  # [w, n]
-    o_vals, o_cols, o_rows = data[ovf], cols[ovf], rows[ovf]
+def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int):
+    """`(sweep, to_perm, from_perm)`: one multicolour Gauss-Seidel sweep of
+    `x = (rhs + off x) / dg` on the colour-sorted iterate, colour by colour
+    (each block's new values use the other blocks' latest ones), in the
+    layout of `sweep_layout`. `off` is `[nnz]` or `[nnz, k]`, `dg` and
+    `rhs` `[n]` or `[n, k]` (`k` columns at once: one pass over the shared
+    indices). Values are divided by the diagonal and laid out once, here;
+    each block's update is `w_c` row gathers `x[cols_j]` times values (no
+    scatter, except a few overflow entries of very long rows) written back
+    as one contiguous slice."""
+    multi = rhs.ndim > 1
+    pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
 
-    def ax(x):
-        v = vals if data.ndim == x.ndim else vals[..., None]  # shared values, [n, k] iterate
-        if w == 0:
-            acc = jnp.zeros((n,) + x.shape[1:], x.dtype)
-        elif w <= 32:
-            acc = x[ecols[0]] * v[0]
-            for j in range(1, w):
-                acc = acc + x[ecols[j]] * v[j]
-        else:
-            acc = lax.fori_loop(1, w, lambda j, a: a + x[ecols[j]] * v[j], x[ecols[0]] * v[0])
-        if ovf.shape[0]:
-            g = x[o_cols]
-            acc = acc + jax.ops.segment_sum(
-                _bcast(o_vals, g) * g, o_rows, num_segments=n, indices_are_sorted=True
-            )
-        return acc
+    def to_perm(v):
+        return v[order]
 
-    return ax
+    def from_perm(v):
+        return v[pos]
+
+    dgp = to_perm(dg if dg.ndim == rhs.ndim else dg[:, None])
+    rp = to_perm(rhs) / dgp
+    pad = jnp.zeros((1,) + off.shape[1:], off.dtype)
+    offp = jnp.concatenate([off, pad])
+    pcols = jnp.concatenate([lay["pcols"], jnp.zeros((1,), jnp.int32)])
+    blocks = []
+    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
+        d = dgp[lo:hi]
+        vals = offp[ell]  # [w, n_c] or [w, n_c, k]
+        if multi and vals.ndim == 2:
+            vals = vals[..., None]
+        vals = vals / d
+        ov = offp[ovf]
+        if multi and ov.ndim == 1:
+            ov = ov[:, None]
+        blocks.append((lo, hi, vals, pcols[ell], ov / d[orow], pcols[ovf], orow))
+
+    def sweep(x):
+        for lo, hi, vals, ecols, ov, ocols, orow in blocks:
+            w = vals.shape[0]
+            acc = rp[lo:hi]
+            if w <= 32:
+                for j in range(w):
+                    acc = acc + x[ecols[j]] * vals[j]
+            else:
+                acc = lax.fori_loop(0, w, lambda j, a: a + x[ecols[j]] * vals[j], acc)
+            if ocols.shape[0]:
+                acc = acc + jax.ops.segment_sum(
+                    ov * x[ocols], orow, num_segments=hi - lo, indices_are_sorted=True
+                )
+            x = acc if (lo, hi) == (0, n) else lax.dynamic_update_slice_in_dim(x, acc, lo, 0)
+        return x
+
+    return sweep, to_perm, from_perm
 
 
 def _col_max(v):
@@ -206,33 +328,35 @@ def _jacobi_columns(step, x0, eps, max_iters):
     return jnp.where(done, x, jnp.nan)
 
 
-def _jacobi_solver(n: int, eps, max_iters: int):
-    """`jac(off, dg, rhs, rows, cols, ell, ovf) -> x` with `x = (rhs + off
-    x) / dg` by Jacobi in the hybrid ELL layout (`gather_matvec`; NaN if not
-    converged). Under `jax.vmap` it runs the explicit multi-vector iteration
-    instead of vmapping the loop: the iterate is `[n, k]` with the batch axis
-    last, the values `[nnz, k]` (or shared `[nnz]`), one gather over the
-    shared column indices per slot and step, and a per-column convergence
-    mask."""
+def _jacobi_solver(n: int, eps, max_iters: int, bounds):
+    """`jac(off, dg, rhs, order, lay) -> x` with `x = (rhs + off x) / dg`
+    by multicolour Gauss-Seidel (`gs_sweep`; plain Jacobi when there is one
+    colour), stopped by `_jacobi`'s criterion; NaN if not converged. Under
+    `jax.vmap` it runs the explicit multi-vector iteration instead of
+    vmapping the loop: the iterate is `[n, k]` with the batch axis last, the
+    values `[nnz, k]` (or shared `[nnz]`), one gather over the shared column
+    indices per slot and sweep, and a per-column convergence mask."""
 
     @jax.custom_batching.custom_vmap
-    def jac(off, dg, rhs, rows, cols, ell, ovf):
-        ax = gather_matvec(off, rows, cols, ell, ovf, n)
-        x, _, ok = _jacobi(lambda x: (rhs + ax(x)) / dg, jnp.zeros_like(rhs), eps, max_iters)
-        return _flag(x, ok)
+    def jac(off, dg, rhs, order, lay):
+        sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
+        x, _, ok = _jacobi(sweep, jnp.zeros_like(rhs), eps, max_iters)
+        return _flag(from_p(x), ok)
 
     @jac.def_vmap
-    def _rule(k, in_batched, off, dg, rhs, rows, cols, ell, ovf):
+    def _rule(k, in_batched, off, dg, rhs, order, lay):
         b_off, b_dg, b_rhs = in_batched[:3]
-        if any(in_batched[3:]):  # a batched structure: plain vmap
-            axes = tuple(0 if b else None for b in in_batched)
-            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, rows, cols, ell, ovf), True
+        if any(jax.tree_util.tree_leaves(in_batched[3:])):  # a batched structure
+            axes = (0 if b_off else None, 0 if b_dg else None, 0 if b_rhs else None,
+                    0 if in_batched[3] else None,
+                    jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[4]))
+            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay), True
         off = off.T if b_off else off  # [nnz, k] or [nnz]
-        dg = dg.T if b_dg else dg[:, None]  # [n, k] or [n, 1]
+        dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
-        ax = gather_matvec(off, rows, cols, ell, ovf, n)
-        x = _jacobi_columns(lambda x: (rhs + ax(x)) / dg, jnp.zeros_like(rhs), eps, max_iters)
-        return x.T, True
+        sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
+        x = _jacobi_columns(sweep, jnp.zeros_like(rhs), eps, max_iters)
+        return from_p(x).T, True
 
     return jac
 
@@ -261,29 +385,27 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options):
     def matvec(x):
         return x - spmv(data, rows, cols, n, x)
 
-    jac = _jacobi_solver(n, opts.epsilon, mi)
+    jac = _jacobi_solver(n, opts.epsilon, mi, pat.bounds)
 
-    def _solver(dat, r, c, ell, ovf, rhs):
+    def _solver(dat, r, c, lay, rhs):
         d = jax.lax.stop_gradient(dat)
         dg = 1.0 - jax.ops.segment_sum(
             jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
         )
         off = jnp.where(_bcast(r == c, d), 0.0, d)
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
-            dg = dg if dg.ndim == rhs.ndim else dg.reshape(dg.shape + (1,) * (rhs.ndim - dg.ndim))
-            ax = gather_matvec(off, r, c, ell, ovf, n)
-            x, it, ok = _jacobi(lambda x: (rhs + ax(x)) / dg, jnp.zeros_like(rhs), eps, mi)
-            return _flag(x, ok)
-        return jac(off, dg, rhs, r, c, ell, ovf)
+            rhs = jnp.broadcast_to(rhs, dg.shape) if rhs.ndim < dg.ndim else rhs
+            sweep, _, from_p = gs_sweep(off, dg, rhs, lay, arrays["order"], pat.bounds, n)
+            x, it, ok = _jacobi(sweep, jnp.zeros_like(rhs), eps, mi)
+            return _flag(from_p(x), ok)
+        return jac(off, dg, rhs, arrays["order"], lay)
 
     def solve(_, rhs):
-        return _solver(data, rows, cols, arrays["ell"], arrays["ovf"], rhs)
+        return _solver(data, rows, cols, arrays["lay"], rhs)
 
     def transpose_solve(_, rhs):
         perm = arrays["perm"]
-        return _solver(
-            data[perm], arrays["t_rows"], arrays["t_cols"], arrays["t_ell"], arrays["t_ovf"], rhs
-        )
+        return _solver(data[perm], arrays["t_rows"], arrays["t_cols"], arrays["t_lay"], rhs)
 
     del on_diag
     return lax.custom_linear_solve(matvec, b, solve, transpose_solve)
