@@ -35,7 +35,7 @@ from _gpu_common import build, copy_bandwidth, device_name, stochastic, table, t
 import jaxmc
 from jaxmc import solvers
 from jaxmc.kernels import spmv_pallas
-from jaxmc.layout import CompactVector, CompactWarpELL, VectorCSR, WarpELL, make_layout
+from jaxmc.layout import CompactVector
 
 _BASE_TUNING = {k: dict(v) for k, v in spmv_pallas.TUNING.items()}
 
@@ -58,13 +58,9 @@ def jacobi_system(em):
 
 
 def make(csr, kind):
-    if kind in ("warp", "warp2"):
-        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
-    if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
-    if kind == "vector":
-        return VectorCSR.from_csr(csr)
-    return make_layout(csr, kind)
+    from spmv import make_kind
+
+    return make_kind(csr, kind)
 
 
 #: (label, layout kind, precision, diag/b storage, b, steps per trip, kernel
@@ -75,8 +71,12 @@ VARIANTS = [
     ("csr", "csr", "f64", "dense", "dense", None, {}, None),
     ("sell32", "sell", "f64", "dense", "dense", None, {}, None),
     ("warp-full", "warp", "f64", "compact", "zero", None, {}, None),
+    ("warp-full sorted", "warp-sorted", "f64", "compact", "zero", None,
+     dict(_methods=("jacobi",)), None),
     ("warp-half", "warp2", "f64", "compact", "zero", None, {}, None),
     ("compact-full", "compact", "f64", "compact", "zero", None, {}, None),
+    ("compact-full sorted", "compact-sorted", "f64", "compact", "zero", None,
+     dict(_methods=("jacobi",)), None),
     ("compact-half", "compact2", "f64", "compact", "zero", None, {}, None),
     ("warp-full", "warp", "f32", "compact", "zero", None, {}, None),
     ("compact-full", "compact", "f32", "compact", "zero", None, {}, None),
@@ -192,8 +192,9 @@ def bench_model(name, bw, iters=200):
         it = 8 if dt == "f64" else 4
         tov = dict(tov)
         measure = tov.pop("_measure", None)
+        methods = tov.pop("_methods", ("jacobi", "power"))
         _set_tuning(tov)
-        for method in ("jacobi", "power"):
+        for method in methods:
             if TUNING_RUN and method == "power" and not label.endswith("t8 last pf"):
                 continue
             M = A if method == "jacobi" else P

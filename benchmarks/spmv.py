@@ -47,12 +47,11 @@ def variants(name: str, mean_row: float, tune: bool):
     if tune:
         v = []
         if long_rows:
-            for L, rpb, nw, ns, gate in ((32, 4, 4, 1, True), (32, 4, 4, 1, False),
-                                         (32, 4, 4, 2, False), (32, 4, 4, 3, False),
-                                         (128, 1, 1, 1, False), (64, 2, 1, 1, False),
-                                         (128, 2, 2, 1, False), (256, 1, 2, 1, False),
-                                         (128, 1, 1, 3, False), (32, 1, 1, 1, False),
-                                         (64, 1, 1, 2, False), (16, 8, 4, 1, False)):
+            v.append(("vector (default)", "vector", "f64", "pallas", {}, {}))
+            for L, rpb, nw, ns, gate in ((256, 1, 2, 1, True), (512, 1, 2, 1, True),
+                                         (512, 1, 8, 1, True), (1024, 1, 4, 1, True),
+                                         (1024, 1, 8, 1, True), (512, 1, 4, 2, True),
+                                         (512, 1, 4, 1, False), (256, 2, 4, 1, True)):
                 v.append((f"vector L{L} r{rpb} w{nw} s{ns}{'' if gate else ' ng'}", "vector",
                           "f64", "pallas", dict(num_warps=nw, num_stages=ns, gate=gate),
                           dict(lanes=L, rpb=rpb)))
@@ -74,8 +73,10 @@ def variants(name: str, mean_row: float, tune: bool):
         ("ell", "ell", "f64", "reference", {}, {}),
         ("sell32", "sell", "f64", "reference", {}, {}),
         ("warp-full", "warp", "f64", "pallas", {}, {}),
+        ("warp-full sorted", "warp-sorted", "f64", "pallas", {}, {}),
         ("warp-half", "warp2", "f64", "pallas", {}, {}),
         ("compact-full", "compact", "f64", "pallas", {}, {}),
+        ("compact-full sorted", "compact-sorted", "f64", "pallas", {}, {}),
         ("compact-half", "compact2", "f64", "pallas", {}, {}),
         ("csr", "csr", "f32", "reference", {}, {}),
         ("warp-full", "warp", "f32", "pallas", {}, {}),
@@ -95,10 +96,19 @@ def make(csr, kind, lkw, base=None):
         return base.with_segs_per_block(lkw["spb"])
     if base is not None and "lanes" in lkw:
         return base.with_tiling(lkw["lanes"], lkw["rpb"])
+    return make_kind(csr, kind)
+
+
+def make_kind(csr, kind):
+    """Layout `kind` of `make_layout`, plus "warp-sorted"/"compact-sorted"
+    (`sort_rows=True`)."""
+    sort = kind.endswith("-sorted")
+    kind = kind.removesuffix("-sorted")
     if kind in ("warp", "warp2"):
-        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
+        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1, sort_rows=sort)
     if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1,
+                                       sort_rows=sort)
     if kind == "vector":
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)

@@ -138,7 +138,7 @@ def test_choice_picks_vector_for_long_rows():
     assert layout_kind(csr, "gpu", fixed_values=True) == "vector"
     assert layout_kind(csr, "cpu") == "csr"
     for L in (choose_layout(csr, "gpu"), make_layout(csr, "vector")):
-        assert isinstance(L, VectorCSR) and L.lanes == 32
+        assert isinstance(L, VectorCSR) and L.lanes == 256  # mean row ~150
     x = np.random.default_rng(0).random(300)
     np.testing.assert_allclose(
         np.asarray(spmv(make_layout(csr, "vector"), x, impl="reference")), A @ x, rtol=1e-13)
@@ -158,3 +158,40 @@ def test_regrouping_keeps_the_product():
         g = v.with_tiling(lanes, rpb)
         assert (g.lanes, g.rows_per_block) == (lanes, rpb)
         np.testing.assert_allclose(np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_sorted_rows_placement(lanes):
+    rng = np.random.default_rng(3)
+    n = 100
+    lengths = rng.integers(0, 9, n)
+    lengths[::17] = 40  # past the cap of lane_info's length field
+    rows = np.repeat(np.arange(n), lengths)
+    A = sp.csr_matrix((np.ones(len(rows)), (rows, rng.integers(0, n, len(rows)))), shape=(n, n))
+    A.sum_duplicates()
+    A.sort_indices()
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    w = WarpELL.from_csr(csr, lanes=lanes, segs_per_block=2, sort_rows=True)
+    S = 32 // lanes
+    bits = S.bit_length() - 1
+    cap = (1 << (8 - bits)) - 1
+    info = np.asarray(w.lane_info).astype(int)
+    seg_ptr, width = np.asarray(w.seg_ptr), np.asarray(w.seg_width)
+    data, srows = np.asarray(w.data), np.asarray(w.rows)
+    steps_all = -(-np.diff(A.indptr) // lanes)
+    for s in range(len(width)):
+        lane_rows = s * S + (info[s * S:(s + 1) * S] & (S - 1))
+        assert sorted(lane_rows) == list(range(s * S, (s + 1) * S))  # a permutation
+        st = np.array([steps_all[r] if r < n else 0 for r in lane_rows])
+        assert (np.diff(st) <= 0).all()  # longest rows first
+        own = info[s * S:(s + 1) * S] >> bits
+        assert ((own == np.minimum(st, cap))).all()
+        block = data[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, S)
+        rb = srows[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, S)
+        for lane, r in enumerate(lane_rows):
+            if r < n:
+                assert (rb[:, :, lane] == r).all()
+                got = block[:, :, lane].reshape(-1)
+                np.testing.assert_array_equal(got[: A[r].nnz], A[r].data)
+                assert (got[A[r].nnz:] == 0).all()
+    assert w.stats()["matrix_bytes"] > WarpELL.from_csr(csr, lanes=lanes).stats()["matrix_bytes"]

@@ -77,15 +77,18 @@ def _vec_spec(v):
 
 #: Default kernel settings per layout class name (read at trace time: after
 #: changing them, `jax.clear_caches()` before the next call).
+#: Measured on an H200 (RESULTS.md): WarpELL 2 stages + eviction hints ~2%
+#: faster than 1 stage without; CompactWarpELL best without hints;
+#: VectorCSR `num_warps=None`: one warp per 128 tile entries (4 per thread).
 #: `gate`: gather `x[col]` only where the value is non-zero (padding costs no
 #: gather, but the gather waits for the value); `prefetch`: issue the
 #: epilogue's row-wise loads before the matrix loop.
 TUNING = {
-    "WarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
+    "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
                     prefetch=False),
     "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
                            prefetch=False),
-    "VectorCSR": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
+    "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
                       prefetch=False),
 }
 
@@ -127,6 +130,8 @@ def fused(
         raise ValueError("`diff=True` needs a square matrix")
     tune = TUNING[type(matrix).__name__]
     num_warps = num_warps or tune["num_warps"]
+    if num_warps is None:
+        num_warps = max(1, min(8, matrix.block_rows * matrix.lanes // 128))
     num_stages = num_stages or tune["num_stages"]
     unroll = unroll or tune["unroll"]
     evict = tune["evict"] if evict is None else evict
@@ -146,6 +151,10 @@ def fused(
     if epilogue == "jacobi" and inv is None:
         raise ValueError("the Jacobi epilogue needs `inv`")
     zero = matrix.zero if compact else 0
+    sorted_rows = not vector and matrix.lane_info is not None
+    if sorted_rows:
+        bits = (WARP // matrix.lanes).bit_length() - 1
+        cap = (1 << (8 - bits)) - 1
     ev_m = "evict_first" if (evict and not interpret) else None
     ev_x = "evict_last" if (evict and not interpret) else None
 
@@ -153,6 +162,8 @@ def fused(
         ins = [matrix.row_ptr, matrix.block_width, matrix.data, matrix.cols]
     else:
         ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
+        if sorted_rows:
+            ins.append(matrix.lane_info)
         ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
     ins.append(x)
     for v, k in ((b, bkind), (inv, ikind)):
@@ -167,6 +178,7 @@ def fused(
             row_ptr_ref, blk_w_ref, data_ref, cols_ref = next(it), next(it), next(it), next(it)
         else:
             seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
+            info_ref = next(it) if sorted_rows else None
             if compact:
                 tab_ref, vidx_ref, offs_ref = next(it), next(it), next(it)
             else:
@@ -212,14 +224,23 @@ def fused(
             seg = r // S
             sp = seg_ptr_ref[seg]
             ws = seg_w_ref[seg]
+            if sorted_rows:
+                # lane r%S of segment seg holds row seg*S + (info & (S-1)),
+                # of (info >> bits) steps (the cap: the segment's width).
+                info = info_ref[r].astype(jnp.int32)
+                own = info >> bits
+                ws = jnp.where(own == cap, ws, own)
+                row1 = seg * S + (info & (S - 1))
+            else:
+                row1 = r
             if lanes == 1:
                 base = sp + r % S
-                row = r
+                row = row1
                 wsb = ws
             else:
                 h = lax.broadcasted_iota(jnp.int32, shp, 0)
                 base = sp[None, :] + h * S + (r % S)[None, :]
-                row = jnp.broadcast_to(r[None, :], shp)
+                row = jnp.broadcast_to(row1[None, :], shp)
                 wsb = jnp.broadcast_to(ws[None, :], shp)
 
             def step(j, acc):
@@ -236,7 +257,17 @@ def fused(
                 xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
                 return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
 
-        rows = pl.ds(start, R)
+        if vector or not sorted_rows:
+            rows = pl.ds(start, R)
+            srows = rows
+        else:  # the rows of the block, permuted within each segment
+            valid = row1 < n
+            rows = srows = jnp.where(valid, row1, 0)
+            if interpret:
+                # Interpret mode stores masked lanes too (their old value),
+                # so duplicate indices race: give each lane its own slot
+                # past the end instead (sliced off below).
+                srows = jnp.where(valid, row1, n + r % R)
 
         def vec(spec):
             if len(spec) == 2:
@@ -273,7 +304,7 @@ def fused(
             y = y + bv
         if epilogue == "jacobi":
             y = y * iv
-        _store(y_ref, rows, y, valid)
+        _store(y_ref, srows, y, valid)
         if diff:
             d = jnp.abs(y - xo)
             d = jnp.where(y == xo, 0, d)
@@ -288,7 +319,8 @@ def fused(
             nbad = jnp.max(bad.astype(jnp.int32))
             dmax_ref[pid] = jnp.where(nbad > 0, jnp.nan, jnp.max(d)).astype(dtype)
 
-    out_shape = [jax.ShapeDtypeStruct((n,), dtype)]
+    spare = R if (interpret and sorted_rows) else 0
+    out_shape = [jax.ShapeDtypeStruct((n + spare,), dtype)]
     if diff:
         out_shape += [jax.ShapeDtypeStruct((nblocks,), dtype)]
     kw = {}
@@ -302,5 +334,5 @@ def fused(
     if diff:
         y, dm = outs
         dmax = jnp.max(dm, initial=0.0)
-        return y, dmax, jnp.isnan(dmax).astype(jnp.int32)
-    return outs[0]
+        return y[:n], dmax, jnp.isnan(dmax).astype(jnp.int32)
+    return outs[0][:n]

@@ -4,9 +4,14 @@ matrices with long rows.
 The thread-per-row warp-segment layouts walk each row with one thread: a
 row of 438 entries (herman N=15) is 438 dependent steps of one thread, and
 32,768 such rows make only 1,024 segments, too few to fill a GPU. Here each
-row is read by `lanes` threads at once: at step `j` thread `l` of row `r`
-reads stored entry `row_ptr[r] + lanes * j + l` (consecutive threads,
-consecutive entries: coalesced), and the partial sums are added at the end.
+row is read `lanes` entries at a time by a group of threads: at step `j`,
+lane `l` of row `r` is stored entry `row_ptr[r] + lanes * j + l`
+(consecutive threads, consecutive entries: coalesced), and the partial sums
+are added at the end. The kernel gives each thread a few consecutive lanes
+(`num_warps` sets how many). By default `lanes` is the mean row length
+rounded up to a power of two (32 to 1024), so most rows take one or two
+steps: on an H200, herman N=15 ran 362 µs with 32 lanes (14 dependent steps
+a row) and 164 µs with 256 (two steps).
 
 The storage is CSR with each row padded to a multiple of `align` entries
 (zeros), so that every row starts on a 32-byte sector boundary of both the
@@ -52,9 +57,11 @@ class VectorCSR(eqx.Module):
 
     @classmethod
     def from_csr(
-        cls, csr: CSR, lanes: int = 32, rows_per_block: int | None = None,
+        cls, csr: CSR, lanes: int | None = None, rows_per_block: int | None = None,
         align: int = 8, dtype=None,
     ) -> VectorCSR:
+        if lanes is None:
+            lanes = default_lanes(np.diff(np.asarray(csr.indptr, dtype=np.int64)))
         if lanes < 1 or lanes & (lanes - 1):
             raise ValueError(f"`lanes` must be a power of two, not {lanes}")
         rpb = rows_per_block or max(1, 128 // lanes)
@@ -131,6 +138,13 @@ class VectorCSR(eqx.Module):
             f"vector{self.lanes}", self.nnz, stored, mbytes, self.shape,
             self.data.dtype.itemsize,
         )
+
+
+def default_lanes(lengths: np.ndarray) -> int:
+    """Lanes per row step: the mean row length rounded up to a power of two,
+    clamped to 32..1024."""
+    mean = float(np.mean(lengths)) if len(lengths) else 1.0
+    return int(min(1024, max(32, 1 << max(0, int(np.ceil(np.log2(max(mean, 1.0))))))))
 
 
 def vector_reference_spmv(matrix: VectorCSR, x):

@@ -47,9 +47,12 @@ def _host_csr(csr: CSR):
     )
 
 
-def _placement(indptr: np.ndarray, nrows: int, lanes: int, segs_per_block: int):
+def _placement(
+    indptr: np.ndarray, nrows: int, lanes: int, segs_per_block: int, sort: bool = False
+):
     """Host: where every CSR entry goes. Returns `(seg_ptr, seg_width,
-    block_width, pos, total)` with `pos[e]` the stored index of entry `e`."""
+    block_width, pos, total, lane_info)` with `pos[e]` the stored index of
+    entry `e`; `lane_info` is None unless `sort` (see `WarpELL`)."""
     seg_rows = WARP // lanes
     lengths = np.diff(indptr)
     nseg = -(-max(nrows, 1) // seg_rows)
@@ -61,23 +64,41 @@ def _placement(indptr: np.ndarray, nrows: int, lanes: int, segs_per_block: int):
     block_width = seg_width.reshape(-1, segs_per_block).max(axis=1)
     rows = np.repeat(np.arange(nrows, dtype=np.int64), lengths)
     k = np.arange(len(rows), dtype=np.int64) - indptr[rows]
+    lane_info = None
+    if sort:
+        # Lane l of segment s holds row s*S + perm[s, l]: longest rows first,
+        # so that the padding of each step is a contiguous run of lanes.
+        st = steps.reshape(nseg, seg_rows)
+        perm = np.argsort(-st, axis=1, kind="stable")
+        lane_of = np.empty_like(perm)
+        np.put_along_axis(lane_of, perm, np.arange(seg_rows)[None, :], axis=1)
+        lane_of = lane_of.reshape(-1)
+        bits = seg_rows.bit_length() - 1
+        cap = (1 << (8 - bits)) - 1
+        lsteps = np.minimum(np.take_along_axis(st, perm, axis=1), cap)
+        lane_info = (perm | (lsteps << bits)).reshape(-1).astype(np.uint8)
+    else:
+        lane_of = np.arange(nseg * seg_rows) % seg_rows
     pos = (
         seg_ptr[rows // seg_rows]
         + WARP * (k // lanes)
         + seg_rows * (k % lanes)
-        + rows % seg_rows
+        + lane_of[rows]
     )
     # One warp of padding at the end, so no array is empty (an all-empty
     # matrix still has something to point at).
-    return seg_ptr, seg_width, block_width, pos, int(seg_ptr[-1]) + WARP
+    return seg_ptr, seg_width, block_width, pos, int(seg_ptr[-1]) + WARP, lane_info
 
 
-def _stored_rows(seg_ptr, seg_width, lanes, total):
+def _stored_rows(seg_ptr, seg_width, lanes, total, lane_info=None):
     """Host: the row of every stored element (padding included)."""
     seg_rows = WARP // lanes
     seg = np.repeat(np.arange(len(seg_width)), seg_width * WARP)
     within = np.arange(len(seg)) - seg_ptr[seg]
-    rows = seg * seg_rows + within % seg_rows
+    lane = within % seg_rows
+    if lane_info is not None:
+        lane = np.asarray(lane_info, np.int64)[seg * seg_rows + lane] & (seg_rows - 1)
+    rows = seg * seg_rows + lane
     return np.concatenate([rows, np.zeros(total - len(rows), np.int64)])
 
 
@@ -139,6 +160,7 @@ class WarpELL(eqx.Module):
     lanes: int = eqx.field(static=True)
     segs_per_block: int = eqx.field(static=True)
     nnz: int = eqx.field(static=True)
+    lane_info: Int[Array, " r"] | None = None
 
     @property
     def seg_rows(self) -> int:
@@ -151,17 +173,23 @@ class WarpELL(eqx.Module):
     @classmethod
     def from_csr(
         cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
-        dtype=None,
+        dtype=None, sort_rows: bool = False,
     ) -> WarpELL:
+        """`sort_rows`: within each segment, put the longest rows on the
+        first lanes and keep each lane's row and length (capped) in
+        `lane_info` (one byte per row): the kernel then masks every lane at
+        its own row's length, and the masked tail of a step is a run of
+        whole memory sectors that are not read."""
         if lanes not in (1, 2):
             raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
         spb = segs_per_block or (8 if lanes == 1 else 16)
         indptr, indices, data = _host_csr(csr)
         nrows = csr.shape[0]
-        seg_ptr, seg_width, block_width, pos, total = _placement(indptr, nrows, lanes, spb)
+        seg_ptr, seg_width, block_width, pos, total, lane_info = _placement(
+            indptr, nrows, lanes, spb, sort_rows)
         slot = np.full(total, len(data), dtype=np.int64)
         slot[pos] = np.arange(len(data))
-        rows = _stored_rows(seg_ptr, seg_width, lanes, total)
+        rows = _stored_rows(seg_ptr, seg_width, lanes, total, lane_info)
         cols = np.minimum(rows, csr.shape[1] - 1)  # padding reads nothing
         cols[pos] = indices
         vals = np.zeros(total, dtype=data.dtype if dtype is None else dtype)
@@ -178,6 +206,7 @@ class WarpELL(eqx.Module):
             lanes=lanes,
             segs_per_block=spb,
             nnz=len(data),
+            lane_info=None if lane_info is None else jnp.asarray(lane_info),
         )
 
     def with_segs_per_block(self, segs_per_block: int):
@@ -197,6 +226,7 @@ class WarpELL(eqx.Module):
     def stats(self) -> dict:
         stored = int(self.data.shape[0])
         mbytes = stored * (self.data.dtype.itemsize + 4) + self.seg_ptr.size * 8
+        mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
         return _stats(
             f"warp{self.lanes}", self.nnz, stored, mbytes, self.shape, self.data.dtype.itemsize
         )
@@ -219,6 +249,7 @@ class CompactWarpELL(eqx.Module):
     segs_per_block: int = eqx.field(static=True)
     nnz: int = eqx.field(static=True)
     zero: int = eqx.field(static=True)
+    lane_info: Int[Array, " r"] | None = None
 
     seg_rows = WarpELL.seg_rows
     block_rows = WarpELL.block_rows
@@ -226,9 +257,9 @@ class CompactWarpELL(eqx.Module):
     @classmethod
     def from_csr(
         cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
-        dtype=None,
+        dtype=None, sort_rows: bool = False,
     ) -> CompactWarpELL:
-        w = WarpELL.from_csr(csr, lanes, segs_per_block)
+        w = WarpELL.from_csr(csr, lanes, segs_per_block, sort_rows=sort_rows)
         if csr.shape[0] != csr.shape[1]:
             raise ValueError("the compact layout needs a square matrix (columns as row offsets)")
         data = np.asarray(w.data)
@@ -258,6 +289,7 @@ class CompactWarpELL(eqx.Module):
             segs_per_block=w.segs_per_block,
             nnz=w.nnz,
             zero=zero,
+            lane_info=w.lane_info,
         )
 
     with_segs_per_block = WarpELL.with_segs_per_block
@@ -284,6 +316,7 @@ class CompactWarpELL(eqx.Module):
         stored = int(self.vidx.shape[0])
         per = self.vidx.dtype.itemsize + self.offs.dtype.itemsize
         mbytes = stored * per + self.seg_ptr.size * 8 + self.table.size * self.table.dtype.itemsize
+        mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
         s = _stats(
             f"compact{self.lanes}", self.nnz, stored, mbytes, self.shape,
             self.table.dtype.itemsize,
@@ -299,9 +332,14 @@ def _regroup(m, spb: int):
     width = np.concatenate([width, np.zeros(nseg - len(width), width.dtype)])
     ptr = np.concatenate([ptr, np.full(nseg + 1 - len(ptr), ptr[-1], ptr.dtype)])
     block = width.reshape(-1, spb).max(axis=1)
+    info = m.lane_info
+    if info is not None:  # the added segments: identity lanes, no steps
+        S = m.seg_rows
+        extra = np.tile(np.arange(S, dtype=np.uint8), nseg - len(np.asarray(m.seg_width)))
+        info = jnp.asarray(np.concatenate([np.asarray(info), extra]))
     return dataclasses.replace(
         m, seg_ptr=jnp.asarray(ptr), seg_width=jnp.asarray(width),
-        block_width=jnp.asarray(block), segs_per_block=int(spb),
+        block_width=jnp.asarray(block), segs_per_block=int(spb), lane_info=info,
     )
 
 
