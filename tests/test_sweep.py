@@ -97,11 +97,11 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     dg = 1.0 + rng.random((k, n))
     rhs = rng.random(n)
     jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
-    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None)))(
-        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"]
+    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
+        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}
     )
     for i in range(k):
-        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"])
+        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {})
         if i == 4:
             assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
         else:
@@ -164,3 +164,50 @@ def test_coloring_is_proper_and_two_colours_bipartite_graphs():
         assert np.all(c[r[off]] != c[q[off]])
         assert set(np.unique(c)) == set(range(c.max() + 1))
     assert coloring(np.zeros(0, int), np.zeros(0, int), 3).tolist() == [0, 0, 0]
+
+
+def test_weight_classes_path_matches_plain_and_falls_back():
+    """Batched solves gather the Jacobi weights from a `[C, k]` table when
+    the entries' classes hold at the points (checked exactly), else use the
+    plain `[nnz, k]` values: both give the one-point results. A parametric
+    walk has a few classes."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmc.diff._linalg import Pattern, _jacobi_solver
+
+    rng = np.random.default_rng(2)
+    n = 80
+    rows, cols = np.nonzero(rng.random((n, n)) < 0.06)
+    pat = Pattern(rows, cols, (n, n))
+    a = jax.tree_util.tree_map(jnp.asarray, pat.arrays)
+    k, C = 4, 3
+    cls = rng.integers(0, C, rows.size)
+    table = rng.random((k, C)) / (1.5 * np.bincount(rows, minlength=n).max())
+    off = table[:, cls]  # [k, nnz]: equal weights within a class
+    dg = np.repeat(1.0 + rng.random((k, 1)), n, axis=1)  # constant per point
+    rhs = rng.random(n)
+    rep = np.array([np.flatnonzero(cls == c)[0] for c in range(C)], np.int32)
+    jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
+    single = np.stack([
+        jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {})
+        for i in range(k)
+    ])
+    wrong = cls.copy()
+    wrong[:5] = (wrong[:5] + 1) % C
+    for guess in (cls, wrong):
+        classes = {"cls": jnp.asarray(guess, jnp.int32), "rep": jnp.asarray(rep)}
+        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
+            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], classes
+        )
+        np.testing.assert_allclose(batched, single, rtol=1e-13)
+
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from grad import model_text
+
+    pt = {"p0": 0.3, "p1": 0.4}
+    model = jaxmc.load_model_string(model_text(2), {"N": 8}, parameters=("p0", "p1"), params=pt)
+    problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params=pt)
+    found = [h["classes"] for h in problem.host.values() if isinstance(h, dict) and "classes" in h]
+    assert found and 2 <= found[0]["rep"].size <= 12

@@ -218,7 +218,7 @@ def spmv_t(data, pat: dict, n_cols: int, x):
     return spmv(data[pat["perm"]], pat["t_rows"], pat["t_cols"], n_cols, x)
 
 
-def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int):
+def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     """`(sweep, to_perm, from_perm)`: one multicolour Gauss-Seidel sweep of
     `x = (rhs + off x) / dg` on the colour-sorted iterate, colour by colour
     (each block's new values use the other blocks' latest ones), in the
@@ -227,7 +227,13 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int):
     indices). Values are divided by the diagonal and laid out once, here;
     each block's update is `w_c` row gathers `x[cols_j]` times values (no
     scatter, except a few overflow entries of very long rows) written back
-    as one contiguous slice."""
+    as one contiguous slice.
+
+    With `classes` (`{"cls": [nnz], "table": [C, k]}`: entry `e`'s weight
+    `off[e] / dg[row e]` is `table[cls[e]]`), the weights are gathered from
+    the small table inside each sweep instead of being stored `[w, n, k]`:
+    a batched sweep then reads the shared indices, the iterate and the table
+    only, not `nnz x k` values (it is memory-bound)."""
     multi = rhs.ndim > 1
     pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
 
@@ -242,18 +248,28 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int):
     pad = jnp.zeros((1,) + off.shape[1:], off.dtype)
     offp = jnp.concatenate([off, pad])
     pcols = jnp.concatenate([lay["pcols"], jnp.zeros((1,), jnp.int32)])
+    if classes is not None:
+        table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
+        clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
     blocks = []
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
         d = dgp[lo:hi]
-        vals = offp[ell]  # [w, n_c] or [w, n_c, k]
-        if multi and vals.ndim == 2:
-            vals = vals[..., None]
-        vals = vals / d
-        ov = offp[ovf]
-        if multi and ov.ndim == 1:
-            ov = ov[:, None]
-        blocks.append((lo, hi, vals, pcols[ell], ov / d[orow], pcols[ovf], orow))
+        if classes is not None:
+            vals, ov = clsp[ell], table[clsp[ovf]]  # class ids; weights
+        else:
+            vals = offp[ell]  # [w, n_c] or [w, n_c, k]
+            if multi and vals.ndim == 2:
+                vals = vals[..., None]
+            vals = vals / d
+            ov = offp[ovf]
+            if multi and ov.ndim == 1:
+                ov = ov[:, None]
+            ov = ov / d[orow]
+        blocks.append((lo, hi, vals, pcols[ell], ov, pcols[ovf], orow))
+
+    def weight(vals, j):
+        return vals[j] if classes is None else table[vals[j]]
 
     def sweep(x):
         for lo, hi, vals, ecols, ov, ocols, orow in blocks:
@@ -261,9 +277,9 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int):
             acc = rp[lo:hi]
             if w <= 32:
                 for j in range(w):
-                    acc = acc + x[ecols[j]] * vals[j]
+                    acc = acc + x[ecols[j]] * weight(vals, j)
             else:
-                acc = lax.fori_loop(0, w, lambda j, a: a + x[ecols[j]] * vals[j], acc)
+                acc = lax.fori_loop(0, w, lambda j, a: a + x[ecols[j]] * weight(vals, j), acc)
             if ocols.shape[0]:
                 acc = acc + jax.ops.segment_sum(
                     ov * x[ocols], orow, num_segments=hi - lo, indices_are_sorted=True
@@ -338,25 +354,36 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds):
     indices per slot and sweep, and a per-column convergence mask."""
 
     @jax.custom_batching.custom_vmap
-    def jac(off, dg, rhs, order, lay):
+    def jac(off, dg, rhs, order, lay, rows, classes):
         sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
         x, _, ok = _jacobi(sweep, jnp.zeros_like(rhs), eps, max_iters)
         return _flag(from_p(x), ok)
 
     @jac.def_vmap
-    def _rule(k, in_batched, off, dg, rhs, order, lay):
+    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes):
         b_off, b_dg, b_rhs = in_batched[:3]
         if any(jax.tree_util.tree_leaves(in_batched[3:])):  # a batched structure
-            axes = (0 if b_off else None, 0 if b_dg else None, 0 if b_rhs else None,
-                    0 if in_batched[3] else None,
-                    jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[4]))
-            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay), True
+            axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay, rows, classes), True
         off = off.T if b_off else off  # [nnz, k] or [nnz]
         dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
-        sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
-        x = _jacobi_columns(sweep, jnp.zeros_like(rhs), eps, max_iters)
-        return from_p(x).T, True
+
+        def run(cl):
+            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl)
+            return from_p(_jacobi_columns(sweep, jnp.zeros_like(rhs), eps, max_iters)).T
+
+        if not classes or not b_off:
+            return run(None), True
+        # Per-point weights in classes: gather a [C, k] table per sweep
+        # instead of [nnz, k] values, if the classes hold at these points
+        # (checked exactly; else the plain path).
+        d = dg if dg.ndim == 2 else dg[:, None]
+        s = off / d[rows]
+        table = s[classes["rep"]]
+        ok = jnp.all(s == table[classes["cls"]])
+        x = lax.cond(ok, lambda: run({"cls": classes["cls"], "table": table}), lambda: run(None))
+        return x, True
 
     return jac
 
@@ -371,11 +398,14 @@ class Options:
         self.max_iters = int(max_iters)
 
 
-def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options):
+def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None):
     """`x` with `x = A x + b`, i.e. `(I - A) x = b`, for `A` = `data` on
     `pat` (spectral radius < 1: the caller restricts `A` to the transient
     "maybe" states). Differentiable in `data` and `b` by the implicit function
-    theorem. `arrays` are `pat.arrays` on the device."""
+    theorem. `arrays` are `pat.arrays` on the device; `classes` (optional,
+    `{"cls": [nnz], "rep": [C]}`) guesses which entries have equal Jacobi
+    weights `A[e] / (1 - A_ii)` at every parameter point (used, after an
+    exact check, by batched forward solves)."""
     n = pat.shape[0]
     rows, cols = arrays["rows"], arrays["cols"]
     on_diag = rows == cols
@@ -387,7 +417,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options):
 
     jac = _jacobi_solver(n, opts.epsilon, mi, pat.bounds)
 
-    def _solver(dat, r, c, lay, rhs):
+    def _solver(dat, r, c, lay, rhs, cl):
         d = jax.lax.stop_gradient(dat)
         dg = 1.0 - jax.ops.segment_sum(
             jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
@@ -398,14 +428,14 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options):
             sweep, _, from_p = gs_sweep(off, dg, rhs, lay, arrays["order"], pat.bounds, n)
             x, it, ok = _jacobi(sweep, jnp.zeros_like(rhs), eps, mi)
             return _flag(from_p(x), ok)
-        return jac(off, dg, rhs, arrays["order"], lay)
+        return jac(off, dg, rhs, arrays["order"], lay, r, cl)
 
     def solve(_, rhs):
-        return _solver(data, rows, cols, arrays["lay"], rhs)
+        return _solver(data, rows, cols, arrays["lay"], rhs, classes or {})
 
     def transpose_solve(_, rhs):
         perm = arrays["perm"]
-        return _solver(data[perm], arrays["t_rows"], arrays["t_cols"], arrays["t_lay"], rhs)
+        return _solver(data[perm], arrays["t_rows"], arrays["t_cols"], arrays["t_lay"], rhs, {})
 
     del on_diag
     return lax.custom_linear_solve(matvec, b, solve, transpose_solve)

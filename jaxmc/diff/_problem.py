@@ -336,6 +336,7 @@ class Problem:
         tag = f"lin{len(self.host)}"
         self.host[tag] = {
             "pat": pat.arrays,
+            "classes": self._value_classes(km),
             "km": km.astype(np.int32),
             "kb": kb.astype(np.int32),
             "kb_rows": soe[kb].astype(np.int32),
@@ -353,9 +354,40 @@ class Problem:
             )
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
-            return linear_solve(P[h["km"]], pat, h["pat"], b, opts)
+            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"])
 
         return plan
+
+    def _value_classes(self, km: np.ndarray) -> dict:
+        """Entries of the linear system `A = P[km]` whose Jacobi weights
+        `A[e] / (1 - A_ii)` are the same function of the parameters, found
+        numerically at three random points near the build point: `{"cls":
+        [nnz] class of each entry, "rep": [C] one entry per class}`, or `{}`
+        when there are too many classes to gain anything. A batched solve
+        (`jaxmc.sweep`) then reads a `[C, k]` table per sweep instead of
+        `[nnz, k]` values, after checking at the actual points that the
+        classes hold (`jaxmc.diff._linalg`); a wrong guess costs speed, never
+        accuracy."""
+        if not self.names or km.size == 0:
+            return {}
+        rng = np.random.default_rng(12345)
+        arrays = jax.tree_util.tree_map(jnp.asarray, {"tv": self.host["tv"], "soe": self.host["soe"]})
+        rows, cols = self.soe[km], self.col[km]
+        diag = rows == cols
+        keys = []
+        for _ in range(3):
+            theta = {k: jnp.asarray(v * (1.0 + 0.2 * (rng.random() - 0.5))) for k, v in self.build_params.items()}
+            with np.errstate(all="ignore"):
+                a = np.asarray(self._probs(arrays, theta)[0])[km]
+                dg = 1.0 - np.bincount(rows[diag], weights=a[diag], minlength=self.n)
+                keys.append(np.where(diag, 0.0, a) / dg[rows])
+        keys = np.stack(keys, axis=1)
+        if not np.all(np.isfinite(keys)):
+            return {}
+        _, rep, cls = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        if rep.size > max(256, km.size // 16):
+            return {}
+        return {"cls": cls.reshape(-1).astype(np.int32), "rep": rep.astype(np.int32)}
 
     # ------------------------------------------------------------ MDP
 
