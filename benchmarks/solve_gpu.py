@@ -83,23 +83,10 @@ VARIANTS = [
 ]
 
 TUNE = [
-    ("warp-full cdiag b0 t4 every", "warp", "f64", "compact", "zero", 4,
-     dict(_measure="every"), None),
-    ("warp-full cdiag b0 t4 last", "warp", "f64", "compact", "zero", 4, {}, None),
-    ("warp-full cdiag b0 t8 last", "warp", "f64", "compact", "zero", 8, {}, None),
-    ("warp-full cdiag b0 t4 every pf", "warp", "f64", "compact", "zero", 4,
-     dict(_measure="every", prefetch=True), None),
-    ("warp-full cdiag b0 t8 last pf", "warp", "f64", "compact", "zero", 8,
-     dict(prefetch=True), None),
-    ("warp-full cdiag b0 t8 last pf ng ev s2", "warp", "f64", "compact", "zero", 8,
-     dict(prefetch=True, gate=False, evict=True, num_stages=2), None),
-    ("compact-full cdiag b0 t4 every", "compact", "f64", "compact", "zero", 4,
-     dict(_measure="every"), None),
-    ("compact-full cdiag b0 t8 last", "compact", "f64", "compact", "zero", 8, {}, None),
-    ("compact-full cdiag b0 t8 last pf", "compact", "f64", "compact", "zero", 8,
-     dict(prefetch=True), None),
-    ("compact-full cdiag b0 t8 last pf ng", "compact", "f64", "compact", "zero", 8,
-     dict(prefetch=True, gate=False), None),
+    ("warp-full t8", "warp", "f64", "compact", "zero", 8, {}, None),
+    ("warp-full t16", "warp", "f64", "compact", "zero", 16, {}, None),
+    ("warp-full t32", "warp", "f64", "compact", "zero", 32, {}, None),
+    ("compact-full t16", "compact", "f64", "compact", "zero", 16, {}, None),
 ]
 
 
@@ -195,7 +182,7 @@ def bench_model(name, bw, iters=200):
         methods = tov.pop("_methods", ("jacobi", "power"))
         _set_tuning(tov)
         for method in methods:
-            if TUNING_RUN and method == "power" and not label.endswith("t8 last pf"):
+            if TUNING_RUN and method == "power":
                 continue
             M = A if method == "jacobi" else P
             if M.shape[0] != M.shape[1]:
@@ -234,8 +221,7 @@ def bench_model(name, bw, iters=200):
                                  us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
                                  residual=float(sol.residual)))
                 print(rows[-1], flush=True)
-                if (TUNING_RUN and method == "jacobi" and label.endswith("t8 last pf")
-                        and kind in ("warp", "compact")):
+                if TUNING_RUN and method == "jacobi" and label == "warp-full t8":
                     inv = dg.map(lambda t: 1.0 / t)
                     rows[-1].update(micro(label, L, inv, xs))
                 del L, fn

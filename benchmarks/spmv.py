@@ -48,10 +48,9 @@ def variants(name: str, mean_row: float, tune: bool):
         v = []
         if long_rows:
             v.append(("vector (default)", "vector", "f64", "pallas", {}, {}))
-            for L, rpb, nw, ns, gate in ((256, 1, 2, 1, True), (512, 1, 2, 1, True),
-                                         (512, 1, 8, 1, True), (1024, 1, 4, 1, True),
-                                         (1024, 1, 8, 1, True), (512, 1, 4, 2, True),
-                                         (512, 1, 4, 1, False), (256, 2, 4, 1, True)):
+            for L, rpb, nw, ns, gate in ((512, 2, 8, 1, True), (512, 4, 8, 1, True),
+                                         (1024, 1, 4, 2, True), (512, 1, 4, 3, True),
+                                         (256, 2, 4, 1, True), (512, 1, 4, 1, False)):
                 v.append((f"vector L{L} r{rpb} w{nw} s{ns}{'' if gate else ' ng'}", "vector",
                           "f64", "pallas", dict(num_warps=nw, num_stages=ns, gate=gate),
                           dict(lanes=L, rpb=rpb)))
