@@ -4,7 +4,7 @@ takes in model checking: for a DTMC, `x = P x + b` on the "maybe" states
 Jacobi splits off the diagonal, `D = 1 - P_ii` and `A = P` without it.
 
 All loops are `lax.while_loop`s under `eqx.filter_jit`. Fixed-point methods
-do two (fused Pallas path: eight) steps per trip so the iterate ping-pongs
+do two (fused Pallas path: sixteen) steps per trip so the iterate ping-pongs
 between buffers instead of being copied, and test PRISM's criterion
 (`sup_norm`) on every step (fused Pallas path: on each trip's last step).
 Hyperparameters `epsilon` and `max_iters` are traced, `relative` is static:
@@ -91,10 +91,11 @@ def fixed_point_fused(
 
 
 #: Steps per loop trip of the fused Pallas path (the reference path keeps 2,
-#: PRISM's iteration counts up to one step). 8: on an H200, tandem c=2047's
-#: Jacobi ran 152 µs/step with 8 and 158 with 4 (the unmeasured steps and the
-#: loop's per-trip cost amortised).
-PALLAS_STEPS_PER_TRIP = 8
+#: PRISM's iteration counts up to one step). On an H200, tandem c=2047's
+#: Jacobi ran 158 µs/step with 4, 152-155 with 8, 149 with 16 and 148 with 32
+#: (only the last step of a trip is measured, and the loop's per-trip cost is
+#: spread); the price is up to 15 steps past PRISM's stopping point.
+PALLAS_STEPS_PER_TRIP = 16
 
 #: Where the fused Pallas path measures convergence: "last" (the last step of
 #: each trip; see `fixed_point_fused`) or "every" step. The reference path
@@ -164,7 +165,7 @@ def jacobi(
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` unless converged.
     - `steps_per_trip`: steps per loop trip (default: `PALLAS_STEPS_PER_TRIP`,
-      8, for the fused Pallas step, 2 otherwise); the loop may run up to this many minus one steps
+      16, for the fused Pallas step, 2 otherwise); the loop may run up to this many minus one steps
       past the criterion.
     - `measure`: `"every"` step or the `"last"` step of each trip is tested
       (default: `PALLAS_MEASURE`, "last", on the fused Pallas path; "every"
