@@ -231,10 +231,11 @@ def sweep(
 ) -> np.ndarray:
     """`prop` at a batch of parameter points, in one vmapped computation.
 
-    The batch shares the structure: under `jax.vmap` the Jacobi solves run
-    as one multi-vector iteration (iterate `[n, k]`, values `[nnz, k]`, one
-    gather over the shared column indices per step, a per-point convergence
-    mask), not as a vmapped single-point loop.
+    The batch shares the structure: under `jax.vmap` the linear solves run
+    as one multi-vector Gauss-Seidel iteration (iterate `[n, k]`, one gather
+    pass over the shared column indices per sweep, the points' weights from
+    a small table of weight classes when the model has them, a per-point
+    convergence mask), not as a vmapped single-point loop.
 
     **Arguments:**
     - `params`: name → array; arrays of one common shape (scalars broadcast),
