@@ -85,15 +85,17 @@ def test_poll2_against_dense_and_storm():
 def device_path(request, monkeypatch):
     """As on a GPU: every system goes to the device, on the layout that
     `layout_kind` picks for a GPU (a warp layout; the plain-JAX SpMV here).
-    `device_jacobi`: device GMRES stopped after one step, so PRISM's Jacobi
-    runs on the device."""
+    `device_jacobi`: the device Krylov solve reports failure, so PRISM's
+    Jacobi runs on the device."""
     monkeypatch.setattr(steady, "on_gpu", lambda: True)
     monkeypatch.setattr(steady, "DEVICE_MIN_STATES", 0)
     if request.param == "device_jacobi":
-        real = steady.device_gmres
-        monkeypatch.setattr(
-            steady, "device_gmres", lambda op, b, **kw: real(op, b, **dict(kw, max_iters=1))
-        )
+        from jaxmc.solvers import Solution, Status
+
+        def fail(op, b, max_iters):
+            return Solution(np.zeros(len(b)), Status.MAX_ITERS, 1, 1.0), "bicgstab"
+
+        monkeypatch.setattr(steady, "_device_krylov", fail)
     return request.param
 
 
@@ -102,7 +104,7 @@ def test_device_random_chains(device_path, kind):
     test_steady_state_random(kind, 1)
     m, _ = __import__("test_numerics_ctmc").random_model(kind, 15, 1, absorbing=1)
     *_, res = nm.stationary_distributions(m, epsilon=1e-12)
-    assert res.method == ("gmres" if device_path == "device" else "jacobi")
+    assert res.method == ("bicgstab" if device_path == "device" else "jacobi")
     assert res.extra["layout"] in ("warp", "warp2") and res.iterations > 0
 
 
@@ -123,7 +125,7 @@ def test_device_gmres_slowly_mixing_matches_host():
     for layout in ("csr", "warp", "ell"):
         pi, _, _, res = nm.stationary_distributions(m, device=True, layout=layout)
         np.testing.assert_allclose(pi, np.array([3, 3, 1, 1]) / 8, rtol=1e-9)
-        assert res.method == "gmres" and res.extra["layout"] == layout
+        assert res.method == "bicgstab" and res.extra["layout"] == layout
     rng = np.random.default_rng(3)
     n = 60
     rows = [[{(s + 1) % n: (slow if s % 10 == 9 else fast) * rng.uniform(0.5, 2),
@@ -132,4 +134,35 @@ def test_device_gmres_slowly_mixing_matches_host():
     host, *_ = nm.stationary_distributions(m, device=False)
     dev, _, _, res = nm.stationary_distributions(m, device=True, layout="warp")
     np.testing.assert_allclose(dev, host, rtol=1e-9, atol=1e-15)
-    assert res.method == "gmres" and res.residual < 1e-9
+    assert res.method == "bicgstab" and res.residual < 1e-9
+
+
+def test_device_krylov_solvers():
+    """Device GMRES and BiCGStab on a random nonsymmetric system with a
+    normalisation row, against a direct solve."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+    import jax.numpy as jnp
+
+    from jaxmc.numerics import _krylov
+    from jaxmc.numerics._common import build_matrix
+
+    n = 300
+    A = sp.random(n, n, density=0.02, random_state=7, format="csr")
+    s = np.asarray(A.sum(0)).ravel()
+    A = (A @ sp.diags(1 / np.where(s > 0, s, 1))).tocsr()  # column-stochastic
+    A = steady._canonical(A.multiply(np.arange(n)[:, None] != 0))  # row 0: normalisation
+    norm = np.zeros(n, bool)
+    norm[0] = True
+    w = np.random.default_rng(7).uniform(0.5, 2, n)
+    full = (sp.eye(n) - A).tolil()
+    full[0, :] = w
+    b = np.eye(n)[0]
+    want = spla.spsolve(full.tocsc(), b)
+    for layout in ("csr", "warp"):
+        op = _krylov.Operator(build_matrix(A.indptr, A.indices, A.data, A.shape, layout),
+                              jnp.asarray(norm), jnp.zeros(n, jnp.int32), jnp.asarray(w), 1)
+        for solve in (_krylov.gmres, _krylov.bicgstab):
+            sol = solve(op, b, rtol=1e-12, max_iters=3000)
+            assert int(sol.status) == 0 and float(sol.residual) < 1e-9, solve
+            np.testing.assert_allclose(np.asarray(sol.value), want, rtol=1e-8, atol=1e-12)

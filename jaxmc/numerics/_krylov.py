@@ -1,23 +1,23 @@
-"""Restarted GMRES on the device, for the linear systems of steady-state
-analysis (`jaxmc.numerics.steady`), with the SpMV on any `jaxmc.layout`
-matrix (the warp-segment Pallas kernel on a GPU).
+"""Krylov solvers on the device (restarted GMRES, BiCGStab) for the linear
+systems of steady-state analysis (`jaxmc.numerics.steady`, which says when
+it uses which), with the SpMV on any `jaxmc.layout` matrix (the
+warp-segment Pallas kernel on a GPU).
 
 The systems are `(I - A) x = b` with `A` sparse, some rows optionally
 replaced by a normalisation `sum_{s in group g} w_s x_s` (one per BSCC): those
 rows are dense, so they are not stored in the layout but computed by a
 reduction beside the SpMV (`Operator`).
 
-Why GMRES and not the stationary iterations of `jaxmc.solvers`: on slowly
-mixing chains a Jacobi or power iteration stopped by PRISM's relative-step
-criterion can be orders of magnitude further from the solution than
-epsilon (see `steady.py`), and it may need 10^5 steps or never converge
-(cluster N=256). GMRES minimises the true residual, so its stopping test is a
-bound on what is left, and it converges on the jump-chain scaled systems
-(unit diagonal) in far fewer matrix-vector products. It is the host path's
-method (`scipy.sparse.linalg.gmres`, same restart and tolerance), moved to
-the device so that nothing of size n leaves it during the solve.
+Why Krylov methods and not the stationary iterations of `jaxmc.solvers`: on
+slowly mixing chains a Jacobi or power iteration stopped by PRISM's
+relative-step criterion can be orders of magnitude further from the
+solution than epsilon (see `steady.py`), and it may need 10^5 steps or never
+converge (cluster N=256). Both methods here report the true residual, a
+bound on what is left, and nothing of size n leaves the device during a
+solve. `jaxmc.solvers.bicgstab` cannot be used as is: its operator is
+`diag x - A x`, with no room for the dense normalisation rows.
 
-Arnoldi by modified Gram-Schmidt, the least-squares problem by Givens
+GMRES: Arnoldi by modified Gram-Schmidt, the least-squares problem by Givens
 rotations (so the residual norm is known at every step and a cycle stops as
 soon as it is small enough), and the true residual recomputed after every
 cycle, which is what the convergence test uses. `iterations` counts the
@@ -166,3 +166,66 @@ def gmres(op: Operator, b, x0=None, *, rtol=1e-13, restart=40, max_iters=10000,
     sol = _gmres(op, b, x0, jnp.asarray(rtol, b.dtype), jnp.asarray(max_iters, jnp.int32),
                  int(restart))
     return check_solution(sol, throw, "GMRES")
+
+
+@eqx.filter_jit
+def _bicgstab(op, b, x0, rtol, max_iters, shadow):
+    tol = rtol * _norm(b)
+    r0 = b - op(x0)
+    one = jnp.ones((), b.dtype)
+    res0 = _norm(r0)
+    s0 = jnp.where(res0 <= tol, Status.CONVERGED, RUNNING).astype(jnp.int32)
+    rhat0 = r0 if shadow is None else shadow
+    init = (x0, r0, rhat0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
+            jnp.zeros((), jnp.int32), res0, s0)
+
+    def body(c):
+        x, r, rhat, p, v, rho, alpha, omega, it, _, _ = c
+        rho_new = jnp.vdot(rhat, r)
+        # rhat . r = 0: restart with the current residual as shadow vector.
+        restart = rho_new == 0
+        rhat = jnp.where(restart, r, rhat)
+        rho_new = jnp.where(restart, jnp.vdot(r, r), rho_new)
+        beta = jnp.where(restart, 0.0, (rho_new / rho) * (alpha / omega))
+        p = r + beta * (p - omega * v)
+        v = op(p)
+        rv = jnp.vdot(rhat, v)
+        alpha = rho_new / rv
+        h = x + alpha * p
+        s = r - alpha * v
+        s_ok = _norm(s) <= tol
+        t = op(s)
+        tt = jnp.vdot(t, t)
+        omega = jnp.where(s_ok, one, jnp.vdot(t, s) / jnp.where(tt == 0, one, tt))
+        x = jnp.where(s_ok, h, h + omega * s)
+        r = jnp.where(s_ok, s, s - omega * t)
+        it = it + 1
+        res = _norm(r)
+        broke = (rv == 0) | (~s_ok & ((omega == 0) | (tt == 0)))
+        status = jnp.where(
+            ~jnp.all(jnp.isfinite(x)), Status.NONFINITE,
+            jnp.where(res <= tol, Status.CONVERGED,
+                      jnp.where(broke, Status.BREAKDOWN,
+                                jnp.where(it >= max_iters, Status.MAX_ITERS, RUNNING))),
+        ).astype(jnp.int32)
+        return x, r, rhat, p, v, rho_new, alpha, omega, it, res, status
+
+    out = lax.while_loop(lambda c: c[-1] == RUNNING, body, init)
+    x = out[0]
+    true = _norm(b - op(x)) / jnp.where(tol > 0, tol / rtol, 1.0)
+    return Solution(value=x, status=out[-1], iterations=out[-3], residual=true)
+
+
+def bicgstab(op: Operator, b, x0=None, *, rtol=1e-13, max_iters=10000,
+             shadow=None, throw=False) -> Solution:
+    """BiCGStab for `op(x) = b` on the device, stopped when its recursive
+    residual is below `rtol ||b||_2`. `residual` is the *true* relative
+    residual of the result, which rounding may leave well above `rtol`:
+    the caller decides whether that is good enough. `iterations` counts
+    BiCGStab iterations (two SpMVs each). `shadow`: the shadow residual
+    (default: the initial residual)."""
+    b = jnp.asarray(b, jnp.float64)
+    x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, jnp.float64)
+    sol = _bicgstab(op, b, x0, jnp.asarray(rtol, b.dtype), jnp.asarray(max_iters, jnp.int32),
+                    None if shadow is None else jnp.asarray(shadow, b.dtype))
+    return check_solution(sol, throw, "BiCGStab")

@@ -1,0 +1,219 @@
+"""End-to-end solves through the public API on the default JAX device (a GPU
+where there is one), next to Storm on the same host's CPU.
+
+Cases (`--size large`, the issue's): tandem c=2047 `R=? [ S ]` (long-run
+expected customers, tandem.csl) and cluster N=464 `S=? [ "premium" ]`
+(cluster.csl); `--size small`: tandem c=31, cluster N=8 (a CPU smoke run).
+
+For each case: `jaxmc.load_model` + `jaxmc.build` (timed together), the
+first `jaxmc.check` (tracing, compilation and layout building included) and
+a warm one on the built model, with value, method, layout, iterations and
+`CheckResult.timing` (precompute / layout / solve); then Storm (stormpy
+`build_model` + `model_checking` through `../shared/tools/storm_ref.py`, its
+CLI-default solver setting, in a subprocess with a timeout). Storm runs
+after jaxmc, one case at a time, unless `--storm-parallel` starts it at
+once beside jaxmc (on other cores; to fit a time budget: its times are then
+taken on a busier host, which the output says).
+
+Prints a markdown table (and writes it with `--out FILE`), plus one JSON
+line per case.
+
+    python benchmarks/e2e_gpu.py --size small
+    python benchmarks/e2e_gpu.py --size large --storm-timeout 300 --storm-parallel
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _gpu_common import find_model  # noqa: E402
+
+import jaxmc  # noqa: E402
+
+STORM_REF = ROOT.parent / "shared" / "tools" / "storm_ref.py"
+
+CASES = {
+    "large": [
+        ("tandem", "tandem.sm", "c=2047", "R=? [ S ]"),
+        ("cluster", "cluster.sm", "N=464", 'S=? [ "premium" ]'),
+    ],
+    "small": [
+        ("tandem", "tandem.sm", "c=31", "R=? [ S ]"),
+        ("cluster", "cluster.sm", "N=8", 'S=? [ "premium" ]'),
+    ],
+}
+
+
+def storm_start(path: Path, consts: str, prop: str, solver: str):
+    cmd = [sys.executable, str(STORM_REF), str(path), "--const", consts, "--prop", prop,
+           "--solver", solver]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def storm_finish(proc, started: float, timeout: float) -> dict:
+    left = max(1.0, timeout - (time.perf_counter() - started))
+    try:
+        out, err = proc.communicate(timeout=left)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": (err.strip().splitlines() or ["no output"])[-1][:200]}
+    d = json.loads(lines[-1])
+    if not d.get("ok"):
+        return {"error": str(d.get("error", "failed"))[:200]}
+    return {k: d.get(k) for k in ("value", "states", "build_s", "check_s", "storm", "stormpy")}
+
+
+def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str) -> dict:
+    out: dict = {}
+    t = time.perf_counter()
+    model = jaxmc.load_model(str(path), consts)
+    em = jaxmc.build(model)
+    out["build_s"] = time.perf_counter() - t
+    out["states"] = em.num_states
+    out["transitions"] = em.num_transitions
+    for key in ("first", "warm"):
+        t = time.perf_counter()
+        try:
+            r = jaxmc.check(model, prop, max_iters=max_iters, layout=layout)
+        except jaxmc.JaxmcError as e:
+            out["error"] = str(e).splitlines()[0]
+            return out
+        wall = time.perf_counter() - t
+        out[key] = {
+            "wall_s": wall,
+            "value": r.value,
+            "method": r.method,
+            "layout": r.layout,
+            "iterations": r.iterations,
+            "status": r.status,
+            "timing": {k: v for k, v in r.timing.items() if k != "build"},
+        }
+    return out
+
+
+def environment() -> dict:
+    import jax
+
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    d = jax.devices()[0]
+    return {
+        "device": f"{getattr(d, 'device_kind', d.platform)} ({d.platform})",
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "jax": jax.__version__,
+        "jaxmc": jaxmc.__version__,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def _f(v, nd=3):
+    return "—" if v is None else f"{v:.{nd}f}"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | constants | property | states | jaxmc value | Storm value | agree (1e-6 rel) "
+            "| method / layout | iterations | jaxmc build s | check first s | check warm s "
+            "| warm: precompute / layout / solve s | Storm build s | Storm check s "
+            "| ratio (build+first) | ratio (warm check vs Storm check) |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    for r in rows:
+        j, s = r["jaxmc"], r["storm"]
+        first, warm = j.get("first", {}), j.get("warm", {})
+        jv = warm.get("value", j.get("error", "error"))
+        sv = s.get("value", s.get("error"))
+        agree = "—"
+        if isinstance(jv, float) and isinstance(sv, (int, float)):
+            rel = abs(jv - sv) / max(abs(jv), abs(sv), 1e-300)
+            agree = f"{'yes' if rel <= 1e-6 else 'no'} ({rel:.1e})"
+        t = warm.get("timing", {})
+        stages = " / ".join(_f(t.get(k)) for k in ("precompute", "layout", "solve")) if t else "—"
+        ratio = ratio_w = "—"
+        if "build_s" in s and "wall_s" in first:
+            ratio = f"{(j['build_s'] + first['wall_s']) / (s['build_s'] + s['check_s']):.2f}×"
+            ratio_w = f"{warm['wall_s'] / max(s['check_s'], 1e-9):.2f}×"
+        how = f"{warm.get('method')} / {warm.get('layout')}" if warm else "—"
+        lines.append(
+            f"| {r['name']} | `{r['consts']}` | `{r['prop']}` | {j.get('states', 0):,} "
+            f"| {jv if isinstance(jv, str) else f'{jv:.10g}'} "
+            f"| {sv if isinstance(sv, str) else f'{sv:.10g}'} | {agree} | {how} "
+            f"| {warm.get('iterations') if warm.get('iterations') is not None else '—'} | {_f(j.get('build_s'))} | {_f(first.get('wall_s'))} "
+            f"| {_f(warm.get('wall_s'))} | {stages} | {_f(s.get('build_s'))} | {_f(s.get('check_s'))} "
+            f"| {ratio} | {ratio_w} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", choices=sorted(CASES), default="large")
+    p.add_argument("--only", choices=("tandem", "cluster"), help="run one case only")
+    p.add_argument("--max-iters", type=int, default=20000,
+                   help="max_iters of jaxmc.check (GMRES steps / Jacobi iterations)")
+    p.add_argument("--layout", default="auto", help="layout= of jaxmc.check (default auto)")
+    p.add_argument("--storm-timeout", type=float, default=300.0)
+    p.add_argument("--storm-solver", default="storm-default")
+    p.add_argument("--storm-parallel", action="store_true",
+                   help="start Storm at once, beside jaxmc (other cores)")
+    p.add_argument("--no-storm", action="store_true")
+    p.add_argument("--out", help="also write the markdown table here")
+    args = p.parse_args(argv)
+    env = environment()
+    print(json.dumps({"environment": env}), flush=True)
+    cases = [c for c in CASES[args.size] if args.only in (None, c[0])]
+    with_storm = not args.no_storm and STORM_REF.exists()
+    procs = {}
+    if with_storm and args.storm_parallel:
+        for name, fname, consts, prop in cases:
+            procs[name] = (storm_start(find_model(fname), consts, prop, args.storm_solver),
+                           time.perf_counter())
+    rows = []
+    for name, fname, consts, prop in cases:
+        path = find_model(fname)
+        j = run_jaxmc(path, consts, prop, args.max_iters, args.layout)
+        print(json.dumps({"case": name, "jaxmc": j}, default=str), flush=True)
+        rows.append({"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}})
+    for row, (name, fname, consts, prop) in zip(rows, cases):
+        if not with_storm:
+            row["storm"] = {"error": "not run"}
+            continue
+        if name not in procs:
+            procs[name] = (storm_start(find_model(fname), consts, prop, args.storm_solver),
+                           time.perf_counter())
+        row["storm"] = storm_finish(*procs[name], args.storm_timeout)
+        print(json.dumps({"case": name, "storm": row["storm"]}, default=str), flush=True)
+    text = table(rows)
+    note = (f"Storm solver setting `{args.storm_solver}`"
+            + (", started beside jaxmc (concurrently, on other cores)" if args.storm_parallel
+               else ", run after jaxmc"))
+    text += f"\n\n{note}; max_iters {args.max_iters}; layout `{args.layout}`."
+    print(text, flush=True)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0 if all("error" not in r["jaxmc"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
