@@ -120,6 +120,18 @@ IDS = [
 ]
 
 
+#: Cases where Storm itself goes wrong, by "folder/props-file:index".
+STORM_FAILS = {
+    "ctmcs/peer2peer/peer2peer.csl:1": (
+        "Storm's Fox-Glynn underflows on R=?[I=1.1] (right truncation point "
+        "~1450 > 600 for q*t ~ 400): in sound mode it lowers the truncation "
+        "error towards 0 and does not finish; in default mode it returns 0.0292 "
+        "on peer2peer4_4, below P=?[F<=1.1 \"done\"] = 0.968, which bounds the "
+        "expected fraction received from below (jaxmc: 0.99752)"
+    ),
+}
+
+
 @functools.lru_cache(maxsize=2)
 def _model(path: str, consts: str, max_states: int):
     m = jaxmc.load_model(path, consts or None, max_states=max_states)
@@ -179,6 +191,9 @@ def _agrees(model, props, consts, index, max_states):
         if "must be given a value" in e.message:
             pytest.skip(f"no script gives a value: {e.message}")
         raise
+    known = STORM_FAILS.get(f"{props.parent.relative_to(corpus.EXAMPLES)}/{props.name}:{index}")
+    if known:
+        pytest.skip(f"Storm fails: {known}")
     program = _storm_program(str(model))
     try:
         if isinstance(prop.expr, ast.Filter):
