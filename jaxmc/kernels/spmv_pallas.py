@@ -7,7 +7,13 @@ entry `seg_ptr + 32 j + ...` (32 consecutive entries per segment and step:
 coalesced), gathers `x[col]` only where the value is non-zero (padding costs
 no gather) and accumulates. The loop bound is the block's widest segment;
 each segment masks the steps past its own width. For the half warp the two
-partial sums of a row are added at the end.
+partial sums of a row are added at the end. With `sort_rows` layouts each
+lane masks at its own row's length and the epilogue's rows are permuted
+within each segment.
+
+For the CSR-vector layout (`VectorCSR`, long rows) one program handles
+`rows_per_block` rows as a `(rows, lanes)` tile: a row is read `lanes`
+consecutive entries per step and the tile's rows are summed at the end.
 
 Epilogues, all in the same pass over the rows:
 
@@ -16,8 +22,10 @@ Epilogues, all in the same pass over the rows:
 - `"jacobi"`: `y = (b + A x) * inv` (`inv` the inverted diagonal);
 
 and with `diff=True` also, per block, the largest convergence measure
-`|y - x|` (relative: `/ |y|`, PRISM's `sup_norm`) and the count of non-finite
-`y`, so that a solver step needs no second pass over the vectors.
+`|y - x|` (relative: `/ |y|`, PRISM's `sup_norm`), NaN where a row of the
+block is non-finite, so that a solver step needs no second pass over the
+vectors (only a small reduction over the blocks). `b = None` is zero and is
+not read.
 
 Why Triton and not Mosaic GPU: the gather `x[col]` is an element-wise
 gather, which Mosaic GPU does not have. Pallas' Triton lowering is deprecated
@@ -35,7 +43,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from ..layout._vector import VectorCSR
-from ..layout._warp import WARP, CompactVector, CompactWarpELL, WarpELL
+from ..layout._warp import WARP, CompactVector, CompactWarpELL
 
 
 try:  # jax 0.10/0.11: jax.experimental.pallas.triton
