@@ -43,9 +43,11 @@ and because Jacobi does not converge in 10^5 steps on some of these systems
 stagnates on the tandem queue's systems (relative residual stuck at 0.28
 from c=63 on, in 20,000 steps, host scipy and device alike), while
 restarted BiCGStab reaches 1e-14 in a few hundred steps (pi within 4e-14 of
-the direct solve, c=63), with memory for 8 vectors instead of 41. If that
-fails within `max_iters` SpMVs, PRISM's (damped) Jacobi runs on the device
-on the same layout, as on the host path.
+the direct solve, c=63), with memory for 8 vectors instead of 41. It too
+fails on the largest tandem chains (c >= 255: no convergence in 50,000
+SpMVs), so it gets `DEVICE_KRYLOV_MAX_SPMV` SpMVs; then PRISM's (damped)
+Jacobi runs on the device on the same layout (`max_iters` iterations), as
+on the host path, with PRISM's criterion and its accuracy caveat above.
 """
 
 from __future__ import annotations
@@ -95,6 +97,12 @@ DEVICE_MIN_STATES = 50_000
 #: Device BiCGStab restarts (each from the true residual of the last).
 BICGSTAB_RESTARTS = 8
 
+#: SpMVs the device Krylov solve may take before PRISM's Jacobi takes over
+#: (within `max_iters`). Measured: tandem c=127 needs 1,022, cluster N=32 52;
+#: tandem c=255 (CPU) and c=2047 (H200) did not converge in 50,000-60,000,
+#: where Jacobi then converged in 4,212 and 24,160 iterations.
+DEVICE_KRYLOV_MAX_SPMV = 4000
+
 
 def _device(k: int, layout: str, device: bool | None) -> bool:
     """Whether a system of `k` unknowns is solved on the device."""
@@ -135,7 +143,7 @@ def _device_solve(off, b, layout, max_iters, norm=None):
             rows, group, weight, ng = norm
             op = Operator(A, jnp.asarray(rows), jnp.asarray(group, jnp.int32),
                           jnp.asarray(weight, jnp.float64), int(ng))
-    sol, method = _device_krylov(op, b, max_iters)
+    sol, method = _device_krylov(op, b, min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
     return sol, method, layout_name(A)
 
 
