@@ -21,6 +21,8 @@ def test_sweep_shapes_chunks_and_progress():
     out = jaxmc.sweep(model, "S=?[ s=1 ]", params={"p": ps}, chunk=4, progress=lambda d, t, e: seen.append((d, t)))
     np.testing.assert_allclose(out, ps / 2, rtol=1e-9)
     assert seen == [(4, 11), (8, 11), (11, 11)]
+    one = jaxmc.sweep(model, "S=?[ s=1 ]", params={"p": ps}, chunk=1)  # unbatched, point by point
+    np.testing.assert_allclose(one, out, rtol=1e-12)
     grid = jaxmc.sweep(model, "S=?[ s=2 ]", params={"p": ps.reshape(11, 1)})
     assert grid.shape == (11, 1)
     np.testing.assert_allclose(grid[:, 0], (1 - ps) / 2, rtol=1e-9)

@@ -242,7 +242,9 @@ def sweep(
       e.g. from `np.meshgrid` for a 2-D sweep.
     - `chunk`: points per batch (default: all at once, up to ~2^26 / nnz
       points, which bounds the `[nnz, chunk]` arrays to ~512 MB each; on
-      CPU up to max(16, 2^21 / nnz), which keeps them near cache size).
+      CPU up to 2^21 / nnz, which keeps them near cache size, and one point
+      at a time, unbatched, when that is below 16). `chunk=1` solves the
+      points one by one with the compiled one-point solve.
     - `progress`: `True` prints progress to stderr; a callable gets
       `(done, total, elapsed_s)`.
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
@@ -273,9 +275,15 @@ def sweep(
         nnz = max(1, int(problem.model.num_transitions))
         chunk = (1 << 26) // nnz
         if jax.default_backend() == "cpu":
-            chunk = min(chunk, max(16, (1 << 21) // nnz))
+            # Above ~2^17 entries one point's values already fill the
+            # cache: a batch costs as much per point and sweep as a single
+            # solve, and runs to its slowest point (measured 3x slower per
+            # point at 5e5 entries on 2 cores), so go one point at a time.
+            chunk = min(chunk, (1 << 21) // nnz)
+            chunk = 1 if chunk < 16 else chunk
         chunk = min(total, max(1, chunk))
     chunk = max(1, int(chunk))
+    single = chunk == 1  # no vmap: the one-point compiled solve, point by point
     out = np.empty(total)
     start = time.perf_counter()
     report = progress if callable(progress) else None
@@ -286,9 +294,12 @@ def sweep(
     for lo in range(0, total, chunk):
         hi = min(total, lo + chunk)
         th = {k: flat[k][lo:hi] for k in problem.names}
-        if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
-            th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
-        res = np.asarray(batched(th))[: hi - lo]
+        if single:
+            res = np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1)
+        else:
+            if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
+                th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
+            res = np.asarray(batched(th))[: hi - lo]
         out[lo:hi] = res
         if report is not None:
             report(hi, total, time.perf_counter() - start)
