@@ -34,6 +34,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..kernels.spmv import spmv
 from ..solvers import Solution, Status, check_solution
+from ..solvers._linear import bicgstab_loop
 from ..solvers._results import RUNNING
 
 
@@ -171,49 +172,10 @@ def gmres(op: Operator, b, x0=None, *, rtol=1e-13, restart=40, max_iters=10000,
 @eqx.filter_jit
 def _bicgstab(op, b, x0, rtol, max_iters, shadow):
     tol = rtol * _norm(b)
-    r0 = b - op(x0)
-    one = jnp.ones((), b.dtype)
-    res0 = _norm(r0)
-    s0 = jnp.where(res0 <= tol, Status.CONVERGED, RUNNING).astype(jnp.int32)
-    rhat0 = r0 if shadow is None else shadow
-    init = (x0, r0, rhat0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
-            jnp.zeros((), jnp.int32), res0, s0)
-
-    def body(c):
-        x, r, rhat, p, v, rho, alpha, omega, it, _, _ = c
-        rho_new = jnp.vdot(rhat, r)
-        # rhat . r = 0: restart with the current residual as shadow vector.
-        restart = rho_new == 0
-        rhat = jnp.where(restart, r, rhat)
-        rho_new = jnp.where(restart, jnp.vdot(r, r), rho_new)
-        beta = jnp.where(restart, 0.0, (rho_new / rho) * (alpha / omega))
-        p = r + beta * (p - omega * v)
-        v = op(p)
-        rv = jnp.vdot(rhat, v)
-        alpha = rho_new / rv
-        h = x + alpha * p
-        s = r - alpha * v
-        s_ok = _norm(s) <= tol
-        t = op(s)
-        tt = jnp.vdot(t, t)
-        omega = jnp.where(s_ok, one, jnp.vdot(t, s) / jnp.where(tt == 0, one, tt))
-        x = jnp.where(s_ok, h, h + omega * s)
-        r = jnp.where(s_ok, s, s - omega * t)
-        it = it + 1
-        res = _norm(r)
-        broke = (rv == 0) | (~s_ok & ((omega == 0) | (tt == 0)))
-        status = jnp.where(
-            ~jnp.all(jnp.isfinite(x)), Status.NONFINITE,
-            jnp.where(res <= tol, Status.CONVERGED,
-                      jnp.where(broke, Status.BREAKDOWN,
-                                jnp.where(it >= max_iters, Status.MAX_ITERS, RUNNING))),
-        ).astype(jnp.int32)
-        return x, r, rhat, p, v, rho_new, alpha, omega, it, res, status
-
-    out = lax.while_loop(lambda c: c[-1] == RUNNING, body, init)
-    x = out[0]
-    true = _norm(b - op(x)) / jnp.where(tol > 0, tol / rtol, 1.0)
-    return Solution(value=x, status=out[-1], iterations=out[-3], residual=true)
+    sol = bicgstab_loop(op, b, x0, tol, max_iters, _norm, shadow)
+    true = _norm(b - op(sol.value)) / jnp.where(tol > 0, tol / rtol, 1.0)
+    return Solution(value=sol.value, status=sol.status, iterations=sol.iterations,
+                    residual=true)
 
 
 def bicgstab(op: Operator, b, x0=None, *, rtol=1e-13, max_iters=10000,

@@ -195,10 +195,16 @@ def _bicgstab(A, diag, b, x0, epsilon, max_iters, relative):
 
     bnorm = jnp.max(jnp.abs(b), initial=0.0)
     tol = epsilon * bnorm if relative else epsilon
+    return bicgstab_loop(op, b, x0, tol, max_iters, lambda r: jnp.max(jnp.abs(r), initial=0.0))
 
-    def rnorm(r):
-        return jnp.max(jnp.abs(r), initial=0.0)
 
+def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
+    """The BiCGStab iteration for `op(x) = b` until `rnorm(r) <= tol` (`r` the
+    recursive residual, reported as `residual`), breakdown, a non-finite
+    iterate or `max_iters` iterations. `rhat0`: the shadow residual (default
+    the initial residual). Shared by `bicgstab` (operator `diag x - A x`) and
+    the device Krylov solve of steady state (`jaxmc.numerics._krylov`, whose
+    operator has dense normalisation rows); traced inside their `jit`."""
     r0 = b - op(x0)
     one = jnp.ones((), b.dtype)
     res0 = rnorm(r0)
@@ -207,7 +213,7 @@ def _bicgstab(A, diag, b, x0, epsilon, max_iters, relative):
         Status.CONVERGED,
         jnp.where(max_iters <= 0, Status.MAX_ITERS, RUNNING),
     ).astype(jnp.int32)
-    init = (x0, r0, r0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
+    init = (x0, r0, r0 if rhat0 is None else rhat0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
             jnp.zeros((), jnp.int32), res0, status0)
 
     def cond(c):
