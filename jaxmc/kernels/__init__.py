@@ -6,4 +6,10 @@ from .fused import (
     jacobi_step as jacobi_step,
     power_step as power_step,
 )
+from .multi import (
+    jacobi_step_multi as jacobi_step_multi,
+    power_step_multi as power_step_multi,
+    spmv_multi as spmv_multi,
+    sup_norm_columns as sup_norm_columns,
+)
 from .spmv import spmv as spmv

@@ -6,7 +6,10 @@ products, dispatching on the layout type.
 layouts only; run in interpret mode when JAX's backend is not a GPU, as the
 tests do) or
 `"auto"` (Pallas on a GPU, plain JAX elsewhere). The choice is static: it is
-made at trace time, so the solvers' loops compile one kernel."""
+made at trace time, so the solvers' loops compile one kernel.
+
+`x` of shape `[n, k]` (k right-hand sides, row-major) goes to
+`jaxmc.kernels.multi.spmv_multi`: one pass over the matrix for all columns."""
 
 from __future__ import annotations
 
@@ -48,12 +51,21 @@ def use_pallas(matrix, impl: str) -> bool:
 
 @ft.singledispatch
 def spmv(matrix, x, *, impl: str = "auto"):
-    """`y = matrix @ x` for a layout from `jaxmc.layout`."""
+    """`y = matrix @ x` for a layout from `jaxmc.layout`; `x` is `[n]` or
+    `[n, k]` (then `y` is `[rows, k]`)."""
     raise TypeError(f"`spmv` has no implementation for {type(matrix).__name__}")
+
+
+def _multi(matrix, x, impl):
+    from .multi import spmv_multi
+
+    return spmv_multi(matrix, x, impl=impl)
 
 
 @spmv.register
 def _(matrix: CSR, x, *, impl: str = "auto"):
+    if jnp.ndim(x) == 2:
+        return _multi(matrix, x, impl)
     use_pallas(matrix, impl)
     prod = matrix.data * x[matrix.indices]
     return jax.ops.segment_sum(
@@ -63,12 +75,16 @@ def _(matrix: CSR, x, *, impl: str = "auto"):
 
 @spmv.register
 def _(matrix: ELL, x, *, impl: str = "auto"):
+    if jnp.ndim(x) == 2:
+        return _multi(matrix, x, impl)
     use_pallas(matrix, impl)
     return jnp.sum(matrix.data * x[matrix.cols], axis=0)
 
 
 @spmv.register
 def _(matrix: SlicedELL, x, *, impl: str = "auto"):
+    if jnp.ndim(x) == 2:
+        return _multi(matrix, x, impl)
     use_pallas(matrix, impl)
     parts = [
         jnp.sum(d * x[c], axis=1).reshape(-1) for d, c in zip(matrix.data, matrix.cols)
@@ -77,6 +93,8 @@ def _(matrix: SlicedELL, x, *, impl: str = "auto"):
 
 
 def _warp(matrix, x, *, impl: str = "auto"):
+    if jnp.ndim(x) == 2:
+        return _multi(matrix, x, impl)
     if use_pallas(matrix, impl):
         from .spmv_pallas import fused
 

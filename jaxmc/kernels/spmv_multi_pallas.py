@@ -1,0 +1,230 @@
+"""Pallas (Triton) multi-vector kernel: `Y = A X` for `X` of shape `[n, k]`,
+one pass over the matrix for all `k` columns, with the fused solver
+epilogues of `spmv_pallas` and a per-column convergence measure.
+
+Layouts: the full-warp segment layouts (`WarpELL` and `CompactWarpELL` with
+`lanes=1`, rows in their stored order). One program handles one block of
+`block_rows` rows as an `(R, K)` tile, `K` = `k` rounded up to a power of
+two (Triton's tensor dimensions are powers of two; the extra columns are
+masked and cost no memory traffic). At step `j` the block reads each row's
+stored entry `j` once (32 consecutive entries per segment: coalesced, as in
+the single-vector kernel), gathers the row `X[col, :]` and adds
+`value * X[col, :]` into the row's `k` accumulators.
+
+Why `[n, k]` row-major (the `k` values of one state contiguous): the gather
+is the expensive access of SpMV. Row-major, one non-zero fetches `8 k`
+contiguous bytes, i.e. `ceil(8 k / 32)` memory sectors (one sector up to
+`k = 4` in f64, `k = 8` in f32), where the column-major `[k, n]` would fetch
+`k` separate sectors per non-zero, each of them 1/4 used: the gather traffic
+of `k` single-vector SpMVs. Row-major, the gather cost per vector falls as
+`k` grows, and the matrix (the bulk of the bytes at small `k`) is read once
+instead of `k` times. The output and the epilogue's row-wise reads of `X`,
+`b` and `inv` are contiguous `[R, k]` tiles.
+
+Epilogues as in `spmv_pallas.fused` (`"spmv"`, `"power"`, `"jacobi"`);
+`b`/`inv` may be `None` (`b` only: zero, not read), `[n]` arrays or
+`CompactVector`s (shared by all columns), or `[n, k]` arrays (one per
+column). With `diff=True` each program also writes, per column, its largest
+`|y - x|` (relative: `/ |y|`) and whether a row of the column is
+non-finite; one small XLA reduction over the blocks gives the `[k]`
+measures. `k` is part of the shapes, so each `k` (and dtype, epilogue, ...)
+compiles once and new values never retrace.
+"""
+
+from __future__ import annotations
+
+import functools as ft
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from ..layout._warp import WARP, CompactVector, CompactWarpELL
+from .multi import supported
+from .spmv_pallas import _compiler_params, _load, _store
+
+
+def _pow2(k: int) -> int:
+    return 1 << max(0, (k - 1).bit_length())
+
+
+def _vec_kind(v, n, k):
+    if v is None:
+        return None
+    if isinstance(v, CompactVector):
+        return "compact"
+    if v.ndim == 1:
+        return "shared"
+    if v.shape != (n, k):
+        raise ValueError(f"`b`/`inv` must have shape ({n},) or ({n}, {k}), not {v.shape}")
+    return "columns"
+
+
+#: Default settings (`num_warps` None: 4 up to k = 4, else 8). Not tuned
+#: beyond the single-vector kernel's (RESULTS.md, "Multi-vector SpMV").
+TUNING = {
+    "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True),
+    "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True),
+}
+
+
+@ft.partial(
+    jax.jit,
+    static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps",
+                     "num_stages", "evict", "gate"),
+)
+def fused_multi(
+    matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
+    interpret=False, num_warps=None, num_stages=None, evict=None, gate=None,
+):
+    """Run the kernel on `x` of shape `[n, k]`: returns `y` (`[n, k]`), or
+    `(y, dmax, nonfinite)` with `diff` (both `[k]`; `dmax[j]` NaN and
+    `nonfinite[j]` nonzero where column `j` of `y` has a NaN or infinite
+    entry). Values are computed in the matrix's dtype. Knobs as in
+    `spmv_pallas.fused` (`None` takes `TUNING[layout class]`)."""
+    if not supported(matrix):
+        raise TypeError(
+            "the multi-vector Pallas kernel handles full-warp `WarpELL`/`CompactWarpELL` "
+            "layouts (lanes=1, sort_rows=False); use impl='reference'"
+        )
+    if x.ndim != 2:
+        raise ValueError(f"`x` must have shape [n, k], not {x.shape}")
+    compact = isinstance(matrix, CompactWarpELL)
+    dtype = matrix.table.dtype if compact else matrix.data.dtype
+    n, ncols = matrix.shape
+    k = int(x.shape[1])
+    if x.shape[0] != ncols:
+        raise ValueError(f"`x` has {x.shape[0]} rows; the matrix has {ncols} columns")
+    if diff and n != ncols:
+        raise ValueError("`diff=True` needs a square matrix")
+    if epilogue == "jacobi" and inv is None:
+        raise ValueError("the Jacobi epilogue needs `inv`")
+    tune = TUNING[type(matrix).__name__]
+    K = _pow2(k)
+    num_warps = num_warps or tune["num_warps"] or (4 if K <= 4 else 8)
+    num_stages = num_stages or tune["num_stages"]
+    evict = tune["evict"] if evict is None else evict
+    gate = tune["gate"] if gate is None else gate
+    R = matrix.block_rows
+    nblocks = int(matrix.block_width.shape[0])
+    zero = matrix.zero if compact else 0
+    ev_m = "evict_first" if (evict and not interpret) else None
+    ev_x = "evict_last" if (evict and not interpret) else None
+    bkind, ikind = _vec_kind(b, n, k), _vec_kind(inv, n, k)
+
+    ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
+    ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
+    ins.append(x.astype(dtype).reshape(-1))  # row-major: X[c, :] contiguous
+    for v, kind in ((b, bkind), (inv, ikind)):
+        if kind == "compact":
+            ins += [v.table.astype(dtype), v.idx]
+        elif kind == "shared":
+            ins.append(v.astype(dtype))
+        elif kind == "columns":
+            ins.append(v.astype(dtype).reshape(-1))
+
+    def kernel(*refs):
+        it = iter(refs)
+        seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
+        if compact:
+            tab_ref, vidx_ref, offs_ref = next(it), next(it), next(it)
+        else:
+            data_ref, cols_ref = next(it), next(it)
+        x_ref = next(it)
+        vecs = []
+        for kind in (bkind, ikind):
+            if kind == "compact":
+                vecs.append((kind, next(it), next(it)))
+            elif kind is not None:
+                vecs.append((kind, next(it)))
+            else:
+                vecs.append(None)
+        y_ref = next(it)
+        if diff:
+            dmax_ref, bad_ref = next(it), next(it)
+
+        pid = pl.program_id(0).astype(jnp.int32)
+        r = pid * R + jnp.arange(R, dtype=jnp.int32)
+        valid = r < n
+        seg = r // WARP
+        base = seg_ptr_ref[seg] + r % WARP
+        ws = seg_w_ref[seg]
+        col = lax.broadcasted_iota(jnp.int32, (R, K), 1)
+        cmask = col < k
+
+        def step(j, acc):
+            m = j < ws
+            idx = jnp.where(m, base + j * WARP, 0)
+            if compact:
+                v = tab_ref[_load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)]
+                c = r + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
+            else:
+                v = _load(data_ref, idx, m, 0, ev_m)
+                c = _load(cols_ref, idx, m, 0, ev_m)
+            g = m & (v != 0) if gate else m
+            gm = g[:, None] & cmask
+            xi = jnp.where(gm, c[:, None] * k + col, 0)
+            xv = _load(x_ref, xi, gm, 0, ev_x)
+            prod = v[:, None] * xv
+            return acc + (prod if gate else jnp.where(v[:, None] != 0, prod, 0))
+
+        acc = lax.fori_loop(0, blk_w_ref[pid], step, jnp.zeros((R, K), dtype))
+
+        ymask = valid[:, None] & cmask
+        yidx = jnp.where(ymask, r[:, None] * k + col, 0)
+        # Interpret mode stores masked lanes too (their old value), so
+        # duplicate indices race: there each masked lane gets its own slot
+        # past the end (sliced off below; on a GPU nothing is spare).
+        sidx = jnp.where(ymask, yidx, n * k + (r % R)[:, None] * K + col) if interpret else yidx
+        rc = jnp.where(valid, r, 0)
+
+        def vec(spec):
+            kind, ref = spec[0], spec[1]
+            if kind == "compact":
+                return spec[1][_load(spec[2], rc, valid, 0).astype(jnp.int32)][:, None]
+            if kind == "shared":
+                return _load(ref, rc, valid, 0)[:, None]
+            return _load(ref, yidx, ymask, 0)
+
+        y = acc
+        if epilogue in ("power", "jacobi") and vecs[0] is not None:
+            y = y + vec(vecs[0])
+        if epilogue == "jacobi":
+            y = y * vec(vecs[1])
+        _store(y_ref, sidx, y, ymask)
+        if diff:
+            xo = _load(x_ref, yidx, ymask, 0)
+            d = jnp.abs(y - xo)
+            d = jnp.where(y == xo, 0, d)
+            if relative:
+                d = jnp.where(d == 0, 0, d / jnp.abs(y))
+            bad = ymask & ~jnp.isfinite(y)
+            d = jnp.where(jnp.isnan(d), jnp.inf, d)
+            d = jnp.where(ymask & ~bad, d, 0)
+            # Per column: the block's largest measure and non-finite flag
+            # (reduced apart: Triton's max may drop NaNs).
+            out = pid * K + jnp.arange(K, dtype=jnp.int32)
+            _store(dmax_ref, out, jnp.max(d, axis=0).astype(dtype), None)
+            _store(bad_ref, out, jnp.max(bad.astype(jnp.int32), axis=0), None)
+
+    spare = R * K if interpret else 0
+    out_shape = [jax.ShapeDtypeStruct((n * k + spare,), dtype)]
+    if diff:
+        out_shape += [jax.ShapeDtypeStruct((nblocks * K,), dtype),
+                      jax.ShapeDtypeStruct((nblocks * K,), jnp.int32)]
+    kw = {}
+    params = _compiler_params(num_warps, num_stages)
+    if params is not None and not interpret:
+        kw["compiler_params"] = params
+    outs = pl.pallas_call(
+        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret,
+        name=f"jaxmc_{type(matrix).__name__}_multi_{epilogue}", **kw
+    )(*ins)
+    y = (outs[0][: n * k] if spare else outs[0]).reshape(n, k)
+    if not diff:
+        return y
+    dm = outs[1].reshape(nblocks, K)[:, :k]
+    nb = jnp.max(outs[2].reshape(nblocks, K)[:, :k], axis=0, initial=0)
+    dmax = jnp.where(nb > 0, jnp.nan, jnp.max(dm, axis=0, initial=0.0))
+    return y, dmax, nb
