@@ -36,25 +36,24 @@ crowds and nand are only in PRISM's regression suite as interval DTMCs
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.util
 import json
 import math
 import os
-import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import STORM_REF, environment, storm_run  # noqa: E402
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 EXAMPLES = SHARED / "models" / "prism-examples"
-STORM_REF = SHARED / "tools" / "storm_ref.py"
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "## jaxmc vs Storm (benchmarks/compare.py)"
 
@@ -155,20 +154,7 @@ def run_storm(model_path: Path, consts: str, prop: str, solver: str, timeout: fl
         tmp = Path(tempfile.mkdtemp()) / model_path.name
         tmp.write_text(text)
         model_path = tmp
-    cmd = [sys.executable, str(STORM_REF), str(model_path), "--prop", prop, "--solver", solver]
-    if consts:
-        cmd += ["--const", consts]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
-    d = json.loads(lines[-1])
-    if not d.get("ok"):
-        return {"error": d.get("error", "failed")}
-    return {k: d.get(k) for k in ("value", "states", "transitions", "build_s", "check_s", "storm")}
+    return storm_run(model_path, consts, prop, solver, timeout)
 
 
 def _plain(v):
@@ -184,35 +170,6 @@ def agree(a, b, rtol: float = 1e-6) -> tuple[bool, float]:
         return True, 0.0
     diff = abs(a - b) / max(abs(a), abs(b))
     return diff <= rtol, diff
-
-
-def environment() -> dict:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import jax
-
-    import jaxmc
-
-    env = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "device": str(jax.devices()[0]),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "jaxmc": jaxmc.__version__,
-        "date": datetime.date.today().isoformat(),
-    }
-    if importlib.util.find_spec("stormpy"):
-        import stormpy
-
-        env["stormpy"] = stormpy.__version__
-    return env
 
 
 def fmt_t(s) -> str:

@@ -25,11 +25,7 @@ line per case.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _gpu_common import find_model  # noqa: E402
+from _peers import STORM_REF, environment, storm_finish, storm_start  # noqa: E402
 
 import jaxmc  # noqa: E402
 
-STORM_REF = ROOT.parent / "shared" / "tools" / "storm_ref.py"
 
 CASES = {
     "large": [
@@ -54,29 +50,6 @@ CASES = {
         ("cluster", "cluster.sm", "N=8", 'S=? [ "premium" ]'),
     ],
 }
-
-
-def storm_start(path: Path, consts: str, prop: str, solver: str):
-    cmd = [sys.executable, str(STORM_REF), str(path), "--const", consts, "--prop", prop,
-           "--solver", solver]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def storm_finish(proc, started: float, timeout: float) -> dict:
-    left = max(1.0, timeout - (time.perf_counter() - started))
-    try:
-        out, err = proc.communicate(timeout=left)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return {"error": f"timeout after {timeout:.0f} s"}
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"error": (err.strip().splitlines() or ["no output"])[-1][:200]}
-    d = json.loads(lines[-1])
-    if not d.get("ok"):
-        return {"error": str(d.get("error", "failed"))[:200]}
-    return {k: d.get(k) for k in ("value", "states", "build_s", "check_s", "storm", "stormpy")}
 
 
 def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str) -> dict:
@@ -105,28 +78,6 @@ def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str) -
             "timing": {k: v for k, v in r.timing.items() if k != "build"},
         }
     return out
-
-
-def environment() -> dict:
-    import jax
-
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    d = jax.devices()[0]
-    return {
-        "device": f"{getattr(d, 'device_kind', d.platform)} ({d.platform})",
-        "cpu": f"{cpu}, {os.cpu_count()} cores",
-        "jax": jax.__version__,
-        "jaxmc": jaxmc.__version__,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
-    }
 
 
 def _f(v, nd=3):
@@ -187,8 +138,7 @@ def main(argv=None) -> int:
     procs = {}
     if with_storm and args.storm_parallel:
         for name, fname, consts, prop in cases:
-            procs[name] = (storm_start(find_model(fname), consts, prop, args.storm_solver),
-                           time.perf_counter())
+            procs[name] = storm_start(find_model(fname), consts, prop, args.storm_solver)
     rows = []
     for name, fname, consts, prop in cases:
         path = find_model(fname)
@@ -200,9 +150,8 @@ def main(argv=None) -> int:
             row["storm"] = {"error": "not run"}
             continue
         if name not in procs:
-            procs[name] = (storm_start(find_model(fname), consts, prop, args.storm_solver),
-                           time.perf_counter())
-        row["storm"] = storm_finish(*procs[name], args.storm_timeout)
+            procs[name] = storm_start(find_model(fname), consts, prop, args.storm_solver)
+        row["storm"] = storm_finish(procs[name], args.storm_timeout)
         print(json.dumps({"case": name, "storm": row["storm"]}, default=str), flush=True)
     text = table(rows)
     note = (f"Storm solver setting `{args.storm_solver}`"

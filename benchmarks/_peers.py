@@ -1,0 +1,95 @@
+"""What the benchmark scripts share about their surroundings: the machine
+and versions a table was measured with, and Storm run as a peer.
+
+Storm runs in a child process (`../shared/tools/storm_ref.py`, which prints
+one JSON line), never in the benchmark's own process: a peer that hangs or
+crashes must cost a timeout, not the whole run, and a child can be started
+beside jaxmc (`storm_start`) and collected later (`storm_finish`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STORM_REF = ROOT.parent / "shared" / "tools" / "storm_ref.py"
+
+#: The fields of storm_ref.py's JSON answer that the tables use.
+STORM_FIELDS = ("value", "states", "transitions", "build_s", "check_s", "storm", "stormpy")
+
+
+def environment() -> dict:
+    """Date, CPU, JAX's first device and the versions (stormpy when installed)."""
+    import jax
+
+    import jaxmc
+
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    d = jax.devices()[0]
+    env = {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "device": f"{getattr(d, 'device_kind', d.platform)} ({d.platform})",
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxmc": jaxmc.__version__,
+    }
+    if importlib.util.find_spec("stormpy"):
+        import stormpy
+
+        env["stormpy"] = stormpy.__version__
+    return env
+
+
+def storm_available() -> bool:
+    return STORM_REF.exists() and importlib.util.find_spec("stormpy") is not None
+
+
+def storm_start(path: Path, consts: str, prop: str, solver: str) -> tuple[subprocess.Popen, float]:
+    """Start Storm on one model and property; returns (process, start time)."""
+    cmd = [sys.executable, str(STORM_REF), str(path), "--prop", prop, "--solver", solver]
+    if consts:
+        cmd += ["--const", consts]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, time.perf_counter()
+
+
+def storm_finish(started: tuple[subprocess.Popen, float], timeout: float) -> dict:
+    """Storm's answer (`STORM_FIELDS`), or `{"error": ...}` on failure or
+    once `timeout` seconds have passed since the start (the child is killed)."""
+    proc, t0 = started
+    left = max(1.0, timeout - (time.perf_counter() - t0))
+    try:
+        out, err = proc.communicate(timeout=left)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": (err.strip().splitlines() or ["no output"])[-1][:200]}
+    d = json.loads(lines[-1])
+    if not d.get("ok"):
+        return {"error": str(d.get("error", "failed"))[:200]}
+    return {k: d.get(k) for k in STORM_FIELDS}
+
+
+def storm_run(path: Path, consts: str, prop: str, solver: str, timeout: float) -> dict:
+    """Run Storm to the end (or the timeout) and return its answer."""
+    return storm_finish(storm_start(path, consts, prop, solver), timeout)
