@@ -1,6 +1,6 @@
 """Stage 4: device-side matrices (CSR, ELL, sliced ELL, warp-segment sliced
 ELL full/half warp, compact; CSR-vector for long rows) built from an `ExplicitModel`; shapes static,
-values dynamic. Also state orderings (BFS, RCM) and the automatic choice."""
+values dynamic. Also state orderings (BFS, RCM, length-sorted windows) and the automatic choice."""
 
 from ._choose import (
     build_layout as build_layout,
@@ -26,6 +26,7 @@ from ._order import (
     bandwidth as bandwidth,
     bfs_order as bfs_order,
     rcm_order as rcm_order,
+    window_order as window_order,
 )
 from ._vector import VectorCSR as VectorCSR
 from ._warp import (

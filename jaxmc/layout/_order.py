@@ -7,6 +7,11 @@ builder's BFS order is already good; an imported matrix (explicit files, a
 model reordered by some other stage) can be reindexed here by BFS or reverse
 Cuthill-McKee. A `Permutation` is applied to every vector going in and undone
 on every vector coming out, so callers keep the model's state numbering.
+
+`window_order` is the other way round: it keeps the given (BFS) order at
+large and sorts rows by length only within short windows, so that the
+warp-segment layouts, which pad every 32-row segment to its longest row,
+store almost no padding (tandem c=2047: 14% of the non-zeros before).
 """
 
 from __future__ import annotations
@@ -95,6 +100,35 @@ def rcm_order(csr: CSR) -> Permutation:
     A = (A + A.T).tocsr()
     order = csgraph.reverse_cuthill_mckee(A, symmetric_mode=True)
     return Permutation(np.asarray(order, dtype=np.int64))
+
+
+def window_order(csr: CSR, window: int = 1024) -> Permutation:
+    """Rows sorted by length, longest first, within each window of `window`
+    consecutive rows; a stable sort, so rows of equal length keep their
+    order.
+
+    Why: a warp-segment layout pads each segment of 32 rows to its longest
+    row. After this order a segment holds rows of one length, except for at
+    most (distinct lengths - 1) segments per window, so the padding nearly
+    vanishes, while a row moves by less than `window` places: the columns a
+    segment gathers stay within a few windows of each other (in cache), and
+    column offsets from the row grow by less than `2 * window` (the compact
+    layout's narrow offsets; check `bandwidth` after reordering). Apply the
+    permutation symmetrically (`Permutation.csr`) and to every vector.
+
+    `window` should be a multiple of 32 (the full-warp segment), so that no
+    segment straddles two windows. The lengths sorted are those of `csr`
+    itself: pass the matrix that is multiplied (for Jacobi on `A x = b`, the
+    off-diagonal part of `A`, not the model's transition matrix).
+    """
+    if window < 1:
+        raise ValueError(f"`window` must be positive, not {window}")
+    lengths = np.diff(np.asarray(csr.indptr, dtype=np.int64))
+    n = len(lengths)
+    win = np.arange(n, dtype=np.int64) // window
+    # lexsort is stable: the last key is the primary one.
+    order = np.lexsort((-lengths, win))
+    return Permutation(order.astype(np.int64))
 
 
 def bandwidth(csr: CSR) -> int:
