@@ -34,7 +34,7 @@ def model_dirs():
     out.append(ROOT / ".bench" / "models")
     base = ROOT.parent / "shared" / "models" / "prism-examples"
     for sub in ("ctmcs/tandem", "ctmcs/cluster", "ctmcs/kanban", "ctmcs/polling",
-                "ctmcs/fms", "dtmcs/herman", "mdps/consensus"):
+                "ctmcs/fms", "dtmcs/herman", "mdps/consensus", "mdps/zeroconf"):
         out.append(base / sub)
     return out
 
@@ -46,7 +46,8 @@ def find_model(fname: str) -> Path:
     raise FileNotFoundError(fname)
 
 
-#: name -> (file, constants)
+#: name -> (file, constants). The small ones are CPU smoke sizes of the
+#: GPU rows (same files, same code paths).
 MODELS = {
     "tandem31": ("tandem.sm", "c=31"),
     "tandem2047": ("tandem.sm", "c=2047"),
@@ -56,23 +57,41 @@ MODELS = {
     "herman9": ("herman9.pm", ""),
     "herman15": ("herman15.pm", ""),
     "herman17": ("herman17.pm", ""),
+    "kanban2": ("kanban.sm", "t=2"),
     "kanban5": ("kanban.sm", "t=5"),
+    "cluster8": ("cluster.sm", "N=8"),
+    "polling5": ("poll5.sm", ""),
     "polling16": ("poll16.sm", ""),
+    "polling18": ("poll18.sm", ""),
+    "fms2": ("fms.sm", "n=2"),
     "fms7": ("fms.sm", "n=7"),
+    "fms8": ("fms.sm", "n=8"),
+    "coin2": ("coin2.nm", "K=2"),
     "coin6": ("coin6.nm", "K=4"),
 }
 
 
-def build(name: str):
+def build(name: str, wait: bool = True):
     """`(model, explicit, build seconds)` for a benchmark model. With
     `JAXMC_BENCH_CACHE` set, the explicit model is pickled there and reused
     by the next script of the same run (the build time reported is then the
-    first build's)."""
+    first build's). If `prebuild` is building it (a `NAME.pending` marker in
+    the cache), wait for its pickle instead of building it a second time."""
     import pickle
 
     fname, consts = MODELS[name]
     cache = os.environ.get("JAXMC_BENCH_CACHE")
     path = Path(cache) / f"{name}.pkl" if cache else None
+    if path is not None and wait:
+        pending = path.with_suffix(".pending")
+        t = time.perf_counter()
+        while pending.exists() and not path.exists():
+            if time_left() <= 0:
+                raise TimeoutError(f"{name}: still building at the deadline")
+            time.sleep(0.5)
+        if pending.exists() or path.exists():
+            print(f"# {name}: waited {time.perf_counter() - t:.1f}s for the prebuild",
+                  flush=True)
     if path is not None and path.exists():
         with open(path, "rb") as fh:
             em, tb = pickle.load(fh)
@@ -83,9 +102,57 @@ def build(name: str):
     tb = time.perf_counter() - t
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
             pickle.dump((em, tb), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
     return model, em, tb
+
+
+def prebuild(names: list[str], workers: int = 4) -> None:
+    """Build `names` into `JAXMC_BENCH_CACHE` in `workers` parallel processes
+    (JAX on the CPU there), so that the host builds of a GPU run overlap each
+    other and the measurements. Each name gets a `NAME.pending` marker at
+    once, removed when its pickle is written (or its build failed, which is
+    then logged and left to the consumer to repeat)."""
+    import subprocess
+
+    cache = Path(os.environ["JAXMC_BENCH_CACHE"])
+    cache.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        (cache / f"{n}.pending").touch()
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    todo = list(names)
+    running = []
+    while todo or running:
+        while todo and len(running) < workers:
+            n = todo.pop(0)
+            cmd = [sys.executable, __file__, "build1", n]
+            running.append((n, subprocess.Popen(cmd, env=env), time.perf_counter()))
+        for item in list(running):
+            n, p, t0 = item
+            if p.poll() is not None:
+                running.remove(item)
+                (cache / f"{n}.pending").unlink(missing_ok=True)
+                print(f"# prebuild {n}: rc {p.returncode}, {time.perf_counter() - t0:.1f}s",
+                      flush=True)
+        time.sleep(0.2)
+
+
+#: Seconds since the epoch at which the scripts stop starting new work
+#: (`JAXMC_BENCH_DEADLINE`), and the most seconds one model may take
+#: (`JAXMC_BENCH_MODEL_S`): one slow model must not eat a whole device call.
+DEADLINE = float(os.environ.get("JAXMC_BENCH_DEADLINE", "inf"))
+MODEL_S = float(os.environ.get("JAXMC_BENCH_MODEL_S", "inf"))
+
+
+def time_left(model_start: float | None = None) -> float:
+    """Seconds left before the run's deadline, or the model's own budget
+    (counted from `model_start`, a `time.time()`) if that comes first."""
+    left = DEADLINE - time.time()
+    if model_start is not None:
+        left = min(left, model_start + MODEL_S - time.time())
+    return left
 
 
 def stochastic(em) -> sp.csr_matrix:
@@ -111,6 +178,7 @@ def csr_bytes(nnz: int, n: int, m: int, itemsize: int) -> int:
 
 
 def median_time(run, *args, reps=7) -> float:
+    """Median wall seconds of `reps` calls of `run(*args)` after one warm-up."""
     out = run(*args)
     jax.block_until_ready(out)
     ts = []
@@ -121,15 +189,26 @@ def median_time(run, *args, reps=7) -> float:
     return statistics.median(ts)
 
 
-def time_iterations(f, x, k: int = 100, reps: int = 7) -> float:
+def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5) -> float:
     """Seconds per application of `f` in a jitted loop of `k` applications,
-    two per loop trip (the carried vector ping-pongs, no copy)."""
+    two per loop trip (the carried vector ping-pongs, no copy). Where one
+    application takes more than `max_s / k` (herman's warp kernels: 10-100
+    ms), `k` shrinks so that one timed loop stays near `max_s` seconds (the
+    trip count is a traced argument: one compilation for both)."""
 
     @jax.jit
-    def run(x):
-        return lax.fori_loop(0, k // 2, lambda i, x: f(f(x)), x)
+    def run(x, trips):
+        return lax.fori_loop(0, trips, lambda i, x: f(f(x)), x)
 
-    return median_time(run, x, reps=reps) / (k // 2 * 2)
+    jax.block_until_ready(run(x, 1))
+    t = time.perf_counter()
+    jax.block_until_ready(run(x, 1))
+    one = (time.perf_counter() - t) / 2
+    if one * k > max_s:
+        k = max(2, int(max_s / one))
+        reps = min(reps, 3)
+    trips = k // 2
+    return median_time(run, x, trips, reps=reps) / (trips * 2)
 
 
 def copy_bandwidth(nbytes: int = 2 << 30) -> tuple[float, str]:
@@ -191,6 +270,15 @@ def device_name() -> str:
     return f"{getattr(d, 'device_kind', d.platform)} (jax {jax.__version__})"
 
 
+def too_padded(csr_lengths: np.ndarray, limit_bytes: float = 8e9, limit_factor: float = 8.0) -> bool:
+    """Whether plain ELL (every row padded to the longest) would exceed
+    `limit_bytes` or `limit_factor` times the non-zeros (herman N=17: 131k
+    rows of up to 131k entries, 200 GB)."""
+    m = len(csr_lengths)
+    padded = m * int(csr_lengths.max(initial=0))
+    return padded * 12 > limit_bytes or padded > limit_factor * max(int(csr_lengths.sum()), 1)
+
+
 def table(rows: list[dict], cols: list[str]) -> str:
     def fmt(v):
         if isinstance(v, float):
@@ -203,3 +291,18 @@ def table(rows: list[dict], cols: list[str]) -> str:
     for r in rows:
         lines.append("| " + " | ".join(fmt(r.get(c, "")).ljust(w[c]) for c in cols) + " |")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # python benchmarks/_gpu_common.py prebuild [--workers K] NAME...  (JAXMC_BENCH_CACHE set)
+    # python benchmarks/_gpu_common.py build1 NAME                    (one build; used by prebuild)
+    if sys.argv[1] == "build1":
+        build(sys.argv[2], wait=False)
+    elif sys.argv[1] == "prebuild":
+        args = sys.argv[2:]
+        workers = 4
+        if args[:1] == ["--workers"]:
+            workers, args = int(args[1]), args[2:]
+        prebuild(args, workers)
+    else:
+        raise SystemExit(f"unknown command {sys.argv[1]!r}")

@@ -31,7 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from _gpu_common import build, copy_bandwidth, device_name, stochastic, table, to_csr
+from _gpu_common import (
+    build, copy_bandwidth, device_name, stochastic, table, time_left, to_csr, too_padded,
+)
 import jaxmc
 from jaxmc import solvers
 from jaxmc.kernels import spmv_pallas
@@ -57,6 +59,19 @@ def jacobi_system(em):
     return A, diag
 
 
+def reorder_system(A, diag, P):
+    """`spmv.py --window`'s order for this script (`--window`): the Jacobi
+    matrix and its diagonal by the order of the Jacobi matrix's rows, `P` by
+    its own (each solve runs in its own numbering; x0 is uniform)."""
+    import spmv
+
+    A, order = spmv.reorder(A)
+    if order is not None:
+        diag = diag[order]
+    P, _ = spmv.reorder(P)
+    return A, diag, P
+
+
 def make(csr, kind):
     from spmv import make_kind
 
@@ -69,6 +84,8 @@ def make(csr, kind):
 #: steady-state system; the kernel reads no b), "dense" an array of zeros.
 VARIANTS = [
     ("csr", "csr", "f64", "dense", "dense", None, {}, None),
+    ("ell", "ell", "f64", "dense", "dense", None, {}, None),
+    ("vector", "vector", "f64", "compact", "zero", None, {}, None),
     ("sell32", "sell", "f64", "dense", "dense", None, {}, None),
     ("warp-full", "warp", "f64", "compact", "zero", None, {}, None),
     ("warp-full sorted", "warp-sorted", "f64", "compact", "zero", None,
@@ -103,6 +120,9 @@ def per_iteration(fn, iters):
 
 ONLY = None
 TUNING_RUN = False
+#: Solvers to time (`--methods`): "jacobi", "power" (square matrices) and
+#: "bellman" (MDPs: `solvers.value_iteration`, max over each state's choices).
+METHODS = ("jacobi", "power", "bellman")
 
 
 def _set_tuning(overrides):
@@ -162,12 +182,33 @@ def micro(name, L, inv, xs, bw_unused=None, k=100):
     return out
 
 
-def bench_model(name, bw, iters=200):
-    _, em, tb = build(name)
+def bellman_model(em, L):
+    """A `SparseModel` of the MDP `em` whose `matrix` is the layout `L`."""
+    import equinox as eqx
+
+    from jaxmc.layout import from_arrays
+
+    M = from_arrays(em.choice_ptr, em.row_ptr, em.col, em.val, nondeterministic=True)
+    return eqx.tree_at(lambda m: m.matrix, M, L)
+
+
+def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
+    """Solver rows of one model (`em`: already built, in `tb` seconds;
+    `t_model`: the `time.time()` the per-model time guard counts from)."""
+    t_model = time.time() if t_model is None else t_model
+    if em is None:
+        _, em, tb = build(name)
     n = em.num_states
-    A, diag = jacobi_system(em)
+    mdp = len(em.row_ptr) - 1 != n
+    if mdp:
+        A = diag = None
+    else:
+        A, diag = jacobi_system(em)
     P = stochastic(em)
-    print(f"# {name}: {n} states, Jacobi nnz {A.nnz}, built in {tb:.1f}s", flush=True)
+    A, diag, P = reorder_system(A, diag, P)
+    print(f"# {name}: {n} states, {P.shape[0]} rows, nnz {P.nnz}, built in {tb:.1f}s",
+          flush=True)
+    long_rows = P.nnz / max(P.shape[0], 1) >= 16
     rows = []
     x0 = np.full(n, 1.0 / n)
     layouts = {}
@@ -179,13 +220,22 @@ def bench_model(name, bw, iters=200):
         it = 8 if dt == "f64" else 4
         tov = dict(tov)
         measure = tov.pop("_measure", None)
-        methods = tov.pop("_methods", ("jacobi", "power"))
+        methods = tov.pop("_methods", ("jacobi", "power", "bellman"))
+        if kind == "vector" and not long_rows:
+            continue  # the CSR-vector layout only where rows are long
         _set_tuning(tov)
         for method in methods:
-            if TUNING_RUN and method == "power":
+            if TUNING_RUN and method == "power" or method not in METHODS:
+                continue
+            if (method == "bellman") != mdp or (mdp and kind.startswith("compact")):
                 continue
             M = A if method == "jacobi" else P
-            if M.shape[0] != M.shape[1]:
+            if kind == "ell" and too_padded(np.diff(M.indptr)):
+                print(f"SKIPPED {name} {method} {label} {dt}: ELL padding too large",
+                      flush=True)
+                continue
+            if time_left(t_model) <= 0:
+                print(f"SKIPPED {name} {method} {label} {dt}: time guard", flush=True)
                 continue
             try:
                 key = (method, kind, dt)
@@ -211,6 +261,16 @@ def bench_model(name, bw, iters=200):
                                               measure=measure)
                     # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
+                elif method == "bellman":
+                    MM = bellman_model(em, L)
+                    bb = jnp.zeros(M.shape[0], dtype)
+                    xs = jnp.asarray(np.random.default_rng(0).random(n), dtype)
+
+                    def fn(k, MM=MM, bb=bb, xs=xs):
+                        return solvers.value_iteration(MM, bb, xs, "max", epsilon=0.0,
+                                                       max_iters=k, throw=False)
+                    # CSR matrix (m rows), x, x' (the per-choice vector is not counted)
+                    cb = M.nnz * (it + 4) + 4 * (M.shape[0] + 1) + it * 2 * n
                 else:
                     def fn(k, L=L, b=b, xs=xs):
                         return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False,
@@ -287,25 +347,59 @@ def main():
     ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
     ap.add_argument("--check", action="store_true", help="also time jaxmc.check (--e2e)")
     ap.add_argument("--tune", action="store_true", help="Jacobi tuning variants (TUNE)")
+    ap.add_argument("--methods", default="jacobi,power,bellman",
+                    help="comma list of jacobi, power, bellman (MDPs)")
+    ap.add_argument("--with-spmv", action="store_true",
+                    help="also spmv.py's rows of each model, on the same build")
+    ap.add_argument("--spmv-only", default="",
+                    help="spmv.py's --only for --with-spmv (its label/prec list)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
+    ap.add_argument("--window", type=int, default=0,
+                    help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
     a = ap.parse_args()
-    global ONLY, CHECK, TUNING_RUN
+    import spmv as _spmv
+
+    _spmv.WINDOW = a.window
+    global ONLY, CHECK, TUNING_RUN, METHODS
     ONLY = set(a.only.split(",")) if a.only else None
+    METHODS = tuple(a.methods.split(","))
     TUNING_RUN = a.tune
     CHECK = a.check
     bw, how = copy_bandwidth()
     print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
-    rows, e2e = [], []
+    rows, e2e, srows, builds = [], [], [], {}
+    if a.with_spmv:
+        import spmv
+
+        spmv.NO_BCSR = True
+        spmv.ONLY = set(a.spmv_only.split(",")) if a.spmv_only else None
     for name in a.models:
+        if time_left() <= 0:
+            print(f"SKIPPED {name}: deadline", flush=True)
+            continue
+        em = None
         try:
-            r, em = bench_model(name, bw)
+            _, em, tb = build(name)
+            t_model = time.time()
+            builds[name] = dict(build_s=tb, states=em.num_states, rows=len(em.row_ptr) - 1,
+                                nnz=len(em.col))
+            print(f"# {name}: {builds[name]}", flush=True)
+            if a.with_spmv:
+                srows += spmv.bench_model(name, bw, False, em=em, t_model=t_model, tb=tb)
+            r, em = bench_model(name, bw, em=em, t_model=t_model, tb=tb)
             rows += r
             if a.e2e and name in E2E:
                 e2e += end_to_end(name, em, E2E[name])
         except Exception as e:  # noqa: BLE001
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
-    with open(a.json, "w") as fh:
-        json.dump(dict(device=device_name(), copy_Bps=bw, rows=rows, e2e=e2e), fh, indent=1)
+        del em
+        gc.collect()
+        with open(a.json, "w") as fh:  # partial results as we go
+            json.dump(dict(device=device_name(), copy_Bps=bw, builds=builds, rows=rows,
+                           spmv=srows, e2e=e2e), fh, indent=1)
+    if srows:
+        print(table(srows, ["model", "layout", "impl", "prec", "us", "GBs", "frac_copy",
+                            "pad", "B_per_nnz", "err"]))
     print(table(rows, ["model", "solver", "layout", "prec", "us_per_iter", "GBs", "frac_copy"]))
     for r in e2e:
         print(r)

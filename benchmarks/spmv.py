@@ -26,16 +26,33 @@ import numpy as np
 
 from _gpu_common import (
     build, copy_bandwidth, csr_bytes, cusparse_time, device_name, stochastic, table,
-    time_iterations, to_csr,
+    time_iterations, time_left, to_csr, too_padded,
 )
 from jaxmc.kernels import spmv
 from jaxmc.kernels.spmv_pallas import fused
 from jaxmc.layout import CompactWarpELL, VectorCSR, WarpELL, layout_kind, make_layout
+from jaxmc.layout import window_order
 
 
 INTERPRET = jax.default_backend() != "gpu"
 ONLY = None
 NO_BCSR = False
+#: `--window W`: before any layout, the matrix is reordered symmetrically by
+#: `jaxmc.layout.window_order(W)` (rows sorted by length within windows of W
+#: rows; less padding in the warp layouts); 0 keeps the builder's BFS order.
+WINDOW = 0
+
+
+def reorder(A):
+    """`(A', order)`: `A` in the `--window` order (`A[order][:, order]`), or
+    `(A, None)` when there is no window or `A` is not square (MDP rows are
+    choices, not states)."""
+    if not WINDOW or A is None or A.shape[0] != A.shape[1]:
+        return A, None
+    order = window_order(to_csr(A), WINDOW).order
+    B = A[order][:, order].tocsr()
+    B.sort_indices()
+    return B, order
 
 
 def variants(name: str, mean_row: float, tune: bool):
@@ -113,9 +130,18 @@ def make_kind(csr, kind):
     return make_layout(csr, kind)
 
 
-def bench_model(name, bw, tune, k=100):
-    _, em, tb = build(name)
-    A = stochastic(em)
+def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
+    """Rows of one model. MDPs (more rows than states): the timed loop is
+    the value-iteration form `x' = max_{c in s} (A x)_c` (SpMV, then the
+    row-group max of `jaxmc.layout.group_reduce`), so that the loop carries
+    a state vector; the GB/s still count the SpMV's CSR bytes only.
+    `em`: an already built model (built in `tb` seconds); `t_model`: the
+    `time.time()` from which the per-model time guard counts
+    (`_gpu_common.time_left`)."""
+    t_model = time.time() if t_model is None else t_model
+    if em is None:
+        _, em, tb = build(name)
+    A, _ = reorder(stochastic(em))
     n, m, nnz = A.shape[1], A.shape[0], A.nnz
     print(f"# {name}: {n} states, {m} rows, {nnz} nnz, built in {tb:.1f}s", flush=True)
     rng = np.random.default_rng(0)
@@ -124,14 +150,28 @@ def bench_model(name, bw, tune, k=100):
     rows = []
     cache = {}
     base = {}
-    for dt in ("f64", "f32"):
-        base[dt] = to_csr(A, np.float64 if dt == "f64" else np.float32)
+    wanted = {dt for *_, dt, _i, _k, _l in variants(name, 0, tune)} | {"f64"}
+    for dt in sorted(wanted):
+        if ONLY is None or dt == "f64" or any(o.endswith("/" + dt) for o in ONLY):
+            base[dt] = to_csr(A, np.float64 if dt == "f64" else np.float32)
     mean_row = nnz / max(m, 1)
     print(f"# layout_kind: {layout_kind(base['f64'], 'gpu')}", flush=True)
+    groups = None
+    if m != n:
+        from jaxmc.layout import group_reduce
+
+        groups = jnp.asarray(np.repeat(np.arange(n), np.diff(em.choice_ptr)), jnp.int32)
+        ref = np.maximum.reduceat(ref, np.asarray(em.choice_ptr[:-1]))
     for label, kind, dt, impl, kkw, lkw in variants(name, mean_row, tune):
         if ONLY and f"{label}/{dt}" not in ONLY:
             continue
         if m != n and kind.startswith("compact"):
+            continue
+        if kind == "ell" and too_padded(np.diff(A.indptr)):
+            print(f"SKIPPED {name} {label} {dt}: ELL padding too large", flush=True)
+            continue
+        if time_left(t_model) <= 0:
+            print(f"SKIPPED {name} {label} {dt}: time guard", flush=True)
             continue
         dtype = jnp.float64 if dt == "f64" else jnp.float32
         try:
@@ -148,14 +188,11 @@ def bench_model(name, bw, tune, k=100):
                 f = (lambda L, kkw: lambda v: fused(L, v, interpret=INTERPRET, **kkw))(L, kkw)
             else:
                 f = (lambda L: lambda v: spmv(L, v, impl="reference"))(L)
+            if groups is not None:
+                f = (lambda f: lambda v: group_reduce(f(v), groups, n, "max"))(f)
             y = np.asarray(jax.jit(f)(xs), np.float64)
             err = float(np.abs(y - ref).max() / np.abs(ref).max())
-            if m == n:
-                t = time_iterations(f, xs, k=k)
-            else:
-                g = jax.jit(f)
-                from _gpu_common import median_time
-                t = median_time(lambda v: g(v), xs)
+            t = time_iterations(f, xs, k=k)
             st = L.stats() if hasattr(L, "stats") else {}
             cb = csr_bytes(nnz, n, m, 8 if dt == "f64" else 4)
             rows.append(dict(
@@ -170,14 +207,15 @@ def bench_model(name, bw, tune, k=100):
             print(f"FAILED {name} {label} {dt}: {type(e).__name__}: {str(e)[:400]}", flush=True)
         gc.collect()
     cache.clear()
-    cs = cusparse_time(A, x, k=k)
+    cs = cusparse_time(A, x, k=k) if time_left(t_model) > 0 else None
     cb = csr_bytes(nnz, n, m, 8)
     if cs is not None:
         t, err = cs
-        rows.append(dict(model=name, layout="cusparse csr (cupy)", impl="cusparse", prec="f64",
+        label = "cusparse csr (cupy)" + (", SpMV only" if m != n else "")
+        rows.append(dict(model=name, layout=label, impl="cusparse", prec="f64",
                          us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
         print(rows[-1], flush=True)
-    if NO_BCSR:
+    if NO_BCSR or time_left(t_model) <= 0:
         return rows
     try:
         from jax.experimental import sparse as jsparse
@@ -206,8 +244,12 @@ def main():
                     help="skip BCSR (XLA constant-folds its captured index arrays for minutes)")
     ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
+    ap.add_argument("--window", type=int, default=0,
+                    help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
     a = ap.parse_args()
     global ONLY, NO_BCSR
+    global WINDOW
+    WINDOW = a.window
     NO_BCSR = a.no_bcsr
     ONLY = set(a.only.split(",")) if a.only else None
     bw, how = copy_bandwidth()
