@@ -119,6 +119,7 @@ def parametric(
     build_params: Mapping[str, float] | None = None,
     epsilon: float | None = None,
     max_iters: int | None = None,
+    omega: float | None = None,
 ) -> Problem:
     """The property `prop` of `model` as a pure function of the parameters.
 
@@ -131,6 +132,9 @@ def parametric(
       else the concrete values in `params`).
     - `epsilon`, `max_iters`: the iterative solvers' tolerance (default
       1e-12, relative) and limit.
+    - `omega`: over-relaxation of the Gauss-Seidel sweeps (default `None`:
+      chosen automatically per solve, guarded against divergence; `1.0`:
+      plain Gauss-Seidel; see `jaxmc.diff.Options`).
 
     **Returns:** a `Problem`; `problem({"p": 0.3})` is a JAX scalar,
     differentiable with `jax.grad`/`jax.jvp`/`jax.jacrev` and batchable with
@@ -158,9 +162,10 @@ def parametric(
     opts = Options(
         epsilon=1e-12 if epsilon is None else epsilon,
         max_iters=200_000 if max_iters is None else max_iters,
+        omega=omega,
     )
     per = _PROBLEMS.setdefault(model, {})
-    any_key = (key_prop, opts.epsilon, opts.max_iters)
+    any_key = (key_prop, opts.epsilon, opts.max_iters, opts.omega)
     if point is None:
         if any_key in per:
             return per[any_key]
@@ -168,7 +173,7 @@ def parametric(
             "no concrete parameter values to build the state space at (called "
             "under jax.grad/jit/vmap before any concrete call)",
         ) from None
-    key = (key_prop, tuple(sorted(point.items())), opts.epsilon, opts.max_iters)
+    key = (key_prop, tuple(sorted(point.items())), opts.epsilon, opts.max_iters, opts.omega)
     if any_key in per and build_params is None:
         # The structure does not depend on the point: reuse the compiled problem.
         return per[any_key]
@@ -185,7 +190,7 @@ def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
     problem = parametric(
         model, prop, params=params, properties=kwargs.pop("properties", None),
         build_params=kwargs.pop("build_params", None), epsilon=kwargs.pop("epsilon", None),
-        max_iters=kwargs.pop("max_iters", None),
+        max_iters=kwargs.pop("max_iters", None), omega=kwargs.pop("omega", None),
     )
     for k in ("method", "relative", "throw"):
         kwargs.pop(k, None)
@@ -227,6 +232,7 @@ def sweep(
     build_params: Mapping[str, float] | None = None,
     epsilon: float | None = None,
     max_iters: int | None = None,
+    omega: float | None = None,
     properties=None,
 ) -> np.ndarray:
     """`prop` at a batch of parameter points, in one vmapped computation.
@@ -261,7 +267,7 @@ def sweep(
     first = {k: float(v[0]) for k, v in flat.items()}
     problem = parametric(
         model, prop, params=first, properties=properties, build_params=build_params,
-        epsilon=epsilon, max_iters=max_iters,
+        epsilon=epsilon, max_iters=max_iters, omega=omega,
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:
