@@ -96,6 +96,7 @@ VARIANTS = [
      dict(_methods=("jacobi",)), None),
     ("compact-half", "compact2", "f64", "compact", "zero", None, {}, None),
     ("warp-full", "warp", "f32", "compact", "zero", None, {}, None),
+    ("warp-half", "warp2", "f32", "compact", "zero", None, {}, None),
     ("compact-full", "compact", "f32", "compact", "zero", None, {}, None),
 ]
 
