@@ -351,8 +351,8 @@ def _jacobi_columns(step, x0, eps, max_iters):
 #: Automatic over-relaxation (`_sor`): sweeps per measuring/judging window,
 #: sweeps of plain Gauss-Seidel before `omega` is chosen, and the largest
 #: `omega` tried.
-SOR_WINDOW = 32
-SOR_WARMUP = 64
+SOR_WINDOW = 16
+SOR_WARMUP = 32
 SOR_MAX_OMEGA = 1.9
 
 
@@ -370,7 +370,7 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
     own relaxation `w`, state and convergence flag, and stops changing once
     converged (so a column ends where a one-vector solve would). Returns
-    `(x, sweeps, done)`, `done` per column.
+    `(x, sweeps, done, w)`, `done` and the final `w` per column.
 
     Why: the chains solved here mix slowly (rates ~0.95-0.99 per sweep), so
     Gauss-Seidel needs ~10^3 sweeps per point; over-relaxation needs 3-4x
@@ -455,7 +455,7 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
         full(-1.0), full(jnp.inf), full(0, jnp.int32),
     )
     out = lax.while_loop(cond, body, init)
-    return out[0], out[2], out[3]
+    return out[0], out[2], out[3], out[4]
 
 
 def _iterate(sweep, x0, eps, max_iters, omega):
@@ -467,7 +467,7 @@ def _iterate(sweep, x0, eps, max_iters, omega):
             return _jacobi_columns(sweep, x0, eps, max_iters)
         x, _, ok = _jacobi(sweep, x0, eps, max_iters)
         return _flag(x, ok)
-    x, _, done = _sor(sweep, x0, eps, max_iters, omega)
+    x, _, done, _ = _sor(sweep, x0, eps, max_iters, omega)
     return _flag(x, done)
 
 
