@@ -10,7 +10,7 @@ failure probability per step (0.02 by default; larger values make the chain
 contract faster, so that every iterative solver needs fewer iterations and
 per-point fixed costs weigh more). Both tools stop at a relative change of
 `--epsilon` (default 1e-6, Storm's and PRISM's default; jaxmc: per entry,
-Jacobi); the sequential and Storm baselines are timed on the first
+over-relaxed Gauss-Seidel); the sequential and Storm baselines are timed on the first
 `--sequential` / `--storm` points and extrapolated to all points.
 
     python benchmarks/sweep.py --n 316 --points 1024 --sequential 32 --storm 16
@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--storm", type=int, default=16,
                     help="Storm points timed (extrapolated; 0: skip Storm)")
     ap.add_argument("--epsilon", type=float, default=1e-6)
+    ap.add_argument("--omega", type=float, default=None,
+                    help="over-relaxation of jaxmc's solves (default: automatic; 1: plain Gauss-Seidel)")
     ap.add_argument("--json", help="append one JSON line with all numbers to this file")
     args = ap.parse_args()
     side = int(round(np.sqrt(args.points)))
@@ -102,11 +104,11 @@ def main():
           f"jax {jax.__version__} on {jax.default_backend()} ({getattr(dev, 'device_kind', dev.platform)})")
     print(f"# model: {explicit.num_states} states, {explicit.num_transitions} transitions, "
           f"fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; epsilon {args.epsilon}")
-    kw = dict(epsilon=args.epsilon, build_params=first)
+    kw = dict(epsilon=args.epsilon, build_params=first, omega=args.omega)
     rec = {"bench": "sweep", "backend": jax.default_backend(),
            "device": str(getattr(dev, "device_kind", dev.platform)), "cpus": os.cpu_count(),
            "states": explicit.num_states, "nnz": explicit.num_transitions, "points": npts,
-           "fail": args.fail, "epsilon": args.epsilon, "sweeps": []}
+           "fail": args.fail, "epsilon": args.epsilon, "omega": args.omega, "sweeps": []}
     rows = []
     out = None
     for chunk in args.chunk:
