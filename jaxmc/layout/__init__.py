@@ -5,7 +5,11 @@ values dynamic. Also state orderings (BFS, RCM, length-sorted windows) and the a
 from ._choose import (
     build_layout as build_layout,
     choose_layout as choose_layout,
+    choose_order as choose_order,
+    choose_ordered_layout as choose_ordered_layout,
     layout_kind as layout_kind,
+    ordered_csr as ordered_csr,
+    padding as padding,
 )
 from ._matrix import (
     CSR as CSR,

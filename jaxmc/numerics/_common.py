@@ -43,6 +43,7 @@ from ..layout import (
     WarpELL,
     layout_kind,
     make_layout,
+    ordered_csr,
 )
 from ._timing import stage
 from ..solvers import (
@@ -136,6 +137,21 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
                 pass
         return WarpELL.from_csr(host, lanes=lanes)
     return make_layout(host, kind)
+
+
+def build_ordered(indptr, cols, vals, shape, kind: str):
+    """`(matrix, order)`: `build_matrix` of the host CSR, reordered first by
+    `jaxmc.layout.ordered_csr` where that pays for `kind` (a warp-segment
+    layout of a square matrix whose segments carry much padding; the rows
+    sorted by length within short windows). `order` is that `Permutation`,
+    or None: the caller applies it to every vector of the solve
+    (`order.apply`) and undoes it on the result (`order.undo`)."""
+    if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
+        B, order = ordered_csr(_host_csr(indptr, cols, vals, shape), kind)
+        if order is not None:
+            B = _host_csr(B.indptr, B.indices, B.data, shape)
+            return build_matrix(B.indptr, B.indices, B.data, shape, kind), order
+    return build_matrix(indptr, cols, vals, shape, kind), None
 
 
 def layout_name(matrix) -> str:

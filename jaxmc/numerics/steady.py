@@ -52,6 +52,7 @@ on the host path, with PRISM's criterion and its accuracy caveat above.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
@@ -67,7 +68,7 @@ from . import graph
 from ._common import (
     NumericResult,
     _host_csr,
-    build_matrix,
+    build_ordered,
     check_layout,
     layout_name,
     on_gpu,
@@ -136,15 +137,22 @@ def _device_solve(off, b, layout, max_iters, norm=None):
     off = _canonical(off)
     kind = _system_kind(off, layout)
     with stage("layout"):
-        A = build_matrix(off.indptr, off.indices, off.data, off.shape, kind)
+        A, order = build_ordered(off.indptr, off.indices, off.data, off.shape, kind)
+        # In the layout's numbering (`order`: see `build_ordered`).
+        at = (lambda v: v) if order is None else order.apply
         if norm is None:
             op = Operator(A)
         else:
             rows, group, weight, ng = norm
-            op = Operator(A, jnp.asarray(rows), jnp.asarray(group, jnp.int32),
-                          jnp.asarray(weight, jnp.float64), int(ng))
-    sol, method = _device_krylov(op, b, min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
-    return sol, method, layout_name(A)
+            op = Operator(A, jnp.asarray(at(rows)), jnp.asarray(at(group), jnp.int32),
+                          jnp.asarray(at(weight), jnp.float64), int(ng))
+    sol, method = _device_krylov(op, at(b), min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
+    return _undo(sol, order), method, layout_name(A)
+
+
+def _undo(sol, order):
+    """`sol` with its value back in the model's numbering."""
+    return sol if order is None else eqx.tree_at(lambda s: s.value, sol, order.undo(sol.value))
 
 
 def _device_krylov(op, b, max_iters):
@@ -290,10 +298,12 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
         d = 2.0 * diag
     A = _canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
     with stage("layout"):
-        mat = build_matrix(A.indptr, A.indices, A.data, (k, k), _system_kind(A, layout))
+        mat, order = build_ordered(A.indptr, A.indices, A.data, (k, k), _system_kind(A, layout))
     x0 = 1.0 / sizes[lab]
+    if order is not None:
+        d, x0 = order.apply(d), order.apply(x0)
     sol = jacobi(mat, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
-    return sol, layout_name(mat)
+    return _undo(sol, order), layout_name(mat)
 
 
 def stationary_distributions(
@@ -533,11 +543,12 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     off = np.where(tt & ~diag_e, p, 0.0)
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
     At = _canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
-    mat = build_matrix(At.indptr, At.indices, At.data, (n, n), _system_kind(At, layout))
-    y0 = np.where(trans, init, 0.0)
-    sol = jacobi(mat, jnp.asarray(np.where(trans, diag, 1.0)), jnp.asarray(y0),
+    mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n), _system_kind(At, layout))
+    at = (lambda v: v) if order is None else order.apply
+    y0 = at(np.where(trans, init, 0.0))
+    sol = jacobi(mat, jnp.asarray(at(np.where(trans, diag, 1.0))), jnp.asarray(y0),
                  jnp.asarray(y0), **kw)
-    y = np.asarray(sol.value)
+    y = np.asarray(_undo(sol, order).value)
     into = trans[rows] & inb[model.col]
     return np.bincount(
         labels[model.col[into]], weights=y[rows[into]] * p[into], minlength=count
