@@ -411,20 +411,17 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
     def cond(c):
         return (~jnp.all(c[3])) & (c[2] < max_iters)
 
-    def body(c):
-        x, snap, it, done, w, phase, a_ref, r_min, z_ref = c
-        x1 = sweep(x, w)
-        x2 = sweep(x1, w)
-        d = jnp.abs(x2 - x1)
+    multi = x0.ndim > 1
+
+    def window(s, d, ok, done):
+        """At a window end: choose `w` (phase 0) or judge it (phase 1)."""
+        x2, snap, w, phase, a_ref, r_min, z_ref, it = s
         scale = jnp.maximum(jnp.abs(x2), 1e-300)
         finite = jnp.all(jnp.isfinite(x2), axis=0)
-        ok = jnp.all(d <= eps * scale, axis=0) & finite
-        it = it + 2
-        # Window bookkeeping (cheap reductions; the sweeps dominate).
         a = jnp.max(d, axis=0)
         r = jnp.max(d / scale, axis=0)
         z = jnp.sum(x2 == 0, axis=0, dtype=jnp.int32)
-        at = (it % L == 0) & ~done & ~ok
+        at = ~done & ~ok
         first = a_ref < 0  # no reference since the last change of w
         # 1. choose w from the Gauss-Seidel rate
         rate = (a / jnp.where(first, 1.0, a_ref)) ** (1.0 / L)
@@ -438,17 +435,32 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
         w_back = 1.0 + 0.5 * (w - 1.0)
         w_back = jnp.where(w_back < 1.02, 1.0, w_back)
         w_new = jnp.where(pick, w_est, jnp.where(bad, w_back, w))
-        phase_new = jnp.where(
-            pick, 1, jnp.where((est & floor) | (bad & (w_new == 1.0)), 2, phase)
-        )
+        phase = jnp.where(pick, 1, jnp.where((est & floor) | (bad & (w_new == 1.0)), 2, phase))
         changed = pick | bad
         x_new = jnp.where(bad, snap, x2)
         snap = jnp.where(at & ~bad, x2, snap)
         a_ref = jnp.where(at, jnp.where(changed, -1.0, a), a_ref)
         r_min = jnp.where(at, jnp.where(changed, jnp.inf, jnp.minimum(r_min, r)), r_min)
         z_ref = jnp.where(at, z, z_ref)
-        x = jnp.where(done, x, x_new)
-        return x, snap, it, done | ok, w_new, phase_new, a_ref, r_min, z_ref
+        return x_new, snap, w_new, phase, a_ref, r_min, z_ref, it
+
+    def body(c):
+        x, snap, it, done, w, phase, a_ref, r_min, z_ref = c
+        x1 = sweep(x, w)
+        x2 = sweep(x1, w)
+        d = jnp.abs(x2 - x1)
+        ok = jnp.all(d <= eps * jnp.maximum(jnp.abs(x2), 1e-300), axis=0) & jnp.all(
+            jnp.isfinite(x2), axis=0
+        )
+        it = it + 2
+        if multi:  # converged columns stop changing
+            x2 = jnp.where(done, x, x2)
+        # The window bookkeeping runs every SOR_WINDOW sweeps only (a
+        # `cond`, not masks on every iteration: those cost ~1/3 of a sweep).
+        s = (x2, snap, w, phase, a_ref, r_min, z_ref, it)
+        s = lax.cond(it % L == 0, lambda s: window(s, d, ok, done), lambda s: s, s)
+        x2, snap, w, phase, a_ref, r_min, z_ref, _ = s
+        return x2, snap, it, done | ok, w, phase, a_ref, r_min, z_ref
 
     init = (
         x0, x0, jnp.zeros((), jnp.int32), full(False, bool), w0, phase0,
