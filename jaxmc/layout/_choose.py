@@ -66,9 +66,11 @@ def _offset_type(csr: CSR):
     return np.dtype(narrow_int(int(off.min(initial=0)), int(off.max(initial=0))))
 
 
-def _ordered(csr: CSR, kind: str, window: int, min_padding: float):
+def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None):
     """`(Permutation, permuted CSR)` if reordering pays for `kind`, else
     None (see `choose_order`)."""
+    window = ORDER_WINDOW if window is None else window
+    min_padding = ORDER_MIN_PADDING if min_padding is None else min_padding
     if kind not in WARP_KINDS or csr.shape[0] != csr.shape[1] or csr.nnz == 0:
         return None
     lanes = 2 if kind.endswith("2") else 1
@@ -88,13 +90,15 @@ def _ordered(csr: CSR, kind: str, window: int, min_padding: float):
 
 
 def choose_order(
-    csr: CSR, kind: str, *, window: int = ORDER_WINDOW, min_padding: float = ORDER_MIN_PADDING,
+    csr: CSR, kind: str, *, window: int | None = None, min_padding: float | None = None,
 ) -> Permutation | None:
     """The state order for layout `kind` of the square matrix `csr`:
     `window_order(csr, window)` when `kind` is a warp-segment layout, its
     padding in the given order is at least `min_padding`, the reordering at
     least halves it and (compact layouts) the column offsets still fit the
-    same integer type; else None (keep the order).
+    same integer type; else None (keep the order). `window` and
+    `min_padding` default to `ORDER_WINDOW` and `ORDER_MIN_PADDING`, read at
+    call time (`ORDER_MIN_PADDING = inf` switches the order off).
 
     Pass the matrix that is multiplied (for Jacobi, the off-diagonal part of
     the system): its row lengths set the padding."""
@@ -103,7 +107,7 @@ def choose_order(
 
 
 def ordered_csr(
-    csr: CSR, kind: str, *, window: int = ORDER_WINDOW, min_padding: float = ORDER_MIN_PADDING,
+    csr: CSR, kind: str, *, window: int | None = None, min_padding: float | None = None,
 ) -> tuple[CSR, Permutation | None]:
     """`(P A P^T, P)` with `P = choose_order(csr, kind)`, or `(csr, None)`
     where reordering does not pay (one host reordering for both)."""
@@ -167,7 +171,7 @@ def choose_layout(
 
 def choose_ordered_layout(
     csr: CSR, device_kind: str | None = None, *, kind: str | None = None,
-    fixed_values: bool = False, window: int = ORDER_WINDOW,
+    fixed_values: bool = False, window: int | None = None,
 ) -> tuple:
     """`(layout, order)`: `choose_layout` on `csr` reordered by
     `choose_order` where that pays (`order` a `Permutation`, else None).
@@ -178,8 +182,7 @@ def choose_ordered_layout(
     auto = kind is None or kind == "auto"
     first = layout_kind(csr, device_kind, fixed_values=fixed_values) if auto else kind
     # auto: judge the order by the full warp (the lanes are chosen again).
-    got = _ordered(csr, first.removesuffix("2") if auto else first, window,
-                   ORDER_MIN_PADDING)
+    got = _ordered(csr, first.removesuffix("2") if auto else first, window, None)
     if got is None:
         return build_layout(csr, first, device_kind), None
     perm, B = got
