@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from _gpu_common import (
-    build, copy_bandwidth, cusparse_time, device_name, stochastic, table,
-    time_iterations, to_csr,
+    build, copy_bandwidth, cusparse_time, device_name, median_time, stochastic, table,
+    to_csr,
 )
 from jaxmc.kernels import spmv
 from jaxmc.kernels.spmv_multi_pallas import fused_multi
@@ -48,11 +48,26 @@ def multi_bytes(nnz: int, n: int, m: int, k: int, itemsize: int) -> int:
     return nnz * (itemsize + 4) + 4 * (m + 1) + k * itemsize * (n + m)
 
 
+def loop_time(f, x, iters: int):
+    """`(seconds per application of f, f(f(x)))`: `_gpu_common.time_iterations`
+    with the trip count a traced argument, so that the same compiled loop
+    (one Triton compile per variant, the expensive part of this script)
+    also gives the result that is checked."""
+
+    @jax.jit
+    def run(x, trips):
+        return jax.lax.fori_loop(0, trips, lambda i, v: f(f(v)), x)
+
+    y2 = run(x, 1)
+    return median_time(run, x, iters // 2) / (iters // 2 * 2), y2
+
+
 def rel_err(y, ref) -> float:
     return float(np.abs(np.asarray(y, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
 
 
-def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
+def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "compact"),
+                load2d=False, power=True, ell=True):
     _, em, tb = build(name)
     A = stochastic(em)
     m, n = A.shape
@@ -60,7 +75,7 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
     print(f"# {name}: {n} states, {nnz} nnz, built in {tb:.1f}s", flush=True)
     rng = np.random.default_rng(0)
     Xs = {k: rng.random((n, k)) for k in ks}
-    refs = {k: A @ Xs[k] for k in ks}
+    refs = {k: A @ (A @ Xs[k]) for k in ks}  # two applications (`loop_time`)
 
     def add(**row):
         row.update(model=name)
@@ -71,6 +86,7 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
     layouts = [("warp-full", WarpELL, "f64"), ("compact-full", CompactWarpELL, "f64")]
     if f32:
         layouts += [("warp-full", WarpELL, "f32"), ("compact-full", CompactWarpELL, "f32")]
+    layouts = [lay for lay in layouts if lay[0].split("-")[0] in kinds]
     for label, cls, dt in layouts:
         if cls is CompactWarpELL and m != n:
             continue
@@ -86,40 +102,42 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
             continue
         x1 = jnp.asarray(Xs[ks[0]][:, 0], dtype)
         f1 = lambda v, L=L: fused(L, v, interpret=INTERPRET)  # noqa: E731
-        t1 = time_iterations(f1, x1, k=iters)
+        t1, y2 = loop_time(f1, x1, iters)
         add(layout=label, prec=dt, variant="single-vector kernel", k=1, us=t1 * 1e6,
             us_per_vec=t1 * 1e6, GBs=multi_bytes(nnz, n, m, 1, it) / t1 / 1e9,
             frac_copy=multi_bytes(nnz, n, m, 1, it) / t1 / bw, vs_k_single=1.0,
-            err=rel_err(jax.jit(f1)(x1), A @ Xs[ks[0]][:, 0]))
-        variants = [("multi", {})]
+            err=rel_err(y2, refs[ks[0]][:, 0]))
+        variants = [("multi", {}, ks)]
         if tune:
-            variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s))
+            variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), (4, 16))
                          for w, s in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1))]
+        if load2d:
+            variants += [("multi load2d", dict(load2d=True), (1, 4, 16))]
         for k in ks:
             X = jnp.asarray(Xs[k], dtype)
             cb = multi_bytes(nnz, n, m, k, it)
-            for vname, kw in variants:
-                if vname != "multi" and k not in (4, 16):
+            for vname, kw, vks in variants:
+                if k not in vks:
                     continue
                 try:
                     f = lambda V, L=L, kw=kw: fused_multi(L, V, interpret=INTERPRET, **kw)  # noqa: E731
-                    err = rel_err(jax.jit(f)(X), refs[k])
-                    t = time_iterations(f, X, k=iters)
+                    t, y2 = loop_time(f, X, iters)
+                    err = rel_err(y2, refs[k])
                     add(layout=label, prec=dt, variant=vname, k=k, us=t * 1e6,
                         us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
                         vs_k_single=k * t1 / t, err=err)
                 except Exception as e:  # noqa: BLE001
                     print(f"FAILED {name} {label} {vname} k={k}: {type(e).__name__}: "
                           f"{str(e)[:400]}", flush=True)
-            if dt == "f64" and k in (1, 4, 16):
+            if dt == "f64" and k in (1, 4, 16) and power:
                 try:  # the fused power step with its per-column measure
                     g = lambda V, L=L: fused_multi(  # noqa: E731
                         L, V, epilogue="power", diff=True, interpret=INTERPRET)[0]
-                    t = time_iterations(g, X, k=iters)
+                    t, y2 = loop_time(g, X, iters)
                     add(layout=label, prec=dt, variant="power step + measure", k=k,
                         us=t * 1e6, us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9,
                         frac_copy=cb / t / bw, vs_k_single=k * t1 / t,
-                        err=rel_err(jax.jit(g)(X), refs[k]))
+                        err=rel_err(y2, refs[k]))
                 except Exception as e:  # noqa: BLE001
                     print(f"FAILED {name} {label} power k={k}: {type(e).__name__}: "
                           f"{str(e)[:400]}", flush=True)
@@ -128,25 +146,7 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
         del L
         gc.collect()
 
-    # plain JAX (ELL) and cuSPARSE SpMM, f64
-    from jaxmc.layout import make_layout
-
-    try:
-        E = make_layout(to_csr(A, np.float64), "ell")
-        for k in (1, 4, 16):
-            if k not in ks:
-                continue
-            X = jnp.asarray(Xs[k])
-            f = lambda V, E=E: spmv(E, V, impl="reference")  # noqa: E731
-            err = rel_err(jax.jit(f)(X), refs[k])
-            t = time_iterations(f, X, k=iters)
-            cb = multi_bytes(nnz, n, m, k, 8)
-            add(layout="ell", prec="f64", variant="plain JAX reference", k=k, us=t * 1e6,
-                us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err)
-        del E
-    except Exception as e:  # noqa: BLE001
-        print(f"FAILED {name} ell: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    gc.collect()
+    # cuSPARSE SpMM and plain JAX (ELL), f64
     for k in ks:
         cs = cusparse_time(A, np.asfortranarray(Xs[k]), k=iters)
         if cs is None:
@@ -158,6 +158,27 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump):
             us=t * 1e6, us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
             err=err)
 
+    from jaxmc.layout import make_layout
+
+    if not ell:
+        return
+    try:
+        E = make_layout(to_csr(A, np.float64), "ell")
+        for k in (1, 4, 16):
+            if k not in ks:
+                continue
+            X = jnp.asarray(Xs[k])
+            f = lambda V, E=E: spmv(E, V, impl="reference")  # noqa: E731
+            t, y2 = loop_time(f, X, iters)
+            err = rel_err(y2, refs[k])
+            cb = multi_bytes(nnz, n, m, k, 8)
+            add(layout="ell", prec="f64", variant="plain JAX reference", k=k, us=t * 1e6,
+                us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err)
+        del E
+    except Exception as e:  # noqa: BLE001
+        print(f"FAILED {name} ell: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    gc.collect()
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -166,6 +187,10 @@ def main():
     ap.add_argument("--f32", action="store_true", help="also the f32 layouts")
     ap.add_argument("--tune", action="store_true", help="num_warps/num_stages at k=4, 16")
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--layouts", default="warp,compact")
+    ap.add_argument("--load2d", action="store_true", help="also load2d=True at k=1,4,16")
+    ap.add_argument("--no-power", action="store_true")
+    ap.add_argument("--no-ell", action="store_true")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv_multi.json"))
     a = ap.parse_args()
     ks = [int(v) for v in a.ks.split(",")]
@@ -179,7 +204,9 @@ def main():
 
     for name in a.models:
         try:
-            bench_model(name, bw, ks, a.f32, a.tune, a.iters, rows, dump)
+            bench_model(name, bw, ks, a.f32, a.tune, a.iters, rows, dump,
+                        kinds=a.layouts.split(","), load2d=a.load2d, power=not a.no_power,
+                        ell=not a.no_ell)
         except Exception as e:  # noqa: BLE001
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
     dump()

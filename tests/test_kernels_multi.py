@@ -92,6 +92,19 @@ def test_pallas_fp32_and_ungated(cls):
     assert np.isinf(Y[hit, 1]).all()
 
 
+@pytest.mark.parametrize("cls", [WarpELL, CompactWarpELL])
+def test_pallas_load2d_variant(cls):
+    A, csr = _stochastic(150, 0.05, 12, distinct=5)
+    X = np.random.default_rng(12).random((150, 3))
+    L = cls.from_csr(csr, segs_per_block=2)
+    for gate in (True, False):
+        Y = fused_multi(L, jnp.asarray(X), load2d=True, gate=gate, interpret=True)
+        np.testing.assert_allclose(np.asarray(Y), A @ X, rtol=1e-13, atol=1e-16)
+    y, d, nb = fused_multi(L, jnp.asarray(X), jnp.ones(150), epilogue="power", diff=True,
+                           relative=False, load2d=True, interpret=True)
+    np.testing.assert_allclose(np.asarray(d), np.abs(A @ X + 1 - X).max(axis=0), rtol=1e-13)
+
+
 def _vectors(n, k, rng):
     b = (np.arange(n) % 2) * 0.5
     inv = 1 / (1 + np.arange(n) % 3)

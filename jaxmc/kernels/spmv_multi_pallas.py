@@ -64,25 +64,31 @@ def _vec_kind(v, n, k):
 #: Default settings (`num_warps` None: 4 up to k = 4, else 8). Not tuned
 #: beyond the single-vector kernel's (RESULTS.md, "Multi-vector SpMV").
 TUNING = {
-    "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True),
-    "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True),
+    "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True, load2d=False),
+    "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True,
+                           load2d=False),
 }
 
 
 @ft.partial(
     jax.jit,
     static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps",
-                     "num_stages", "evict", "gate"),
+                     "num_stages", "evict", "gate", "load2d"),
 )
 def fused_multi(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
     interpret=False, num_warps=None, num_stages=None, evict=None, gate=None,
+    load2d=None,
 ):
     """Run the kernel on `x` of shape `[n, k]`: returns `y` (`[n, k]`), or
     `(y, dmax, nonfinite)` with `diff` (both `[k]`; `dmax[j]` NaN and
     `nonfinite[j]` nonzero where column `j` of `y` has a NaN or infinite
     entry). Values are computed in the matrix's dtype. Knobs as in
-    `spmv_pallas.fused` (`None` takes `TUNING[layout class]`)."""
+    `spmv_pallas.fused` (`None` takes `TUNING[layout class]`), and
+    `load2d`: load each stored entry in the `(R, K)` tile's own layout (the
+    `K` threads of a row load the same address, merged into one access)
+    instead of loading an `(R,)` vector and broadcasting it, which Triton
+    may route through shared memory."""
     if not supported(matrix):
         raise TypeError(
             "the multi-vector Pallas kernel handles full-warp `WarpELL`/`CompactWarpELL` "
@@ -106,6 +112,7 @@ def fused_multi(
     num_stages = num_stages or tune["num_stages"]
     evict = tune["evict"] if evict is None else evict
     gate = tune["gate"] if gate is None else gate
+    load2d = tune["load2d"] if load2d is None else load2d
     R = matrix.block_rows
     nblocks = int(matrix.block_width.shape[0])
     zero = matrix.zero if compact else 0
@@ -153,21 +160,33 @@ def fused_multi(
         col = lax.broadcasted_iota(jnp.int32, (R, K), 1)
         cmask = col < k
 
+        if load2d:
+            r2 = jnp.broadcast_to(r[:, None], (R, K))
+            base2 = jnp.broadcast_to(base[:, None], (R, K))
+            ws2 = jnp.broadcast_to(ws[:, None], (R, K))
+
         def step(j, acc):
-            m = j < ws
-            idx = jnp.where(m, base + j * WARP, 0)
+            if load2d:  # every (row, column) thread loads its row's entry
+                m = (j < ws2) & cmask
+                idx = jnp.where(m, base2 + j * WARP, 0)
+                rr = r2
+            else:
+                m = j < ws
+                idx = jnp.where(m, base + j * WARP, 0)
+                rr = r
             if compact:
                 v = tab_ref[_load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)]
-                c = r + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
+                c = rr + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
             else:
                 v = _load(data_ref, idx, m, 0, ev_m)
                 c = _load(cols_ref, idx, m, 0, ev_m)
             g = m & (v != 0) if gate else m
-            gm = g[:, None] & cmask
-            xi = jnp.where(gm, c[:, None] * k + col, 0)
-            xv = _load(x_ref, xi, gm, 0, ev_x)
-            prod = v[:, None] * xv
-            return acc + (prod if gate else jnp.where(v[:, None] != 0, prod, 0))
+            if not load2d:  # the gate on (R,), then broadcast
+                g, v, c = g[:, None] & cmask, v[:, None], c[:, None]
+            xi = jnp.where(g, c * k + col, 0)
+            xv = _load(x_ref, xi, g, 0, ev_x)
+            prod = v * xv
+            return acc + (prod if gate else jnp.where(v != 0, prod, 0))
 
         acc = lax.fori_loop(0, blk_w_ref[pid], step, jnp.zeros((R, K), dtype))
 
