@@ -193,18 +193,22 @@ def median_time(run, *args, reps=7) -> float:
     return statistics.median(ts)
 
 
-def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5) -> float:
+def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=None) -> float:
     """Seconds per application of `f` in a jitted loop of `k` applications,
     two per loop trip (the carried vector ping-pongs, no copy). Where one
     application takes more than `max_s / k` (herman's warp kernels: 10-100
     ms), `k` shrinks so that one timed loop stays near `max_s` seconds (the
-    trip count is a traced argument: one compilation for both)."""
+    trip count is a traced argument: one compilation for both). With a
+    list `out`, `f(f(x))` (one loop trip) is appended to it, so a caller can
+    check the result without compiling `f` a second time."""
 
     @jax.jit
     def run(x, trips):
         return lax.fori_loop(0, trips, lambda i, x: f(f(x)), x)
 
-    jax.block_until_ready(run(x, 1))
+    y2 = jax.block_until_ready(run(x, 1))
+    if out is not None:
+        out.append(y2)
     t = time.perf_counter()
     jax.block_until_ready(run(x, 1))
     one = (time.perf_counter() - t) / 2
@@ -289,7 +293,7 @@ def table(rows: list[dict], cols: list[str]) -> str:
             return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
         return str(v)
 
-    w = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in cols}
+    w = {c: max([len(c)] + [len(fmt(r.get(c, ""))) for r in rows]) for c in cols}
     lines = ["| " + " | ".join(c.ljust(w[c]) for c in cols) + " |",
              "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|"]
     for r in rows:

@@ -354,6 +354,9 @@ def main():
                     help="also spmv.py's rows of each model, on the same build")
     ap.add_argument("--spmv-only", default="",
                     help="spmv.py's --only for --with-spmv (its label/prec list)")
+    ap.add_argument("--plan", default="",
+                    help="JSON file: a list of {model, only, spmv_only, methods, model_s} "
+                         "(per-model selections, in order; instead of the models)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
     ap.add_argument("--window", type=int, default=0,
                     help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
@@ -374,7 +377,22 @@ def main():
 
         spmv.NO_BCSR = True
         spmv.ONLY = set(a.spmv_only.split(",")) if a.spmv_only else None
-    for name in a.models:
+    plan = [dict(model=m) for m in a.models]
+    if a.plan:
+        import _gpu_common
+
+        with open(a.plan) as fh:
+            plan = json.load(fh)
+        model_s = _gpu_common.MODEL_S
+    for entry in plan:
+        name = entry["model"]
+        if a.plan:  # this entry's selections
+            ONLY = set(entry["only"].split(",")) if entry.get("only") else None
+            METHODS = tuple(entry.get("methods", a.methods).split(","))
+            if a.with_spmv:
+                sel = entry.get("spmv_only", a.spmv_only)
+                spmv.ONLY = set(sel.split(",")) if sel else None
+            _gpu_common.MODEL_S = float(entry.get("model_s", model_s))
         if time_left() <= 0:
             print(f"SKIPPED {name}: deadline", flush=True)
             continue
