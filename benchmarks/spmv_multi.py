@@ -111,6 +111,8 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
         if tune:
             variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), (4, 16))
                          for w, s in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1))]
+            variants += [(f"multi rows{rp} w{w}", dict(rows_per_program=rp, num_warps=w),
+                          (4, 16)) for rp, w in ((64, 2), (64, 4), (128, 4))]
         if load2d:
             variants += [("multi load2d", dict(load2d=True), (1, 4, 16))]
         for k in ks:
@@ -185,7 +187,8 @@ def main():
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--ks", default="1,2,4,8,16")
     ap.add_argument("--f32", action="store_true", help="also the f32 layouts")
-    ap.add_argument("--tune", action="store_true", help="num_warps/num_stages at k=4, 16")
+    ap.add_argument("--tune", action="store_true",
+                    help="num_warps/num_stages/rows_per_program at k=4, 16")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--layouts", default="warp,compact")
     ap.add_argument("--load2d", action="store_true", help="also load2d=True at k=1,4,16")

@@ -105,6 +105,20 @@ def test_pallas_load2d_variant(cls):
     np.testing.assert_allclose(np.asarray(d), np.abs(A @ X + 1 - X).max(axis=0), rtol=1e-13)
 
 
+@pytest.mark.parametrize("rpp", [32, 64])
+def test_pallas_rows_per_program(rpp):
+    A, csr = _stochastic(300, 0.03, 13, distinct=5)
+    X = np.random.default_rng(13).random((300, 5))
+    L = WarpELL.from_csr(csr, segs_per_block=4)
+    Y = fused_multi(L, jnp.asarray(X), rows_per_program=rpp, interpret=True)
+    np.testing.assert_allclose(np.asarray(Y), A @ X, rtol=1e-13, atol=1e-16)
+    y, d, nb = fused_multi(L, jnp.asarray(X), None, epilogue="power", diff=True,
+                           relative=False, rows_per_program=rpp, interpret=True)
+    np.testing.assert_allclose(np.asarray(d), np.abs(A @ X - X).max(axis=0), rtol=1e-13)
+    with pytest.raises(ValueError, match="rows_per_program"):
+        fused_multi(L, jnp.asarray(X), rows_per_program=48, interpret=True)
+
+
 def _vectors(n, k, rng):
     b = (np.arange(n) % 2) * 0.5
     inv = 1 / (1 + np.arange(n) % 3)

@@ -25,6 +25,12 @@ the step and its per-column measures come out of one pass; `"reference"`
 is plain JAX for every layout; `"auto"` takes the kernel on a GPU where
 it exists and plain JAX otherwise (half-warp, row-sorted and CSR-vector
 layouts have no multi-vector kernel yet).
+
+Measured on an H200 (benchmarks/RESULTS.md, "Multi-vector SpMV"): the
+warp kernel's cost per vector falls 1.6-2.6x from k=1 to k=16, but from
+k=4 on the plain-JAX path of the ELL layout (`make_layout(csr, "ell")`,
+`impl="reference"`) is faster still (0.86 of the copy bandwidth at k=16);
+prefer it for wide batches until the kernel's tiling is tuned.
 """
 
 from __future__ import annotations

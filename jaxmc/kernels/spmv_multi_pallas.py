@@ -73,12 +73,12 @@ TUNING = {
 @ft.partial(
     jax.jit,
     static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps",
-                     "num_stages", "evict", "gate", "load2d"),
+                     "num_stages", "evict", "gate", "load2d", "rows_per_program"),
 )
 def fused_multi(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
     interpret=False, num_warps=None, num_stages=None, evict=None, gate=None,
-    load2d=None,
+    load2d=None, rows_per_program=None,
 ):
     """Run the kernel on `x` of shape `[n, k]`: returns `y` (`[n, k]`), or
     `(y, dmax, nonfinite)` with `diff` (both `[k]`; `dmax[j]` NaN and
@@ -88,7 +88,11 @@ def fused_multi(
     `load2d`: load each stored entry in the `(R, K)` tile's own layout (the
     `K` threads of a row load the same address, merged into one access)
     instead of loading an `(R,)` vector and broadcasting it, which Triton
-    may route through shared memory."""
+    may route through shared memory; and `rows_per_program`: split each
+    layout block into programs of this many rows (a power of two, a
+    multiple of 32 dividing `block_rows`; default: the whole block), so
+    that a large `k` keeps the tile per thread small (an `(R, K)` tile of
+    f64 accumulators, gathered values and addresses lives in registers)."""
     if not supported(matrix):
         raise TypeError(
             "the multi-vector Pallas kernel handles full-warp `WarpELL`/`CompactWarpELL` "
@@ -113,8 +117,15 @@ def fused_multi(
     evict = tune["evict"] if evict is None else evict
     gate = tune["gate"] if gate is None else gate
     load2d = tune["load2d"] if load2d is None else load2d
-    R = matrix.block_rows
-    nblocks = int(matrix.block_width.shape[0])
+    R = rows_per_program or matrix.block_rows
+    if R % WARP or R & (R - 1) or matrix.block_rows % R:
+        raise ValueError(
+            f"`rows_per_program` must be a power of two, a multiple of {WARP} and divide "
+            f"the layout's block_rows ({matrix.block_rows}), not {R}"
+        )
+    nsub = matrix.block_rows // R  # programs per layout block
+    nsegs = R // WARP  # segments per program
+    nblocks = int(matrix.block_width.shape[0]) * nsub  # programs
     zero = matrix.zero if compact else 0
     ev_m = "evict_first" if (evict and not interpret) else None
     ev_x = "evict_last" if (evict and not interpret) else None
@@ -188,7 +199,13 @@ def fused_multi(
             prod = v * xv
             return acc + (prod if gate else jnp.where(v != 0, prod, 0))
 
-        acc = lax.fori_loop(0, blk_w_ref[pid], step, jnp.zeros((R, K), dtype))
+        if nsub == 1:
+            wb = blk_w_ref[pid]
+        elif nsegs == 1:
+            wb = seg_w_ref[pid]
+        else:  # the program's widest segment
+            wb = jnp.max(seg_w_ref[pid * nsegs + jnp.arange(nsegs, dtype=jnp.int32)])
+        acc = lax.fori_loop(0, wb, step, jnp.zeros((R, K), dtype))
 
         ymask = valid[:, None] & cmask
         yidx = jnp.where(ymask, r[:, None] * k + col, 0)
