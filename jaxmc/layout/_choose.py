@@ -78,7 +78,7 @@ def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None)
     if before < min_padding:
         return None
     perm = window_order(csr, window)
-    B = perm.csr(csr)
+    B = perm.csr(csr, host=True)
     if padding(B, lanes) > 0.5 * before:
         return None
     # The compact layout stores columns as offsets from the row; a move of

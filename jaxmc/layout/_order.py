@@ -46,12 +46,19 @@ class Permutation:
         """A vector in new numbering -> old numbering."""
         return y[self.inverse]
 
-    def csr(self, csr: CSR) -> CSR:
-        """`P A P^T` for a square CSR matrix (host; values carried)."""
+    def csr(self, csr: CSR, host: bool = False) -> CSR:
+        """`P A P^T` for a square CSR matrix (computed on the host; values
+        carried). `host=True` keeps the arrays in numpy, for a host-side
+        layout build next (no round trip through the device)."""
         A = _scipy(csr)
         B = A[self.order][:, self.order].tocsr()
         B.sort_indices()
-        return CSR.from_arrays(B.indptr, B.indices, B.data, B.shape)
+        if not host:
+            return CSR.from_arrays(B.indptr, B.indices, B.data, B.shape)
+        indptr = B.indptr.astype(np.int32)
+        rows = np.repeat(np.arange(B.shape[0], dtype=np.int32), np.diff(indptr))
+        return CSR(data=B.data, indices=B.indices.astype(np.int32), row_ids=rows,
+                   indptr=indptr, shape=(int(B.shape[0]), int(B.shape[1])))
 
     @staticmethod
     def identity(n: int) -> Permutation:
