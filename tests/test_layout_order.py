@@ -97,8 +97,9 @@ def test_padding_falls_and_bandwidth_grows_by_less_than_two_windows():
     assert (st["stored"] - 32) / st["nnz"] - 1 == pytest.approx(padding(B))
 
 
-def test_choose_order_only_when_it_pays():
+def test_choose_order_only_when_it_pays(monkeypatch):
     csr = _csr(_random(3000, 2))
+    assert padding(csr) > _choose.ORDER_MIN_PADDING
     assert choose_order(csr, "warp") is not None
     assert choose_order(csr, "csr") is None and choose_order(csr, "vector") is None
     # equal row lengths: no padding, no reordering
@@ -106,6 +107,10 @@ def test_choose_order_only_when_it_pays():
     assert padding(even) == 0.0 and choose_order(even, "warp") is None
     B, order = ordered_csr(even, "compact")
     assert order is None and B is even
+    # the threshold is read at call time
+    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", float("inf"))
+    assert choose_order(csr, "warp") is None
+    assert choose_order(csr, "warp", min_padding=0.0) is not None
 
 
 def test_compact_keeps_its_offset_width():
@@ -191,6 +196,8 @@ CASES = [
 def test_check_with_the_order_matches_csr(monkeypatch, fname, consts, props, layout):
     import jaxmc.numerics._common as common
 
+    # these small models pad less than the default threshold
+    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", 0.05)
     used = []
     real = common.ordered_csr
 
@@ -216,6 +223,7 @@ def test_jacobi_steady_state_with_the_order(monkeypatch):
     import jaxmc.numerics.steady as steady
 
     m = jaxmc.build(_model("ctmcs/tandem/tandem.sm", "c=15"))
+    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", 0.05)
     calls = []
     real = steady.build_ordered
 

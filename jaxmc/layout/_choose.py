@@ -11,7 +11,7 @@ CSR-vector layout, a warp per row: a thread per row would walk each row
 alone, and few long rows make too few segments to fill the GPU.
 
 Each warp segment is padded to its longest row; where that padding is large
-(`ORDER_MIN_PADDING`), `choose_order` returns `window_order`'s permutation
+(`ORDER_MIN_PADDING`, 25%), `choose_order` returns `window_order`'s permutation
 (rows sorted by length within windows of `ORDER_WINDOW` rows), which nearly
 removes it (tandem c=2047: 14% -> 0.05%; cluster N=256: 43% -> 1.2%; kanban
 t=5: 29% -> 1.5%). The caller then runs the solve in the permuted numbering
@@ -47,8 +47,15 @@ def _padded(lengths: np.ndarray, lanes: int) -> int:
 ORDER_WINDOW = 1024
 
 #: Padding (stored entries / non-zeros - 1) of a warp layout in the given
-#: order from which `choose_order` reorders.
-ORDER_MIN_PADDING = 0.05
+#: order from which `choose_order` reorders. Why this high: the reordering
+#: is a host pass over the matrix (~1 s per 29M entries on the H200 host,
+#: estimated from a 2-3x slower CPU; about a third of the layout build),
+#: and it buys what the padding cost. On tandem c=2047 (14%) that is 8-9 µs
+#: of 145 per SpMV (run 8), so it pays back only after ~10^5 SpMVs, more
+#: than a steady-state solve there takes (24,160 Jacobi steps); at 25% and
+#: more (kanban t=5 29%, cluster N=256 43%) the saving per SpMV should grow
+#: with the padding removed (not measured on the GPU).
+ORDER_MIN_PADDING = 0.25
 
 WARP_KINDS = ("warp", "warp2", "compact", "compact2")
 
