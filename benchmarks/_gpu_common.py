@@ -193,30 +193,37 @@ def median_time(run, *args, reps=7) -> float:
     return statistics.median(ts)
 
 
-def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=None) -> float:
+def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=None,
+                    operands=()) -> float:
     """Seconds per application of `f` in a jitted loop of `k` applications,
     two per loop trip (the carried vector ping-pongs, no copy). Where one
     application takes more than `max_s / k` (herman's warp kernels: 10-100
     ms), `k` shrinks so that one timed loop stays near `max_s` seconds (the
     trip count is a traced argument: one compilation for both). With a
     list `out`, `f(f(x))` (one loop trip) is appended to it, so a caller can
-    check the result without compiling `f` a second time."""
+    check the result without compiling `f` a second time.
 
-    @jax.jit
-    def run(x, trips):
-        return lax.fori_loop(0, trips, lambda i, x: f(f(x)), x)
+    `operands` (the matrix) are passed to `f(x, *operands)` as arguments of
+    the jitted loop: closed over, XLA would embed them as constants (GBs at
+    tandem c=4095 or herman N=17), which makes compilation slow."""
+    import equinox as eqx
 
-    y2 = jax.block_until_ready(run(x, 1))
+    @eqx.filter_jit
+    def run(x, trips, operands):
+        return lax.fori_loop(0, trips, lambda i, x: f(f(x, *operands), *operands), x)
+
+    one_trip = jnp.asarray(1, jnp.int32)
+    y2 = jax.block_until_ready(run(x, one_trip, operands))
     if out is not None:
         out.append(y2)
     t = time.perf_counter()
-    jax.block_until_ready(run(x, 1))
+    jax.block_until_ready(run(x, one_trip, operands))
     one = (time.perf_counter() - t) / 2
     if one * k > max_s:
         k = max(2, int(max_s / one))
         reps = min(reps, 3)
     trips = k // 2
-    return median_time(run, x, trips, reps=reps) / (trips * 2)
+    return median_time(run, x, jnp.asarray(trips, jnp.int32), operands, reps=reps) / (trips * 2)
 
 
 def copy_bandwidth(nbytes: int = 2 << 30) -> tuple[float, str]:

@@ -189,14 +189,16 @@ def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
             L = make(base[dt], kind, lkw, cache[key]) if lkw else cache[key]
             tl = time.perf_counter() - t0
             xs = jnp.asarray(x, dtype)
+            # the layout (and an MDP's groups) are arguments of the timed
+            # loop, not constants captured by it (see `time_iterations`)
             if impl == "pallas":
-                f = (lambda L, kkw: lambda v: fused(L, v, interpret=INTERPRET, **kkw))(L, kkw)
+                f = (lambda kkw: lambda v, L, g: fused(L, v, interpret=INTERPRET, **kkw))(kkw)
             else:
-                f = (lambda L: lambda v: spmv(L, v, impl="reference"))(L)
+                f = lambda v, L, g: spmv(L, v, impl="reference")  # noqa: E731
             if groups is not None:
-                f = (lambda f: lambda v: group_reduce(f(v), groups, n, "max"))(f)
+                f = (lambda f: lambda v, L, g: group_reduce(f(v, L, g), g, n, "max"))(f)
             out = []
-            t = time_iterations(f, xs, k=k, out=out)
+            t = time_iterations(f, xs, k=k, out=out, operands=(L, groups))
             y = np.asarray(out[0], np.float64)
             err = float(np.abs(y - ref2).max() / np.abs(ref2).max())
             st = L.stats() if hasattr(L, "stats") else {}
