@@ -280,7 +280,8 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                 t, sol = per_iteration(fn, iters)
                 rows.append(dict(model=name, solver=method, layout=label, prec=dt,
                                  us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
-                                 residual=float(sol.residual)))
+                                 residual=float(sol.residual),
+                                 iterations=int(sol.iterations)))
                 print(rows[-1], flush=True)
                 if TUNING_RUN and method == "jacobi" and label == "warp-full t8":
                     inv = dg.map(lambda t: 1.0 / t)
