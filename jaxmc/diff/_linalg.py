@@ -15,7 +15,9 @@ per-column convergence mask. Gradients are unaffected:
 `custom_linear_solve` never differentiates its solver.
 
 `solve(system, b)` solves `(I - A) x = b` by multicolour Gauss-Seidel
-(Jacobi's parallelism, at most Jacobi's iterations) and is wrapped in
+(Jacobi's parallelism, at most Jacobi's iterations), over-relaxed with a
+guarded automatic `w` (`_sor`; 2-4x fewer sweeps on slowly mixing chains),
+and is wrapped in
 `lax.custom_linear_solve`, so its derivative is the implicit-function
 theorem's: a tangent costs one more solve with the same matrix, a cotangent
 one solve with `(I - A)^T` (the transposed structure is precomputed on the
@@ -373,8 +375,8 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
     `(x, sweeps, done, w)`, `done` and the final `w` per column.
 
     Why: the chains solved here mix slowly (rates ~0.95-0.99 per sweep), so
-    Gauss-Seidel needs ~10^3 sweeps per point; over-relaxation needs 3-4x
-    fewer (measured on the walk of `benchmarks/sweep.py`). The best `w` is
+    Gauss-Seidel needs ~10^3 sweeps per point; over-relaxation needs 2-4x
+    fewer (measured on the walk of `benchmarks/sweep.py`, RESULTS.md). The best `w` is
     not known in advance and too large a `w` fails in two ways on these
     nonsymmetric (strongly non-normal) chains: the iterate grows by many
     orders of magnitude before it would converge, or the absolute error
