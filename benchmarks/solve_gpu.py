@@ -105,6 +105,22 @@ TUNE = [
     ("warp-full t16", "warp", "f64", "compact", "zero", 16, {}, None),
     ("warp-full t32", "warp", "f64", "compact", "zero", 32, {}, None),
     ("compact-full t16", "compact", "f64", "compact", "zero", 16, {}, None),
+    # compact knobs again, for the windowed order (uniform segment widths)
+    ("compact-full t16 u2", "compact", "f64", "compact", "zero", 16, {"unroll": 2}, None),
+    ("compact-full t16 u4", "compact", "f64", "compact", "zero", 16, {"unroll": 4}, None),
+    ("compact-full t16 w2", "compact", "f64", "compact", "zero", 16, {"num_warps": 2}, None),
+    ("compact-full t16 w8", "compact", "f64", "compact", "zero", 16, {"num_warps": 8}, None),
+    ("compact-full t16 s2", "compact", "f64", "compact", "zero", 16, {"num_stages": 2}, None),
+    ("compact-full t16 s3", "compact", "f64", "compact", "zero", 16, {"num_stages": 3}, None),
+    ("compact-full t16 nogate", "compact", "f64", "compact", "zero", 16, {"gate": False}, None),
+    ("compact-full t16 evict", "compact", "f64", "compact", "zero", 16, {"evict": True}, None),
+    ("compact-full t16 prefetch", "compact", "f64", "compact", "zero", 16, {"prefetch": True}, None),
+    ("compact-full t16 spb4", "compact", "f64", "compact", "zero", 16, {}, 4),
+    ("compact-full t16 spb16", "compact", "f64", "compact", "zero", 16, {}, 16),
+    ("compact-full t16 spb32", "compact", "f64", "compact", "zero", 16, {}, 32),
+    ("compact-full t16 spb16 w8", "compact", "f64", "compact", "zero", 16, {"num_warps": 8}, 16),
+    ("compact-full t16 u2 nogate", "compact", "f64", "compact", "zero", 16,
+     {"unroll": 2, "gate": False}, None),
 ]
 
 
