@@ -374,7 +374,9 @@ def main():
     ap.add_argument("--plan", default="",
                     help="JSON file: a list of {model, only, spmv_only, methods, model_s} "
                          "(per-model selections, in order; instead of the models)")
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "solve.json"))
+    ap.add_argument("--json", default=(os.path.join(os.environ["OUT"], "solve.json")
+                                        if os.environ.get("OUT") else None),
+                    help="write the rows here as JSON (default: $OUT/solve.json when OUT is set)")
     ap.add_argument("--window", type=int, default=0,
                     help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
     a = ap.parse_args()
@@ -430,9 +432,10 @@ def main():
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
         del em
         gc.collect()
-        with open(a.json, "w") as fh:  # partial results as we go
-            json.dump(dict(device=device_name(), copy_Bps=bw, builds=builds, rows=rows,
-                           spmv=srows, e2e=e2e), fh, indent=1)
+        if a.json:
+            with open(a.json, "w") as fh:  # partial results as we go
+                json.dump(dict(device=device_name(), copy_Bps=bw, builds=builds, rows=rows,
+                               spmv=srows, e2e=e2e), fh, indent=1)
     if srows:
         print(table(srows, ["model", "layout", "impl", "prec", "us", "GBs", "frac_copy",
                             "pad", "B_per_nnz", "err"]))
