@@ -42,7 +42,7 @@ from jax.experimental import pallas as pl
 
 from ..layout._warp import WARP, CompactVector, CompactWarpELL
 from .multi import supported
-from .spmv_pallas import _compiler_params, _load, _store
+from .spmv_pallas import _change, _compiler_params, _load, _store
 
 
 def _pow2(k: int) -> int:
@@ -230,16 +230,8 @@ def fused_multi(
             y = y * vec(vecs[1])
         _store(y_ref, sidx, y, ymask)
         if diff:
-            xo = _load(x_ref, yidx, ymask, 0)
-            d = jnp.abs(y - xo)
-            d = jnp.where(y == xo, 0, d)
-            if relative:
-                d = jnp.where(d == 0, 0, d / jnp.abs(y))
-            bad = ymask & ~jnp.isfinite(y)
-            d = jnp.where(jnp.isnan(d), jnp.inf, d)
-            d = jnp.where(ymask & ~bad, d, 0)
-            # Per column: the block's largest measure and non-finite flag
-            # (reduced apart: Triton's max may drop NaNs).
+            d, bad = _change(y, _load(x_ref, yidx, ymask, 0), ymask, relative)
+            # Per column: the block's largest measure and non-finite flag.
             out = pid * K + jnp.arange(K, dtype=jnp.int32)
             _store(dmax_ref, out, jnp.max(d, axis=0).astype(dtype), None)
             _store(bad_ref, out, jnp.max(bad.astype(jnp.int32), axis=0), None)

@@ -74,6 +74,21 @@ def _store(ref, idx, val, mask):
     return pl.store(ref, (idx,), val, mask=mask)  # pragma: no cover
 
 
+def _change(y, xo, mask, relative):
+    """PRISM's per-row change `|y - x|` (relative: `/ |y|`) of a kernel
+    block, and where `y` is non-finite. `d` is 0 on masked and non-finite
+    rows (the flag carries those: Triton's max may drop NaNs, so callers
+    reduce the two apart) and inf where the change itself is NaN with a
+    finite `y` (a NaN start vector)."""
+    d = jnp.abs(y - xo)
+    d = jnp.where(y == xo, 0, d)
+    if relative:
+        d = jnp.where(d == 0, 0, d / jnp.abs(y))
+    bad = mask & ~jnp.isfinite(y)
+    d = jnp.where(jnp.isnan(d), jnp.inf, d)
+    return jnp.where(mask & ~bad, d, 0), bad
+
+
 def _vec_spec(v):
     """('dense',) or ('compact', idx dtype) or None, for b / inv."""
     if v is None:
@@ -314,16 +329,8 @@ def fused(
             y = y * iv
         _store(y_ref, srows, y, valid)
         if diff:
-            d = jnp.abs(y - xo)
-            d = jnp.where(y == xo, 0, d)
-            if relative:
-                d = jnp.where(d == 0, 0, d / jnp.abs(y))
-            # NaN marks a non-finite row (one reduction carries both results);
-            # a NaN measure with a finite y (a NaN start vector) counts inf.
-            # (Triton's max may drop NaNs, so the flag is reduced apart.)
-            bad = valid & ~jnp.isfinite(y)
-            d = jnp.where(jnp.isnan(d), jnp.inf, d)
-            d = jnp.where(valid & ~bad, d, 0)
+            # NaN marks a non-finite row (one output carries both results).
+            d, bad = _change(y, xo, valid, relative)
             nbad = jnp.max(bad.astype(jnp.int32))
             dmax_ref[pid] = jnp.where(nbad > 0, jnp.nan, jnp.max(d)).astype(dtype)
 
