@@ -116,15 +116,8 @@ def test_large_omega_is_guarded():
 def test_omega_one_is_plain_gauss_seidel():
     """`omega=1.0` runs the plain Gauss-Seidel loop: bit for bit `_jacobi`."""
     Q, b, _ = walk_system(20, 0.4)
-    Qc = Q.tocoo()
-    o = np.lexsort((Qc.col, Qc.row))
-    r, c, v = Qc.row[o], Qc.col[o], Qc.data[o]
-    n = Q.shape[0]
-    pat = Pattern(r, c, Q.shape)
-    a = jax.tree_util.tree_map(jnp.asarray, pat.arrays)
-    dg = jnp.asarray(1 - np.bincount(r, weights=np.where(r == c, v, 0.0), minlength=n))
-    sweep, _, _ = gs_sweep(jnp.asarray(np.where(r == c, 0.0, v)), dg, jnp.asarray(b), a["lay"], a["order"], pat.bounds, n)
-    x0 = jnp.zeros(n)
+    sweep, _, _ = solver(Q).sweep_for(jnp.asarray(b))
+    x0 = jnp.zeros(Q.shape[0])
     plain, _, ok = _jacobi(sweep, x0, 1e-10, 100_000)
     assert ok
     np.testing.assert_array_equal(_iterate(sweep, x0, 1e-10, 100_000, 1.0), plain)
