@@ -36,7 +36,6 @@ crowds and nand are only in PRISM's regression suite as interval DTMCs
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -48,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peers import STORM_REF, environment, storm_run  # noqa: E402
+from _peers import environment, storm_available, storm_run  # noqa: E402
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,8 +292,7 @@ def main(argv=None) -> int:
     if not EXAMPLES.is_dir():
         print(f"PRISM examples not found at {EXAMPLES}", file=sys.stderr)
         return 1
-    with_storm = (not args.no_storm and importlib.util.find_spec("stormpy") is not None
-                  and STORM_REF.exists())  # fmt: skip
+    with_storm = not args.no_storm and storm_available()
     if not with_storm and not args.no_storm:
         print("note: stormpy (or storm_ref.py) not available: Storm columns skipped",
               file=sys.stderr)  # fmt: skip

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _gpu_common import find_model  # noqa: E402
-from _peers import STORM_REF, environment, storm_finish, storm_start  # noqa: E402
+from _peers import environment, storm_available, storm_finish, storm_start  # noqa: E402
 
 import jaxmc  # noqa: E402
 
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     env = environment()
     print(json.dumps({"environment": env}), flush=True)
     cases = [c for c in CASES[args.size] if args.only in (None, c[0])]
-    with_storm = not args.no_storm and STORM_REF.exists()
+    with_storm = not args.no_storm and storm_available()
     procs = {}
     if with_storm and args.storm_parallel:
         for name, fname, consts, prop in cases:
