@@ -121,6 +121,24 @@ TUNE = [
     ("compact-full t16 spb16 w8", "compact", "f64", "compact", "zero", 16, {"num_warps": 8}, 16),
     ("compact-full t16 u2 nogate", "compact", "f64", "compact", "zero", 16,
      {"unroll": 2, "gate": False}, None),
+    # issue #5, run 12: straight-line bodies per block width (static), tiled
+    # uniform blocks (tile), table lookups by selects (select)
+    ("compact-full t16 st8", "compact", "f64", "compact", "zero", 16, {"static": 8}, None),
+    ("compact-full t16 st8 tile", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True}, None),
+    ("compact-full t16 sel16", "compact", "f64", "compact", "zero", 16, {"select": 16}, None),
+    ("compact-full t16 st8 tile sel16", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16}, None),
+    ("compact-full t16 st8 tile sel16 nogate", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16, "gate": False}, None),
+    ("compact-full t16 st8 tile sel16 prefetch", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16, "prefetch": True}, None),
+    ("compact-full t16 st8 tile sel16 spb16", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16}, 16),
+    ("compact-full t16 st8 tile sel16 spb16 w8", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16, "num_warps": 8}, 16),
+    ("compact-full t16 st8 tile sel16 spb4 w2", "compact", "f64", "compact", "zero", 16,
+     {"static": 8, "tile": True, "select": 16, "num_warps": 2}, 4),
 ]
 
 

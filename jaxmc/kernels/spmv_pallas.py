@@ -106,27 +106,50 @@ def _vec_spec(v):
 #: `gate`: gather `x[col]` only where the value is non-zero (padding costs no
 #: gather, but the gather waits for the value); `prefetch`: issue the
 #: epilogue's row-wise loads before the matrix loop.
+#: Warp layouts only (issue #5's latency-bound compact kernel):
+#: `static`: a block no wider than `static` steps runs a straight-line body
+#: for its width (one branch per width), the loads of all its steps issued
+#: before the first gather, instead of the loop's one step after the other;
+#: `tile`: in such a body, a block whose segments all have the block's width
+#: (the windowed order's usual case) is read from one scalar base with
+#: contiguous indices and no masks (no per-row `seg_ptr` gather, and Triton
+#: sees the contiguity); `select`: look values up in a table of at most
+#: `select` entries by a chain of selects on scalars instead of a gather per
+#: entry (the compact layout's value table and compact vectors).
 TUNING = {
     "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
-                    prefetch=False),
+                    prefetch=False, static=0, tile=False, select=0),
     "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
-                           prefetch=False),
+                           prefetch=False, static=0, tile=False, select=0),
     "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
                       prefetch=False),
 }
+
+
+def _lookup(tab_ref, vi, select):
+    """`table[vi]`: a gather, or with a table of at most `select` entries a
+    chain of selects on its entries read once as scalars (no memory access
+    per element)."""
+    t = tab_ref.shape[0]
+    if not select or t > select:
+        return tab_ref[vi]
+    v = jnp.broadcast_to(tab_ref[0], vi.shape)
+    for k in range(1, t):
+        v = jnp.where(vi == k, tab_ref[k], v)
+    return v
 
 
 @ft.partial(
     jax.jit,
     static_argnames=(
         "epilogue", "relative", "diff", "interpret", "num_warps", "unroll", "num_stages",
-        "evict", "gate", "prefetch",
+        "evict", "gate", "prefetch", "static", "tile", "select",
     ),
 )
 def fused(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
     interpret=False, num_warps=None, unroll=None, num_stages=None, evict=None,
-    gate=None, prefetch=None,
+    gate=None, prefetch=None, static=None, tile=None, select=None,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
@@ -143,7 +166,8 @@ def fused(
     Tuning knobs (static; `None` takes `TUNING[layout class]`): `num_warps`,
     `num_stages` (Triton), `unroll` (matrix steps per loop trip) and `evict`
     (stream the matrix with an evict-first hint, keep `x` with evict-last),
-    `gate` and `prefetch` (see `TUNING`).
+    `gate`, `prefetch`, `static`, `tile` and `select` (see `TUNING`; the
+    last three for the warp layouts only).
     """
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
@@ -160,6 +184,11 @@ def fused(
     evict = tune["evict"] if evict is None else evict
     gate = tune["gate"] if gate is None else gate
     prefetch = tune["prefetch"] if prefetch is None else prefetch
+    static = tune.get("static", 0) if static is None else static
+    tile = tune.get("tile", False) if tile is None else tile
+    select = tune.get("select", 0) if select is None else select
+    if vector:
+        static, tile, select = 0, False, 0
     R = matrix.block_rows
     nblocks = int(matrix.block_width.shape[0])
     if vector:
@@ -266,19 +295,74 @@ def fused(
                 row = jnp.broadcast_to(row1[None, :], shp)
                 wsb = jnp.broadcast_to(ws[None, :], shp)
 
+            def fetch(idx, m):
+                """The stored entries at `idx` (masked by `m`, or all with
+                `m=None`): raw loads only, nothing that waits for them."""
+                if compact:
+                    return (_load(vidx_ref, idx, m, zero, ev_m),
+                            _load(offs_ref, idx, m, 0, ev_m))
+                return _load(data_ref, idx, m, 0, ev_m), _load(cols_ref, idx, m, 0, ev_m)
+
+            def value_col(a, b):
+                if compact:
+                    return (_lookup(tab_ref, a.astype(jnp.int32), select),
+                            row + b.astype(jnp.int32))
+                return a, b
+
+            def gather(m, v, c):
+                """`v * x[c]` (0 where masked or `v == 0`)."""
+                if m is None:
+                    m = jnp.ones(shp, jnp.bool_)
+                # ungated: padding gathers x[row], which past the last row
+                # would read out of bounds
+                g = m & (v != 0) if gate else m & (c < ncols)
+                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                return v * xv if gate else jnp.where(v != 0, v * xv, 0)
+
             def step(j, acc):
                 m = j < wsb
                 idx = jnp.where(m, base + j * WARP, 0)
-                if compact:
-                    vi = _load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)
-                    v = tab_ref[vi]
-                    c = row + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
-                else:
-                    v = _load(data_ref, idx, m, 0, ev_m)
-                    c = _load(cols_ref, idx, m, 0, ev_m)
-                g = m & (v != 0) if gate else m
-                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
-                return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
+                return acc + gather(m, *value_col(*fetch(idx, m)))
+
+            def straight(w, idxs, masks):
+                """A block of width `w` in straight-line code: all loads of
+                the matrix first, then all value lookups, then all gathers,
+                so that `w` steps' memory requests are in flight at once."""
+                raw = [fetch(i, m) for i, m in zip(idxs, masks)]
+                vc = [value_col(*ab) for ab in raw]
+                prods = [gather(m, v, c) for m, (v, c) in zip(masks, vc)]
+                acc = prods[0]
+                for p_ in prods[1:]:
+                    acc = acc + p_
+                return acc
+
+            def masked_body(w):
+                def body():
+                    masks = [j < wsb for j in range(w)]
+                    idxs = [jnp.where(m, base + j * WARP, 0) for j, m in enumerate(masks)]
+                    return straight(w, idxs, masks)
+                return body
+
+            def tile_body(w):
+                def body():
+                    # all segments of width w: segment q of the block starts
+                    # at base0 + q * WARP * w (no per-row seg_ptr gather)
+                    s0 = pid * matrix.segs_per_block
+                    base0 = pl.multiple_of(seg_ptr_ref[s0], WARP)
+                    rl = jnp.arange(R, dtype=jnp.int32)  # the row within the block
+                    within = (rl // S) * (WARP * w) + rl % S
+                    if lanes == 1:
+                        b0 = base0 + within
+                    else:
+                        b0 = base0 + h * S + within[None, :]
+                    idxs = [b0 + j * WARP for j in range(w)]
+                    return straight(w, idxs, [None] * w)
+                return body
+
+            def uniform(w):
+                s0 = pid * matrix.segs_per_block
+                span = seg_ptr_ref[s0 + matrix.segs_per_block] - seg_ptr_ref[s0]
+                return span == matrix.segs_per_block * WARP * w
 
         if vector or not sorted_rows:
             rows = pl.ds(start, R)
@@ -295,7 +379,7 @@ def fused(
         def vec(spec):
             if len(spec) == 2:
                 vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
-                return spec[0][vi]
+                return _lookup(spec[0], vi, select)
             return _load(spec[0], rows, valid, 0)
 
         def epilogue_inputs():
@@ -308,15 +392,29 @@ def fused(
         # loop, so their latency overlaps the matrix reads.
         pre = epilogue_inputs() if prefetch else None
 
-        if unroll > 1:
-            def body(t, acc):
-                for u in range(unroll):
-                    acc = step(t * unroll + u, acc)
-                return acc
+        def loop():
+            if unroll > 1:
+                def body(t, acc):
+                    for u in range(unroll):
+                        acc = step(t * unroll + u, acc)
+                    return acc
 
-            acc = lax.fori_loop(0, (wb + unroll - 1) // unroll, body, jnp.zeros(shp, dtype))
+                return lax.fori_loop(0, (wb + unroll - 1) // unroll, body,
+                                     jnp.zeros(shp, dtype))
+            return lax.fori_loop(0, wb, step, jnp.zeros(shp, dtype))
+
+        if static:
+            # branch 0: the loop (width 0 or wider than `static`); branch w:
+            # width w in straight-line code (tiled where the block is uniform)
+            def width(w):
+                if not tile:
+                    return masked_body(w)
+                return lambda: lax.cond(uniform(w), tile_body(w), masked_body(w))
+
+            which = jnp.where((wb >= 1) & (wb <= static), wb, 0)
+            acc = lax.switch(which, [loop] + [width(w) for w in range(1, static + 1)])
         else:
-            acc = lax.fori_loop(0, wb, step, jnp.zeros(shp, dtype))
+            acc = loop()
         if vector:
             y = jnp.sum(acc, axis=1)
         else:
