@@ -139,6 +139,18 @@ TUNE = [
      {"static": 8, "tile": True, "select": 16, "num_warps": 8}, 16),
     ("compact-full t16 st8 tile sel16 spb4 w2", "compact", "f64", "compact", "zero", 16,
      {"static": 8, "tile": True, "select": 16, "num_warps": 2}, 4),
+    ("compact-full t16 tile", "compact", "f64", "compact", "zero", 16, {"tile": True}, None),
+    ("compact-full t16 tile sel16", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "select": 16}, None),
+    ("compact-full t16 tile nogate", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False}, None),
+    ("compact-full t16 tile prefetch", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "prefetch": True}, None),
+    ("compact-full t16 tile spb16", "compact", "f64", "compact", "zero", 16, {"tile": True}, 16),
+    ("compact-full t16 tile spb16 w8", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "num_warps": 8}, 16),
+    ("compact-full t16 tile spb32 w8", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "num_warps": 8}, 32),
 ]
 
 

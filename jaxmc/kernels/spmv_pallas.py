@@ -62,6 +62,10 @@ def _compiler_params(num_warps, num_stages):
 
 
 def _load(ref, idx, mask, other, evict=None):
+    """`ref[idx]` where `mask` (`other` elsewhere); `mask=None` loads all
+    (Triton then takes no `other`)."""
+    if mask is None:
+        other = None
     if _pltr is not None and hasattr(_pltr, "load"):
         kw = {"eviction_policy": evict} if evict else {}
         return _pltr.load(ref.at[idx], mask=mask, other=other, **kw)
@@ -110,10 +114,10 @@ def _vec_spec(v):
 #: `static`: a block no wider than `static` steps runs a straight-line body
 #: for its width (one branch per width), the loads of all its steps issued
 #: before the first gather, instead of the loop's one step after the other;
-#: `tile`: in such a body, a block whose segments all have the block's width
-#: (the windowed order's usual case) is read from one scalar base with
-#: contiguous indices and no masks (no per-row `seg_ptr` gather, and Triton
-#: sees the contiguity); `select`: look values up in a table of at most
+#: `tile` (with or without `static`): a block whose segments all have the
+#: block's width (the usual case in both orders of tandem) is read from one
+#: scalar base with contiguous indices and no masks (no per-row `seg_ptr`
+#: gather, fewer instructions per entry, and Triton sees the contiguity); `select`: look values up in a table of at most
 #: `select` entries by a chain of selects on scalars instead of a gather per
 #: entry (the compact layout's value table and compact vectors).
 TUNING = {
@@ -126,16 +130,22 @@ TUNING = {
 }
 
 
-def _lookup(tab_ref, vi, select):
-    """`table[vi]`: a gather, or with a table of at most `select` entries a
-    chain of selects on its entries read once as scalars (no memory access
-    per element)."""
-    t = tab_ref.shape[0]
-    if not select or t > select:
+def _scalars(tab_ref, select):
+    """The entries of a table of at most `select` entries as scalars (read
+    once per program, before any loop), else None."""
+    if not select or tab_ref.shape[0] > select:
+        return None
+    return [tab_ref[k] for k in range(tab_ref.shape[0])]
+
+
+def _lookup(tab_ref, vi, tab):
+    """`table[vi]`: a gather, or with `tab` (`_scalars`) a chain of selects
+    (no memory access per element)."""
+    if tab is None:
         return tab_ref[vi]
-    v = jnp.broadcast_to(tab_ref[0], vi.shape)
-    for k in range(1, t):
-        v = jnp.where(vi == k, tab_ref[k], v)
+    v = jnp.broadcast_to(tab[0], vi.shape)
+    for k in range(1, len(tab)):
+        v = jnp.where(vi == k, tab[k], v)
     return v
 
 
@@ -273,6 +283,7 @@ def fused(
                 xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
                 return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
         else:
+            tab = _scalars(tab_ref, select) if compact else None
             seg = r // S
             sp = seg_ptr_ref[seg]
             ws = seg_w_ref[seg]
@@ -305,7 +316,7 @@ def fused(
 
             def value_col(a, b):
                 if compact:
-                    return (_lookup(tab_ref, a.astype(jnp.int32), select),
+                    return (_lookup(tab_ref, a.astype(jnp.int32), tab),
                             row + b.astype(jnp.int32))
                 return a, b
 
@@ -343,21 +354,30 @@ def fused(
                     return straight(w, idxs, masks)
                 return body
 
+            def tile_base(w):
+                """Entry indices of step 0 of a block whose segments all
+                have width `w` (static or traced): segment q of the block
+                starts at seg_ptr[first] + q * WARP * w."""
+                s0 = pid * matrix.segs_per_block
+                base0 = pl.multiple_of(seg_ptr_ref[s0], WARP)
+                rl = jnp.arange(R, dtype=jnp.int32)  # the row within the block
+                within = (rl // S) * (WARP * w) + rl % S
+                return base0 + within if lanes == 1 else base0 + h * S + within[None, :]
+
             def tile_body(w):
                 def body():
-                    # all segments of width w: segment q of the block starts
-                    # at base0 + q * WARP * w (no per-row seg_ptr gather)
-                    s0 = pid * matrix.segs_per_block
-                    base0 = pl.multiple_of(seg_ptr_ref[s0], WARP)
-                    rl = jnp.arange(R, dtype=jnp.int32)  # the row within the block
-                    within = (rl // S) * (WARP * w) + rl % S
-                    if lanes == 1:
-                        b0 = base0 + within
-                    else:
-                        b0 = base0 + h * S + within[None, :]
-                    idxs = [b0 + j * WARP for j in range(w)]
-                    return straight(w, idxs, [None] * w)
+                    b0 = tile_base(w)
+                    return straight(w, [b0 + j * WARP for j in range(w)], [None] * w)
                 return body
+
+            def tile_loop():
+                # the loop over a uniform block: no masks, no seg_ptr gather
+                b0 = tile_base(wb)
+
+                def tstep(j, acc):
+                    return acc + gather(None, *value_col(*fetch(b0 + j * WARP, None)))
+
+                return lax.fori_loop(0, wb, tstep, jnp.zeros(shp, dtype))
 
             def uniform(w):
                 s0 = pid * matrix.segs_per_block
@@ -379,7 +399,7 @@ def fused(
         def vec(spec):
             if len(spec) == 2:
                 vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
-                return _lookup(spec[0], vi, select)
+                return _lookup(spec[0], vi, _scalars(spec[0], select))
             return _load(spec[0], rows, valid, 0)
 
         def epilogue_inputs():
@@ -413,6 +433,8 @@ def fused(
 
             which = jnp.where((wb >= 1) & (wb <= static), wb, 0)
             acc = lax.switch(which, [loop] + [width(w) for w in range(1, static + 1)])
+        elif tile:
+            acc = lax.cond(uniform(wb), tile_loop, loop)
         else:
             acc = loop()
         if vector:
