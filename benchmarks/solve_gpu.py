@@ -151,6 +151,18 @@ TUNE = [
      {"tile": True, "num_warps": 8}, 16),
     ("compact-full t16 tile spb32 w8", "compact", "f64", "compact", "zero", 16,
      {"tile": True, "num_warps": 8}, 32),
+    ("compact-full t16 tile noalign", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "align": False}, None),
+    ("compact-full t16 tile nogate prefetch", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "prefetch": True}, None),
+    ("compact-full t16 tile nogate s2", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "num_stages": 2}, None),
+    ("compact-full t16 tile nogate noalign", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "align": False}, None),
+    ("compact-full t16 tile nogate evict", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "evict": True}, None),
+    ("compact-full t16 tile nogate spb16 w8", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "num_warps": 8}, 16),
 ]
 
 

@@ -119,12 +119,13 @@ def _vec_spec(v):
 #: scalar base with contiguous indices and no masks (no per-row `seg_ptr`
 #: gather, fewer instructions per entry, and Triton sees the contiguity); `select`: look values up in a table of at most
 #: `select` entries by a chain of selects on scalars instead of a gather per
-#: entry (the compact layout's value table and compact vectors).
+#: entry (the compact layout's value table and compact vectors); `align`:
+#: tell Triton that a tiled block starts at a multiple of 32 entries.
 TUNING = {
     "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
-                    prefetch=False, static=0, tile=False, select=0),
+                    prefetch=False, static=0, tile=False, select=0, align=True),
     "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
-                           prefetch=False, static=0, tile=False, select=0),
+                           prefetch=False, static=0, tile=False, select=0, align=True),
     "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
                       prefetch=False),
 }
@@ -153,13 +154,13 @@ def _lookup(tab_ref, vi, tab):
     jax.jit,
     static_argnames=(
         "epilogue", "relative", "diff", "interpret", "num_warps", "unroll", "num_stages",
-        "evict", "gate", "prefetch", "static", "tile", "select",
+        "evict", "gate", "prefetch", "static", "tile", "select", "align",
     ),
 )
 def fused(
     matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
     interpret=False, num_warps=None, unroll=None, num_stages=None, evict=None,
-    gate=None, prefetch=None, static=None, tile=None, select=None,
+    gate=None, prefetch=None, static=None, tile=None, select=None, align=None,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
@@ -176,8 +177,8 @@ def fused(
     Tuning knobs (static; `None` takes `TUNING[layout class]`): `num_warps`,
     `num_stages` (Triton), `unroll` (matrix steps per loop trip) and `evict`
     (stream the matrix with an evict-first hint, keep `x` with evict-last),
-    `gate`, `prefetch`, `static`, `tile` and `select` (see `TUNING`; the
-    last three for the warp layouts only).
+    `gate`, `prefetch`, `static`, `tile`, `select` and `align` (see
+    `TUNING`; the last four for the warp layouts only).
     """
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
@@ -197,6 +198,7 @@ def fused(
     static = tune.get("static", 0) if static is None else static
     tile = tune.get("tile", False) if tile is None else tile
     select = tune.get("select", 0) if select is None else select
+    align = tune.get("align", True) if align is None else align
     if vector:
         static, tile, select = 0, False, 0
     R = matrix.block_rows
@@ -321,13 +323,18 @@ def fused(
                 return a, b
 
             def gather(m, v, c):
-                """`v * x[c]` (0 where masked or `v == 0`)."""
-                if m is None:
-                    m = jnp.ones(shp, jnp.bool_)
-                # ungated: padding gathers x[row], which past the last row
-                # would read out of bounds
-                g = m & (v != 0) if gate else m & (c < ncols)
-                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                """`v * x[c]` (0 where masked or `v == 0`). `m=None`: every
+                entry is in a row below `n` (tiled blocks), so that even an
+                ungated padding entry's column (its own row) is in bounds."""
+                if m is None and not gate:
+                    xv = _load(x_ref, c, None, 0, ev_x)
+                else:
+                    if m is None:
+                        m = jnp.ones(shp, jnp.bool_)
+                    # ungated: padding gathers x[row], which past the last
+                    # row would read out of bounds
+                    g = m & (v != 0) if gate else m & (c < ncols)
+                    xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
                 return v * xv if gate else jnp.where(v != 0, v * xv, 0)
 
             def step(j, acc):
@@ -359,7 +366,9 @@ def fused(
                 have width `w` (static or traced): segment q of the block
                 starts at seg_ptr[first] + q * WARP * w."""
                 s0 = pid * matrix.segs_per_block
-                base0 = pl.multiple_of(seg_ptr_ref[s0], WARP)
+                base0 = seg_ptr_ref[s0]
+                if align:  # lets Triton vectorise the loads of a thread's rows
+                    base0 = pl.multiple_of(base0, WARP)
                 rl = jnp.arange(R, dtype=jnp.int32)  # the row within the block
                 within = (rl // S) * (WARP * w) + rl % S
                 return base0 + within if lanes == 1 else base0 + h * S + within[None, :]
@@ -380,9 +389,11 @@ def fused(
                 return lax.fori_loop(0, wb, tstep, jnp.zeros(shp, dtype))
 
             def uniform(w):
+                """Whether the block is tiled: all its segments of width `w`
+                and all its rows below `n`."""
                 s0 = pid * matrix.segs_per_block
                 span = seg_ptr_ref[s0 + matrix.segs_per_block] - seg_ptr_ref[s0]
-                return span == matrix.segs_per_block * WARP * w
+                return (span == matrix.segs_per_block * WARP * w) & (start + R <= n)
 
         if vector or not sorted_rows:
             rows = pl.ds(start, R)
