@@ -162,7 +162,8 @@ TUNE = [
     ("compact-full t16 tile nogate evict", "compact", "f64", "compact", "zero", 16,
      {"tile": True, "gate": False, "evict": True}, None),
     ("compact-full t16 tile nogate spb16 w8", "compact", "f64", "compact", "zero", 16,
-     {"tile": True, "gate": False, "num_warps": 8}, 16),
+     {"tile": True, "gate": False, "num_warps": 8}, 16),    ("compact-full t16 tile nogate spb4 w2", "compact", "f64", "compact", "zero", 16,
+     {"tile": True, "gate": False, "num_warps": 2}, 4),
 ]
 
 
