@@ -11,6 +11,12 @@ partial sums of a row are added at the end. With `sort_rows` layouts each
 lane masks at its own row's length and the epilogue's rows are permuted
 within each segment.
 
+Tiled blocks (`TUNING["..."]["tile"]`, the compact layout's default): a
+block whose segments all have the block's width and whose rows are all
+real reads its entries from one scalar base, `seg_ptr[first segment] +
+32 w q + 32 j + lane` for segment `q` of width `w`, with no masks and no
+per-row `seg_ptr` gather; the other blocks take the masked loop above.
+
 For the CSR-vector layout (`VectorCSR`, long rows) one program handles
 `rows_per_block` rows as a `(rows, lanes)` tile: a row is read `lanes`
 consecutive entries per step and the tile's rows are summed at the end.
@@ -105,27 +111,33 @@ def _vec_spec(v):
 #: Default kernel settings per layout class name (read at trace time: after
 #: changing them, `jax.clear_caches()` before the next call).
 #: Measured on an H200 (RESULTS.md): WarpELL 2 stages + eviction hints ~2%
-#: faster than 1 stage without; CompactWarpELL best without hints;
+#: faster than 1 stage without; CompactWarpELL best without hints, and
+#: (run 12, tandem c=2047 Jacobi) tiled and ungated 89-92 µs against 97-102
+#: for the masked, gated loop: the kernel issues fewer instructions per entry
+#: (no per-row `seg_ptr` gather, no masks: 53 against 60 M instructions)
+#: and, ungated, the gather of `x` waits for the column offset only, not
+#: for the value's table lookup;
 #: VectorCSR `num_warps=None`: one warp per 128 tile entries (4 per thread).
 #: `gate`: gather `x[col]` only where the value is non-zero (padding costs no
 #: gather, but the gather waits for the value); `prefetch`: issue the
 #: epilogue's row-wise loads before the matrix loop.
-#: Warp layouts only (issue #5's latency-bound compact kernel):
-#: `static`: a block no wider than `static` steps runs a straight-line body
-#: for its width (one branch per width), the loads of all its steps issued
-#: before the first gather, instead of the loop's one step after the other;
-#: `tile` (with or without `static`): a block whose segments all have the
-#: block's width (the usual case in both orders of tandem) is read from one
-#: scalar base with contiguous indices and no masks (no per-row `seg_ptr`
-#: gather, fewer instructions per entry, and Triton sees the contiguity); `select`: look values up in a table of at most
-#: `select` entries by a chain of selects on scalars instead of a gather per
-#: entry (the compact layout's value table and compact vectors); `align`:
-#: tell Triton that a tiled block starts at a multiple of 32 entries.
+#: Warp layouts only (issue #5, the compact kernel; run 12 in RESULTS.md):
+#: `tile`: a block whose segments all have the block's width and whose rows
+#: are all below `n` (nearly every block of tandem, in both orders) is read
+#: from one scalar base with contiguous indices and no masks; other blocks
+#: take the masked loop. `static`: a block no wider than `static` steps runs
+#: a straight-line body for its width, all its loads issued before the first
+#: gather (measured slower: 105 against 94 µs tiled). `select`: values of a
+#: table of at most `select` entries by a chain of selects on scalars
+#: instead of a gather per entry (measured slower, +20 µs: some 15 more
+#: instructions per entry, with the issue slots already ~58% busy). `align`: tell Triton that a tiled
+#: block starts at a multiple of 32 entries (no change in the executed
+#: instructions was seen).
 TUNING = {
     "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
                     prefetch=False, static=0, tile=False, select=0, align=True),
-    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=True,
-                           prefetch=False, static=0, tile=False, select=0, align=True),
+    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=False,
+                           prefetch=False, static=0, tile=True, select=0, align=True),
     "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
                       prefetch=False),
 }
