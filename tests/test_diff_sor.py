@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import jaxmc
-from jaxmc.diff._linalg import Options, Pattern, _iterate, _jacobi, _sor, gs_sweep
+from jaxmc.diff._linalg import Options, Pattern, Relevance, _iterate, _jacobi, _sor, gs_sweep
 
 EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
 
@@ -65,10 +65,11 @@ def solver(Q):
         d = dg if rhs.ndim == 1 else dg[:, None]
         return gs_sweep(off, d, rhs, a["lay"], a["order"], pat.bounds, n)
 
-    def run(rhs, omega, eps=1e-10, max_iters=100_000):
+    def run(rhs, omega, eps=1e-10, max_iters=100_000, weights=None):
         rhs = jnp.asarray(rhs)
-        sweep, _, from_p = sweep_for(rhs)
-        x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), eps, max_iters, omega)
+        sweep, to_p, from_p = sweep_for(rhs)
+        rel = Relevance(None if weights is None else to_p(jnp.asarray(weights)))
+        x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, rel)
         return np.asarray(from_p(x)), int(it), np.asarray(done), np.asarray(w)
 
     run.sweep_for = sweep_for
@@ -95,6 +96,38 @@ def test_sor_matches_direct_solve_with_fewer_sweeps(p):
         np.testing.assert_allclose(x1[pos], ref[pos], rtol=1e-8)
         assert w > 1.1, w
         assert it < 0.8 * it1, (it, it1)
+
+
+def test_adjoint_stop_rule_weighted_by_relevance():
+    """The gradient's adjoint solve stops by `Relevance`: entry `s` of the
+    adjoint `lam` weighs `w_s = max(b_s, max_c |x_c|)` (the values row `s`
+    of `dA x + db` is made of). Every gradient term `lam_s w_s` comes out
+    as accurate as with the per-entry rule, with fewer sweeps: the adjoint
+    spans ~18 orders of magnitude here and its far entries cannot matter."""
+    Q, b, i0 = walk_system(120, 0.3)
+    n = Q.shape[0]
+    lu = sla.splu(sp.csc_matrix(sp.eye(n) - Q))
+    x = lu.solve(b)
+    e0 = np.zeros(n)
+    e0[i0] = 1.0
+    lam = lu.solve(e0, trans="T")
+    Qc = Q.tocoo()
+    w = np.array(b)
+    np.maximum.at(w, Qc.row, x[Qc.col])
+    run = solver(Q.T.tocsr())
+    plain, it_plain, done_plain, _ = run(e0, None)
+    weighted, it_w, done_w, _ = run(e0, None, weights=w)
+    assert done_plain and done_w
+    assert lam.min() < 1e-15 * lam.max()
+    assert it_w < 0.95 * it_plain, (it_w, it_plain)  # 294 vs 334 sweeps
+    big = np.max(lam * w)
+    for got in (plain, weighted):
+        assert np.max(np.abs(got - lam) * w) <= 1e-8 * big
+        assert np.sum(np.abs(got - lam) * w) <= 1e-8 * np.sum(lam * w)
+    # without weights every entry is relatively accurate, with them not all
+    pos = lam > 0
+    np.testing.assert_allclose(plain[pos], lam[pos], rtol=1e-8)
+    assert np.max(np.abs(weighted[pos] - lam[pos]) / lam[pos]) > 1e-8
 
 
 def test_large_omega_is_guarded():

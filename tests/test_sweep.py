@@ -99,19 +99,28 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     dg = 1.0 + rng.random((k, n))
     rhs = rng.random(n)
     jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
-    batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
-        jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}
-    )
-    for i in range(k):
-        single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {})
-        if i == 4:
-            assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
-        else:
-            np.testing.assert_allclose(batched[i], single, rtol=1e-13)
-            M = np.diag(dg[i]) - np.asarray(
-                jnp.zeros((n, n)).at[rows, cols].add(off[i])
-            )
-            np.testing.assert_allclose(batched[i], np.linalg.solve(M, rhs), rtol=1e-10)
+    # stop-rule weights (`Relevance`): none, shared, or one vector per point
+    weights = rng.random((k, n)) * (rng.random((k, n)) < 0.8)
+    for w, w_axis in ((None, None), (jnp.asarray(weights[0]), None), (jnp.asarray(weights), 0)):
+        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, w_axis)))(
+            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, w
+        )
+        for i in range(k):
+            wi = w if w_axis is None else w[i]
+            single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, wi)
+            if i == 4:
+                assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
+            else:
+                np.testing.assert_allclose(batched[i], single, rtol=1e-13)
+                M = np.diag(dg[i]) - np.asarray(
+                    jnp.zeros((n, n)).at[rows, cols].add(off[i])
+                )
+                exact = np.linalg.solve(M, rhs)
+                if w is None:  # every entry to the relative tolerance
+                    np.testing.assert_allclose(batched[i], exact, rtol=1e-10)
+                else:  # the weighted sum the weights stand for
+                    err = np.sum(np.asarray(wi) * np.abs(np.asarray(batched[i]) - exact))
+                    assert err <= 1e-10 * np.sum(np.asarray(wi) * np.abs(exact))
 
 
 def test_hybrid_ell_layout_covers_every_entry_once():
@@ -192,15 +201,15 @@ def test_weight_classes_path_matches_plain_and_falls_back():
     rep = np.array([np.flatnonzero(cls == c)[0] for c in range(C)], np.int32)
     jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
     single = np.stack([
-        jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {})
+        jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, None)
         for i in range(k)
     ])
     wrong = cls.copy()
     wrong[:5] = (wrong[:5] + 1) % C
     for guess in (cls, wrong):
         classes = {"cls": jnp.asarray(guess, jnp.int32), "rep": jnp.asarray(rep)}
-        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None)))(
-            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], classes
+        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, None)))(
+            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], classes, None
         )
         np.testing.assert_allclose(batched, single, rtol=1e-13)
 

@@ -301,12 +301,65 @@ def _col_max(v):
     return jnp.max(a, axis=0) if a.ndim else a
 
 
-def _jacobi(step, x0, eps, max_iters):
+class Relevance:
+    """The per-entry floor of the relative stop rule, `|x_new - x_old| <=
+    eps * max(|x|, floor)`. Without weights (`w` None) the floor is 1e-300:
+    every entry converges relative to itself (PRISM's rule).
+
+    With weights `w` (`[n]`, or `[n, k]` per column; `w_s` bounds how much a
+    unit of `x_s` can contribute to the quantity the solve is for), entries
+    whose contribution `|x_s| w_s` is below `M / n`, `M` the largest
+    contribution (per column, `measure`), are held to an absolute rule,
+    `eps M / (n w_s)`, instead: together they cannot move the result by
+    more than `eps M`, so the result keeps the relative accuracy `eps` while
+    the loop no longer waits for entries that cannot matter to it. Entries
+    with `w_s = 0` never hold it up. Used by the adjoint solve of a gradient
+    (`linear_solve`), whose entries span hundreds of orders of magnitude (1
+    at the initial state, 1e-200 far from it) while the gradient only weighs
+    those near the paths that carry the probability."""
+
+    def __init__(self, w=None):
+        self.w = w
+        if w is not None:
+            self.nw = w.shape[0] * w
+            self.inv = jnp.where(w > 0, 1.0 / jnp.where(w > 0, self.nw, 1.0), jnp.inf)
+
+    def _b(self, v, x):
+        return v if v.ndim == x.ndim else v[:, None]
+
+    def measure(self, x):
+        """`M`: the largest contribution `|x_s| w_s` (per column)."""
+        if self.w is None:
+            return jnp.zeros(x.shape[1:], x.dtype)
+        return jnp.max(jnp.abs(x) * self._b(self.w, x), axis=0)
+
+    def converged(self, d, x, eps, m=None):
+        """Per column: does every entry pass `d <= eps * max(|x|, floor)`?
+        (Weighted, as `d n w <= eps max(|x| n w, M)`: no division, and
+        entries with `w = 0` pass.)"""
+        if self.w is None:
+            return jnp.all(d <= eps * jnp.maximum(jnp.abs(x), 1e-300), axis=0)
+        m = self.measure(x) if m is None else m
+        nw = self._b(self.nw, x)
+        return jnp.all(d * nw <= eps * jnp.maximum(jnp.abs(x) * nw, jnp.maximum(m, 1e-300)), axis=0)
+
+    def floor(self, x, m=None):
+        """The floor for iterate `x`, given `M` (measured on `x` if None;
+        an earlier, smaller `M` gives a lower floor: a stricter rule)."""
+        if self.w is None:
+            return 1e-300
+        m = self.measure(x) if m is None else m
+        w = self._b(self.w, x)
+        return jnp.maximum(jnp.where(w > 0, m * self._b(self.inv, x), jnp.inf), 1e-300)
+
+
+def _jacobi(step, x0, eps, max_iters, rel=None):
     """Iterate `x <- step(x)` until every entry changes by at most `eps`
     relative to itself (PRISM's relative criterion, so that small values,
     such as a tiny probability at the initial state, are accurate too;
-    entries below 1e-300 count as converged), or `max_iters`. Returns
-    `(x, iterations, converged)`."""
+    entries below 1e-300 count as converged; `rel`: a `Relevance` floor),
+    or `max_iters`. Returns `(x, iterations, converged)`."""
+    rel = rel or Relevance()
 
     def cond(c):
         _, it, done = c
@@ -317,19 +370,20 @@ def _jacobi(step, x0, eps, max_iters):
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
-        ok = jnp.all(d <= eps * jnp.maximum(jnp.abs(x2), 1e-300)) & jnp.all(jnp.isfinite(x2))
+        ok = rel.converged(d, x2, eps) & jnp.all(jnp.isfinite(x2))
         return x2, it + 2, ok
 
     x, it, ok = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool)))
     return x, it, ok
 
 
-def _jacobi_columns(step, x0, eps, max_iters):
+def _jacobi_columns(step, x0, eps, max_iters, rel=None):
     """`_jacobi` for `x0` of shape `[n, k]`: each column has its own
     convergence flag and stops changing once converged (so it ends exactly
     where a single-vector `_jacobi` would); the loop runs until every column
     has converged or `max_iters`. Returns `x` with non-converged columns NaN.
     """
+    rel = rel or Relevance()
 
     def cond(c):
         _, it, done = c
@@ -340,9 +394,7 @@ def _jacobi_columns(step, x0, eps, max_iters):
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
-        ok = jnp.all(d <= eps * jnp.maximum(jnp.abs(x2), 1e-300), axis=0) & jnp.all(
-            jnp.isfinite(x2), axis=0
-        )
+        ok = rel.converged(d, x2, eps) & jnp.all(jnp.isfinite(x2), axis=0)
         return jnp.where(done, x, x2), it + 2, done | ok
 
     done0 = jnp.zeros(x0.shape[1:], bool)
@@ -366,7 +418,7 @@ def young_omega(rho):
     return 2.0 / (1.0 + jnp.sqrt(jnp.maximum(1.0 - rho, 0.0)))
 
 
-def _sor(sweep, x0, eps, max_iters, omega=None):
+def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
     """Iterate `x <- sweep(x, w)` (multicolour SOR) until every entry changes
     by at most `eps` relative to itself (`_jacobi`'s criterion, unchanged),
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
@@ -401,7 +453,9 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
 
     A fixed `omega` skips step 1 and keeps the guard; `omega=1.0` is plain
     Gauss-Seidel (`_jacobi`). Non-convergence still shows as `done = False`
-    (callers NaN those columns)."""
+    (callers NaN those columns). `rel`: the stop rule's `Relevance` floor
+    (also used by the guard's counts), its `M` measured at window ends."""
+    rel = rel or Relevance()
     L = SOR_WINDOW
     auto = omega is None
     cshape = x0.shape[1:]
@@ -413,13 +467,11 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
     w0 = full(1.0 if auto else float(omega))
     phase0 = full(0 if auto else 1, jnp.int32)  # 0 measure, 1 SOR (guarded), 2 plain GS
 
-    def cond(c):
-        return (~jnp.all(c[3])) & (c[2] < max_iters)
-
     def window(s, d, done):
-        """At a window end: choose `w` (phase 0) or judge it (phase 1)."""
+        """At a window end: choose `w` (phase 0) or judge it (phase 1), from
+        the last step's change `d`."""
         x2, snap, w, phase, a_ref, r_min, z_ref, u_ref, it = s
-        scale = jnp.maximum(jnp.abs(x2), 1e-300)
+        scale = jnp.maximum(jnp.abs(x2), rel.floor(x2))
         finite = jnp.all(jnp.isfinite(x2), axis=0)
         a = jnp.max(d, axis=0)
         r = jnp.max(d / scale, axis=0)
@@ -429,18 +481,18 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
         first = a_ref < 0  # no reference since the last change of w
         # 1. choose w from the Gauss-Seidel rate
         rate = (a / jnp.where(first, 1.0, a_ref)) ** (1.0 / L)
-        floor = a <= 1e-13 * jnp.max(jnp.abs(x2), axis=0)  # at rounding level
+        tiny = a <= 1e-13 * jnp.max(jnp.abs(x2), axis=0)  # at rounding level
         est = at & ~first & (phase == 0) & (it >= SOR_WARMUP) & finite
-        pick = est & (rate < 1) & ~floor
+        pick = est & (rate < 1) & ~tiny
         w_est = jnp.clip(young_omega(rate), 1.0, SOR_MAX_OMEGA)
         # 2. guard
         progress = (a < 0.5 * a_ref) | (r < r_min) | (z < z_ref) | (u < u_ref)
-        grew = (a > 2.0 * a_ref) & ~floor
+        grew = (a > 2.0 * a_ref) & ~tiny
         bad = at & ~first & (phase == 1) & (grew | ~progress | ~finite)
         w_back = 1.0 + 0.5 * (w - 1.0)
         w_back = jnp.where(w_back < 1.02, 1.0, w_back)
         w_new = jnp.where(pick, w_est, jnp.where(bad, w_back, w))
-        phase = jnp.where(pick, 1, jnp.where((est & floor) | (bad & (w_new == 1.0)), 2, phase))
+        phase = jnp.where(pick, 1, jnp.where((est & tiny) | (bad & (w_new == 1.0)), 2, phase))
         changed = pick | bad
         x_new = jnp.where(bad, snap, x2)
         snap = jnp.where(at & ~bad, x2, snap)
@@ -448,24 +500,23 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
         r_min = jnp.where(at, jnp.where(changed, jnp.inf, jnp.minimum(r_min, r)), r_min)
         z_ref = jnp.where(at, z, z_ref)
         u_ref = jnp.where(at, u, u_ref)
-        return x_new, snap, w_new, phase, a_ref, r_min, z_ref, u_ref
+        return x_new, snap, w_new, phase, a_ref, r_min, z_ref, u_ref, rel.measure(x_new)
 
     def step_cond(c):
         _, _, it, done, _, i = c
         return (i < L // 2) & ~jnp.all(done) & (it < max_iters)
 
-    def step(c):
-        """Two sweeps and the convergence check; converged columns stop
-        changing (so a column ends where a one-vector solve would)."""
+    def step(c, m):
+        """Two sweeps and the convergence check (with the floor of the
+        window's `M`). Converged columns stop changing (relaxation 0: the
+        sweep returns them bit for bit), so that a column ends where a
+        one-vector solve would."""
         x, _, it, done, w, i = c
-        x1 = sweep(x, w)
-        x2 = sweep(x1, w)
+        w_eff = jnp.where(done, 0.0, w)  # (one vector too: the same arithmetic)
+        x1 = sweep(x, w_eff)
+        x2 = sweep(x1, w_eff)
         d = jnp.abs(x2 - x1)
-        ok = jnp.all(d <= eps * jnp.maximum(jnp.abs(x2), 1e-300), axis=0) & jnp.all(
-            jnp.isfinite(x2), axis=0
-        )
-        if x.ndim > 1:  # one vector: the loop stops when it converges
-            x2 = jnp.where(done, x, x2)
+        ok = rel.converged(d, x2, eps, m) & jnp.all(jnp.isfinite(x2), axis=0)
         return x2, d, it + 2, done | ok, w, i + 1
 
     def cond(c):
@@ -475,63 +526,70 @@ def _sor(sweep, x0, eps, max_iters, omega=None):
         # Windows of SOR_WINDOW sweeps: an inner loop of sweeps, then the
         # bookkeeping once (not masks on every iteration, nor a `cond` per
         # iteration, which costs a host round trip per step on a GPU).
-        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref = c
+        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m = c
         x, d, it, done, w, _ = lax.while_loop(
-            step_cond, step, (x, jnp.zeros_like(x), it, done, w, jnp.zeros((), jnp.int32))
+            step_cond, lambda c: step(c, m), (x, jnp.zeros_like(x), it, done, w, jnp.zeros((), jnp.int32))
         )
-        x, snap, w, phase, a_ref, r_min, z_ref, u_ref = window(
+        x, snap, w, phase, a_ref, r_min, z_ref, u_ref, m = window(
             (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), d, done
         )
-        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref
+        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
 
     init = (
         x0, x0, jnp.zeros((), jnp.int32), full(False, bool), w0, phase0,
-        full(-1.0), full(jnp.inf), full(0, jnp.int32), full(0, jnp.int32),
+        full(-1.0), full(jnp.inf), full(0, jnp.int32), full(0, jnp.int32), rel.measure(x0),
     )
     out = lax.while_loop(cond, body, init)
     return out[0], out[2], out[3], out[4]
 
 
-def _iterate(sweep, x0, eps, max_iters, omega):
+def _iterate(sweep, x0, eps, max_iters, omega, weights=None):
     """`_sor` (`omega` None: automatic, or a fixed guarded `w`), or plain
-    Gauss-Seidel (`_jacobi`/`_jacobi_columns`, unchanged) when `omega == 1`.
-    Returns `x` with non-converged columns NaN."""
+    Gauss-Seidel (`_jacobi`/`_jacobi_columns`, unchanged) when `omega == 1`;
+    `weights` (in the iterate's order) give the stop rule's
+    `Relevance` floor. Returns `x` with non-converged columns NaN."""
+    rel = Relevance(weights)
     if omega is not None and float(omega) == 1.0:
         if x0.ndim > 1:
-            return _jacobi_columns(sweep, x0, eps, max_iters)
-        x, _, ok = _jacobi(sweep, x0, eps, max_iters)
+            return _jacobi_columns(sweep, x0, eps, max_iters, rel)
+        x, _, ok = _jacobi(sweep, x0, eps, max_iters, rel)
         return _flag(x, ok)
-    x, _, done, _ = _sor(sweep, x0, eps, max_iters, omega)
+    x, _, done, _ = _sor(sweep, x0, eps, max_iters, omega, rel)
     return _flag(x, done)
 
 
 def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
-    """`jac(off, dg, rhs, order, lay) -> x` with `x = (rhs + off x) / dg`
-    by multicolour Gauss-Seidel (`gs_sweep`; plain Jacobi when there is one
-    colour), stopped by `_jacobi`'s criterion; NaN if not converged. Under
-    `jax.vmap` it runs the explicit multi-vector iteration instead of
+    """`jac(off, dg, rhs, order, lay, rows, classes, weights) -> x` with
+    `x = (rhs + off x) / dg` by multicolour Gauss-Seidel (`gs_sweep`; plain
+    Jacobi when there is one colour), stopped by `_jacobi`'s criterion
+    (`weights`, optional: its `Relevance` floor); NaN if not converged.
+    Under `jax.vmap` it runs the explicit multi-vector iteration instead of
     vmapping the loop: the iterate is `[n, k]` with the batch axis last, the
     values `[nnz, k]` (or shared `[nnz]`), one gather over the shared column
     indices per slot and sweep, and a per-column convergence mask."""
 
     @jax.custom_batching.custom_vmap
-    def jac(off, dg, rhs, order, lay, rows, classes):
+    def jac(off, dg, rhs, order, lay, rows, classes, weights):
         sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
-        return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega))
+        wp = None if weights is None else to_p(weights)
+        return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp))
 
     @jac.def_vmap
-    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes):
+    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes, weights):
         b_off, b_dg, b_rhs = in_batched[:3]
-        if any(jax.tree_util.tree_leaves(in_batched[3:])):  # a batched structure
+        if any(jax.tree_util.tree_leaves(in_batched[3:7])):  # a batched structure
             axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
-            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay, rows, classes), True
+            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay, rows, classes, weights), True
         off = off.T if b_off else off  # [nnz, k] or [nnz]
         dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
+        if weights is not None and in_batched[7]:
+            weights = weights.T  # [n, k]
 
         def run(cl):
             sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl)
-            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega)).T
+            wp = None if weights is None else to_p(weights)
+            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
 
         if not classes or not b_off:
             return run(None), True
@@ -565,47 +623,100 @@ class Options:
         self.omega = None if omega is None else float(omega)
 
 
-def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None):
+def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None, relevance=None):
     """`x` with `x = A x + b`, i.e. `(I - A) x = b`, for `A` = `data` on
     `pat` (spectral radius < 1: the caller restricts `A` to the transient
     "maybe" states). Differentiable in `data` and `b` by the implicit function
     theorem. `arrays` are `pat.arrays` on the device; `classes` (optional,
     `{"cls": [nnz], "rep": [C]}`) guesses which entries have equal Jacobi
     weights `A[e] / (1 - A_ii)` at every parameter point (used, after an
-    exact check, by batched forward solves)."""
+    exact check, by batched forward solves).
+
+    `relevance` (optional, `{"b_scale": [n], "offset": [n]}`) lets the
+    adjoint solve of a gradient stop when the *gradient* has converged
+    rather than every entry of the adjoint: a cotangent `g` of `x` reaches
+    the parameters as `lam^T (dA x + db)` with `lam = (I - A)^-T g`, and
+    row `s` of `dA x + db` is bounded by the values it multiplies, `w_s =
+    max(b_scale_s, max_{c in row s} |offset_c + x_c|)` (times the
+    parameters' relative sensitivities). So `w` weighs the adjoint's stop
+    rule (`Relevance`): entries far from where the probability flows
+    (adjoint entries of 1e-200, say) no longer hold up the loop. Without
+    it (or for tangents: `jax.jvp`) every entry converges relative to
+    itself. `offset`: what `x` is a correction to (e.g. the value-iteration
+    result), so that `offset + x` are the values; `b_scale`: a bound on
+    `|db_s|`'s scale (the values `b_s` is made of)."""
     n = pat.shape[0]
-    rows, cols = arrays["rows"], arrays["cols"]
-    on_diag = rows == cols
     eps = jnp.asarray(opts.epsilon, jnp.float64)
     mi = opts.max_iters
-
-    def matvec(x):
-        return x - spmv(data, rows, cols, n, x)
-
     omega = getattr(opts, "omega", None)
     jac = _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega)
+    # Everything the solves read is passed explicitly (`st`), never closed
+    # over: the custom JVP below must not capture traced arrays.
+    st = {"arrays": arrays, "classes": classes or {}}
 
-    def _solver(dat, r, c, lay, rhs, cl):
+    def _solver(st, dat, r, c, lay, rhs, cl, weights=None):
         d = jax.lax.stop_gradient(dat)
         dg = 1.0 - jax.ops.segment_sum(
             jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
         )
         off = jnp.where(_bcast(r == c, d), 0.0, d)
+        order = st["arrays"]["order"]
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
             rhs = jnp.broadcast_to(rhs, dg.shape) if rhs.ndim < dg.ndim else rhs
-            sweep, _, from_p = gs_sweep(off, dg, rhs, lay, arrays["order"], pat.bounds, n)
-            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega))
-        return jac(off, dg, rhs, arrays["order"], lay, r, cl)
+            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, pat.bounds, n)
+            if weights is not None:
+                weights = jnp.broadcast_to(weights.reshape(weights.shape + (1,) * (dg.ndim - weights.ndim)), dg.shape)
+            wp = None if weights is None else to_p(weights)
+            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
+        return jac(off, dg, rhs, order, lay, r, cl, weights)
 
-    def solve(_, rhs):
-        return _solver(data, rows, cols, arrays["lay"], rhs, classes or {})
+    def pieces(st, dat, weights):
+        """`(matvec, solve, transpose_solve)` of `custom_linear_solve` for
+        the values `dat`; `weights` weigh the transposed solve's stop rule."""
+        a = st["arrays"]
+        rows, cols = a["rows"], a["cols"]
 
-    def transpose_solve(_, rhs):
-        perm = arrays["perm"]
-        return _solver(data[perm], arrays["t_rows"], arrays["t_cols"], arrays["t_lay"], rhs, {})
+        def matvec(x):
+            return x - spmv(dat, rows, cols, n, x)
 
-    del on_diag
-    return lax.custom_linear_solve(matvec, b, solve, transpose_solve)
+        def solve(_, rhs):
+            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"])
+
+        def transpose_solve(_, rhs):
+            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], a["t_lay"], rhs, {}, weights)
+
+        return matvec, solve, transpose_solve
+
+    if relevance is None:
+        matvec, solve, transpose_solve = pieces(st, data, None)
+        return lax.custom_linear_solve(matvec, b, solve, transpose_solve)
+
+    # The adjoint's weights depend on the solution, so the derivative is
+    # written out: a custom JVP whose tangent solve, transposed by
+    # `jax.grad`, is the weighted adjoint solve. The primal solve is the
+    # one above.
+    @jax.custom_jvp
+    def solve_x(dat, rhs, rel, st):
+        return pieces(st, dat, None)[1](None, rhs)
+
+    @solve_x.defjvp
+    def solve_x_jvp(primals, tangents):
+        dat, rhs, rel, st = primals
+        d_dat, d_rhs = tangents[:2]
+        x = solve_x(dat, rhs, rel, st)
+        rows, cols = st["arrays"]["rows"], st["arrays"]["cols"]
+        full = jnp.abs(rel["offset"] + x)
+        w = jnp.maximum(rel["b_scale"], jax.ops.segment_max(
+            full[cols], rows, num_segments=n, indices_are_sorted=True))
+        matvec, solve, transpose_solve = pieces(st, dat, jnp.maximum(w, 0.0))
+        t = d_rhs + spmv(d_dat, rows, cols, n, x)
+        return x, lax.custom_linear_solve(matvec, t, solve, transpose_solve)
+
+    rel = jax.tree_util.tree_map(lax.stop_gradient, {
+        "b_scale": jnp.asarray(relevance["b_scale"], jnp.float64),
+        "offset": jnp.asarray(relevance.get("offset", 0.0), jnp.float64) + jnp.zeros(n),
+    })
+    return solve_x(data, b, rel, st)
 
 
 def _flag(x, ok):

@@ -341,6 +341,7 @@ class Problem:
             "kb": kb.astype(np.int32),
             "kb_rows": soe[kb].astype(np.int32),
             "kb_fixed": fixed[col[kb]],
+            "kb_bound": _row_bound(soe[kb], fixed[col[kb]], self.n),
             "fixed": np.where(maybe, 0.0, fixed),
             "maybe": maybe,
         }
@@ -354,7 +355,8 @@ class Problem:
             )
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
-            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"])
+            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))}
+            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"], relevance=rel)
 
         return plan
 
@@ -411,6 +413,7 @@ class Problem:
             "kb": kb.astype(np.int32),
             "kb_choice": row[kb].astype(np.int32),
             "kb_fixed": fixed[col[kb]],
+            "kb_bound": _row_bound(coc[row[kb]], fixed[col[kb]], self.n),
             "fixed": np.where(maybe, 0.0, fixed),
             "maybe": maybe,
             "cmaybe": maybe[coc] & ~disabled,
@@ -464,7 +467,8 @@ class Problem:
             c = jnp.where(h["maybe"], b_sig, h["fixed"])
             r = c + spmv(a_sig, h["pat"]["rows"], h["pat"]["cols"], n, x_vi) - x_vi
             r = jnp.where(h["maybe"], r, 0.0)
-            return x_vi + linear_solve(a_sig, pat, h["pat"], r, opts)
+            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(c)), "offset": x_vi}
+            return x_vi + linear_solve(a_sig, pat, h["pat"], r, opts, relevance=rel)
 
         return plan
 
@@ -763,6 +767,16 @@ class Problem:
             return linear_solve(P[h["km"]], pat, h["pat"], b, opts)
 
         return solve
+
+
+def _row_bound(rows: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """`[n]`: the largest `|values|` per row (0 for rows without any): a
+    bound on the scale of a right-hand side made of these values times
+    probabilities, and so of its derivative (`linear_solve`'s
+    `relevance`)."""
+    out = np.zeros(n)
+    np.maximum.at(out, rows, np.abs(values))
+    return out
 
 
 def _implicit_gmres(matvec, rhs, opts):
