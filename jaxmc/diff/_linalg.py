@@ -508,15 +508,15 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
 
     def step(c, m):
         """Two sweeps and the convergence check (with the floor of the
-        window's `M`). Converged columns stop changing (relaxation 0: the
-        sweep returns them bit for bit), so that a column ends where a
-        one-vector solve would."""
+        window's `M`); converged columns stop changing (so a column ends
+        where a one-vector solve would)."""
         x, _, it, done, w, i = c
-        w_eff = jnp.where(done, 0.0, w)  # (one vector too: the same arithmetic)
-        x1 = sweep(x, w_eff)
-        x2 = sweep(x1, w_eff)
+        x1 = sweep(x, w)
+        x2 = sweep(x1, w)
         d = jnp.abs(x2 - x1)
         ok = rel.converged(d, x2, eps, m) & jnp.all(jnp.isfinite(x2), axis=0)
+        if x.ndim > 1:  # one vector: the loop stops when it converges
+            x2 = jnp.where(done, x, x2)
         return x2, d, it + 2, done | ok, w, i + 1
 
     def cond(c):
