@@ -130,9 +130,9 @@ def _vec_spec(v):
 #: gather (measured slower: 105 against 94 µs tiled). `select`: values of a
 #: table of at most `select` entries by a chain of selects on scalars
 #: instead of a gather per entry (measured slower, +20 µs: some 15 more
-#: instructions per entry, with the issue slots already ~58% busy). `align`: tell Triton that a tiled
-#: block starts at a multiple of 32 entries (no change in the executed
-#: instructions was seen).
+#: instructions per entry, with the issue slots already ~58% busy).
+#: `align`: tell Triton that a tiled block starts at a multiple of 32
+#: entries (no change in the executed instructions was seen).
 TUNING = {
     "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
                     prefetch=False, static=0, tile=False, select=0, align=True),
