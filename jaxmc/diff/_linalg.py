@@ -240,16 +240,12 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     a batched sweep then reads the shared indices, the iterate and the table
     only, not `nnz x k` values (it is memory-bound).
 
-    On a GPU (`sor_multi_pallas.active()`), an `[n, k]` sweep updates each
-    proper colour block with the fused Pallas kernel (`block_update`: the
-    gathers, weights, blend and write-back in one pass, in place; XLA
-    would materialise an `[n_c, k]` array per slot). Every block but the
-    last is proper, and so is the last one when there are at most 2
-    colours: `coloring` gives its leftover colour (entries within the
-    colour) the last index, and a Jones-Plassmann colouring that leaves
-    any state over has used colours 0 and 1 already. The last block of 3
-    or more colours, single vectors and other backends take the XLA path;
-    overflow entries are summed by XLA and added in the kernel."""
+    On a GPU (`sor_multi_pallas.active()`), an `[n, k]` sweep runs the
+    fused Pallas kernel instead, one call per colour block (the gathers,
+    weights, blend and write-back in one pass; XLA's fusions make ~4
+    passes over the iterate per sweep, the kernel ~2), with the same reads
+    in the same order, so the same values; single vectors and other
+    backends take the XLA path."""
     multi = rhs.ndim > 1
     pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
 
@@ -267,7 +263,7 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     if classes is not None:
         table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
         clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
-    blocks = []
+    blocks, kblocks = [], []
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
         d = dgp[lo:hi]
@@ -282,46 +278,31 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
             if multi and ov.ndim == 1:
                 ov = ov[:, None]
             ov = ov / d[orow]
-        # the kernel's columns: -1 marks padding (not gathered)
+        # the kernel's columns (-1 marks padding: not gathered) and weights
+        if classes is not None:
+            kw = {"cls": vals, "table": table}
+        else:
+            kw = {"vals": vals[..., 0] if vals.ndim == 3 and vals.shape[2] == 1 else vals}
         kcols = jnp.where(ell < lay["pcols"].shape[0], pcols[ell], -1)
-        blocks.append((lo, hi, vals, pcols[ell], ov, pcols[ovf], orow, kcols))
-    kmode = _sor_kernel.active() if multi else None
-    ncolors = len(bounds) - 1
+        kblocks.append((lo, hi, kcols, kw, (ov, pcols[ovf], orow) if ovf.shape[0] else None))
+        blocks.append((lo, hi, vals, pcols[ell], ov, pcols[ovf], orow))
+    kmode = _sor_kernel.active() if multi and rp.ndim == 2 else None
+    if kmode is not None:  # shapes the kernel takes (else the XLA path)
+        k = rp.shape[1]
+        for lo, hi, kcols, kw, _ in kblocks:
+            v = kw["vals"] if "vals" in kw else kw["table"]
+            dense = "vals" in kw and v.ndim == 3
+            ok = v.shape[-1] == k if dense else v.ndim == 2 and ("vals" in kw or v.shape[1] == k)
+            if not ok or not _sor_kernel.fits(n, k, kcols.shape[0], hi - lo, dense):
+                kmode = None
 
     def weight(vals, j):
         return vals[j] if classes is None else table[vals[j]]
 
-    def fused(c, x, lo, hi, vals):
-        """The kernel's keyword arguments for block `c`, or None (XLA path)."""
-        if kmode is None or x.ndim != 2 or x.shape != rp.shape or x.dtype != rp.dtype or hi == lo:
-            return None
-        if c == ncolors - 1 and ncolors > 2:  # maybe the leftover colour
-            return None
-        k = x.shape[1]
-        if classes is not None:
-            kw = {"cls": vals, "table": table} if table.shape[1] == k else None
-        elif vals.ndim == 3 and vals.shape[2] in (1, k):
-            kw = {"vals": vals[..., 0] if vals.shape[2] == 1 and k > 1 else vals}
-        else:
-            kw = None
-        if kw is None or not _sor_kernel.fits(n, k, vals.shape[0], hi - lo, "vals" in kw and kw["vals"].ndim == 3):
-            return None
-        return kw
-
     def sweep(x, omega=None):
-        for c, (lo, hi, vals, ecols, ov, ocols, orow, kcols) in enumerate(blocks):
-            kw = fused(c, x, lo, hi, vals)
-            if kw is not None:
-                extra = None
-                if ocols.shape[0]:
-                    extra = jax.ops.segment_sum(
-                        ov * x[ocols], orow, num_segments=hi - lo, indices_are_sorted=True
-                    )
-                x = _sor_kernel.block_update(
-                    x, kcols, rp, omega, lo=lo, hi=hi, extra=extra,
-                    interpret=kmode == "interpret", **kw,
-                )
-                continue
+        if kmode is not None and x.shape == rp.shape and x.dtype == rp.dtype:
+            return _sor_kernel.sweep(x, rp, kblocks, omega, interpret=kmode == "interpret")
+        for lo, hi, vals, ecols, ov, ocols, orow in blocks:
             w = vals.shape[0]
             acc = rp[lo:hi]
             if w <= 32:

@@ -24,11 +24,16 @@ tile: `R` rows times `K` = `k` rounded up to a power of two (Triton's
 tensor dimensions; the extra columns are masked and cost no traffic).
 Each gathered row `x[col, :]` is `8 k` contiguous bytes.
 
-In place (`input_output_aliases` on `x`) is safe only when the block reads
-no row of its own colour other than each row's own (which the same program
-reads before it writes): a proper colour block. The leftover colour of
-`coloring` (entries within the colour, updated Jacobi-style) must not come
-here; `gs_sweep` keeps the XLA path for it.
+Where the rows come from: a sweep writes a new buffer (`sweep`). Block
+`c`'s call gathers the columns below its `lo` (blocks already updated in
+this sweep) from the new buffer and all others (its own colour, later
+colours) from the sweep's input, then writes its rows into the new buffer
+in place (`input_output_aliases`; no race: it reads only rows it does not
+write, or each row's own, which the same program reads first). This is
+exactly the XLA path's order, so a leftover colour of `coloring` (entries
+within the colour, updated Jacobi-style) is handled too, and the input
+stays intact: `_sor` compares the two sweeps of a step, and an in-place
+update of the input would cost XLA a full copy of it per step.
 
 `MODE` (environment `JAXMC_SOR_KERNEL`, read at import; `gs_sweep` reads
 the attribute at trace time, so set it before the first call of a jitted
@@ -56,8 +61,8 @@ if MODE not in MODES:
 
 #: Elements per `(R, K)` tile (`R = max(1, TILE // K)` rows) and warps per
 #: program, unless given.
-TILE = 2048
-NUM_WARPS = 8
+TILE = 1024
+NUM_WARPS = 4
 #: Slot counts up to this are unrolled (as the XLA path does); more run a
 #: loop.
 UNROLL = 16
@@ -89,29 +94,35 @@ def fits(n: int, k: int, w: int, n_c: int, dense: bool) -> bool:
 
 
 def block_update(
-    x, cols, rp, omega=None, *, lo: int, hi: int, cls=None, table=None, vals=None,
+    old, cols, rp, omega=None, *, lo: int, hi: int, new=None, cls=None, table=None, vals=None,
     extra=None, interpret: bool = False, block_rows: int | None = None,
     num_warps: int | None = None,
 ):
-    """Rows `[lo, hi)` of `x` (`[n, k]`) after one SOR block update (module
-    docstring), all other rows unchanged; `x`'s buffer is updated in place
-    where XLA can donate it.
+    """One colour block `[lo, hi)` of a sweep: returns the flat buffer
+    `new` (`[n k (+ spare)]`, see `sweep`) with the block's rows updated
+    (module docstring), in place where XLA can donate it; `new` None: a
+    fresh buffer holding only the block's rows. Entries read their column
+    from `new` where it lies below `lo` (blocks already updated in this
+    sweep) and from `old` (`[n, k]`, the sweep's input) elsewhere: the
+    block's own colour and later ones (Gauss-Seidel between colours,
+    Jacobi within one: exactly the XLA path's order, also for a leftover
+    colour with entries inside it).
 
-    `cols` `[w, n_c]` int32 (column positions in `x`, -1 for padding);
-    weights from `cls` `[w, n_c]` and `table` `[C, k]`, or from `vals`
-    `[w, n_c, k]` or `[w, n_c]` (shared by the columns); `rp` `[n, k]` (rows
-    `lo:hi` read); `omega` None (plain Gauss-Seidel), a scalar or `[k]`;
-    `extra` None or `[n_c, k]`. Values in `x`'s dtype. `block_rows` (a power
-    of two) and `num_warps` default from `TILE`/`NUM_WARPS`."""
-    if x.ndim != 2:
-        raise ValueError(f"`x` must have shape [n, k], not {x.shape}")
-    n, k = (int(s) for s in x.shape)
+    `cols` `[w, n_c]` int32 (column positions, -1 for padding); weights
+    from `cls` `[w, n_c]` and `table` `[C, k]`, or from `vals` `[w, n_c,
+    k]` or `[w, n_c]` (shared by the columns); `rp` `[n, k]` (rows `lo:hi`
+    read); `omega` None (plain Gauss-Seidel), a scalar or `[k]`; `extra`
+    None or `[n_c, k]`. Values in `old`'s dtype. `block_rows` (a power of
+    two) and `num_warps` default from `TILE`/`NUM_WARPS`."""
+    if old.ndim != 2:
+        raise ValueError(f"`x` must have shape [n, k], not {old.shape}")
+    n, k = (int(s) for s in old.shape)
     w, nc = (int(s) for s in cols.shape)
     if nc != hi - lo:
         raise ValueError(f"`cols` has {nc} rows; the block [{lo}, {hi}) has {hi - lo}")
     if (cls is None) == (vals is None) or (cls is None) != (table is None):
         raise ValueError("give either `cls` and `table`, or `vals`")
-    dt = x.dtype
+    dt = old.dtype
     K = _pow2(k)
     R = block_rows or max(1, TILE // K)
     if R & (R - 1):
@@ -121,13 +132,13 @@ def block_update(
         raise ValueError("`x` or the values are too large for int32 indices")
     # Interpret mode stores masked lanes too (their current value), so
     # duplicate indices race: there every masked lane writes its own spare
-    # slot past the end (sliced off below; on a GPU masked lanes write
+    # slot past the end (sliced off by `sweep`; on a GPU masked lanes write
     # nothing and there is no spare).
-    spare = R * K if interpret else 0
-    xf = x.reshape(-1)
-    if spare:
-        xf = jnp.concatenate([xf, jnp.zeros((spare,), dt)])
-    ins = [xf, cols.astype(jnp.int32).reshape(-1), rp.astype(dt).reshape(-1)]
+    spare = _spare(k, R) if interpret else 0
+    size = n * k + spare
+    if new is not None and new.shape != (size,):
+        raise ValueError(f"`new` must have shape ({size},), not {new.shape}")
+    ins = [old.reshape(-1), cols.astype(jnp.int32).reshape(-1), rp.astype(dt).reshape(-1)]
     if wkind == "table":
         ins += [cls.astype(jnp.int32).reshape(-1), table.astype(dt).reshape(-1)]
     else:
@@ -136,6 +147,8 @@ def block_update(
         ins.append(jnp.broadcast_to(jnp.asarray(omega, dt), (k,)))
     if extra is not None:
         ins.append(extra.astype(dt).reshape(-1))
+    if new is not None:
+        ins.append(new)
 
     def kernel(*refs):
         it = iter(refs)
@@ -146,6 +159,7 @@ def block_update(
             val_ref = next(it)
         om_ref = next(it) if omega is not None else None
         ex_ref = next(it) if extra is not None else None
+        y_ref = next(it) if new is not None else None
         o_ref = next(it)
 
         pid = pl.program_id(0).astype(jnp.int32)
@@ -161,7 +175,13 @@ def block_update(
             c = _load(c_ref, e, valid, -1)
             real = valid & (c >= 0)
             g = real[:, None] & m2
-            xv = _load(x_ref, jnp.where(g, c[:, None] * k + col, 0), g, 0)
+            xi = jnp.where(g, c[:, None] * k + col, 0)
+            if y_ref is None:
+                xv = _load(x_ref, xi, g, 0)
+            else:  # rows below lo: this sweep's values
+                gn = g & (c < lo)[:, None]
+                go = g & (c >= lo)[:, None]
+                xv = jnp.where(gn, _load(y_ref, xi, gn, 0), _load(x_ref, xi, go, 0))
             if wkind == "table":
                 t = _load(cls_ref, e, real, 0)
                 wt = _load(tab_ref, jnp.where(g, t[:, None] * k + col, 0), g, 0)
@@ -183,15 +203,57 @@ def block_update(
             cv = jnp.arange(K, dtype=jnp.int32)
             om = _load(om_ref, jnp.where(cv < k, cv, 0), cv < k, 0)[None, :]
             acc = (1.0 - om) * _load(x_ref, own, m2, 0) + om * acc
-        sidx = jnp.where(m2, own, n * k + (jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)) if spare else own
-        _store(o_ref, sidx, acc, m2)
+        if spare:
+            own = jnp.where(m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)
+        _store(o_ref, own, acc, m2)
 
     kw = {}
     params = _compiler_params(num_warps or NUM_WARPS, 1)
     if params is not None and not interpret:
         kw["compiler_params"] = params
-    out = pl.pallas_call(
-        kernel, out_shape=jax.ShapeDtypeStruct(xf.shape, dt), grid=(pl.cdiv(nc, R),),
-        input_output_aliases={0: 0}, interpret=interpret, name=f"jaxmc_sor_block_{wkind}", **kw,
+    if new is not None:
+        kw["input_output_aliases"] = {len(ins) - 1: 0}
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((size,), dt), grid=(pl.cdiv(nc, R),),
+        interpret=interpret, name=f"jaxmc_sor_block_{wkind}", **kw,
     )(*ins)
-    return (out[: n * k] if spare else out).reshape(n, k)
+
+
+def _spare(k: int, R: int | None = None) -> int:
+    K = _pow2(k)
+    return (R or max(1, TILE // K)) * K
+
+
+def sweep(x, rp, blocks, omega=None, *, interpret: bool = False, block_rows: int | None = None,
+          num_warps: int | None = None):
+    """One multicolour SOR sweep of `x` (`[n, k]`) with one kernel call per
+    colour block, into a new buffer (the first block's call allocates it,
+    the others update it in place; `x` itself is never written, so a
+    caller that still needs `x`, as `_sor`'s convergence check does, costs
+    no copy).
+
+    `blocks`: `(lo, hi, cols, weights, ovf)` for blocks covering `[0, n)`
+    in order, `weights` a dict of `block_update`'s `cls`/`table` or `vals`,
+    `ovf` None or `(values, cols, rows)` of overflow entries (values `[m,
+    k]` or `[m, 1]`, already weights), which are scatter-added by XLA from
+    the current iterate and added in the kernel (as the XLA path adds
+    them: after the slots)."""
+    n, k = (int(s) for s in x.shape)
+    y = None
+    for lo, hi, cols, wts, ovf in blocks:
+        if hi == lo:
+            continue
+        extra = None
+        if ovf is not None:
+            ov, oc, orow = ovf
+            g = x[oc]
+            if y is not None:
+                g = jnp.where((oc < lo)[:, None], y[: n * k].reshape(n, k)[oc], g)
+            extra = jax.ops.segment_sum(ov * g, orow, num_segments=hi - lo, indices_are_sorted=True)
+        y = block_update(
+            x, cols, rp, omega, lo=lo, hi=hi, new=y, extra=extra, interpret=interpret,
+            block_rows=block_rows, num_warps=num_warps, **wts,
+        )
+    if y is None:
+        return x
+    return y[: n * k].reshape(n, k)

@@ -1,0 +1,192 @@
+"""The fused multi-vector SOR kernel (`jaxmc.kernels.sor_multi_pallas`)
+behind `gs_sweep`, in Pallas' interpret mode: one sweep equals the XLA
+path's (same reads in the same order) on random bipartite systems, systems
+with overflow entries and a leftover colour, and the walk, with class
+tables or stored values and every kind of `omega`; full `_sor` solves
+agree; the default on a CPU stays the XLA path."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_diff_sor import walk_system
+
+from jaxmc.diff._linalg import Pattern, Relevance, _sor, gs_sweep
+from jaxmc.kernels import sor_multi_pallas as K
+
+
+def random_system(n, seed, bipartite=True, long_row=False, clique=0):
+    """`(rows, cols, vals)`, sorted, of a substochastic matrix with
+    self-loops: each state has 1-4 random successors (of the other parity
+    when `bipartite`); `long_row`: state 0 has ~40 (overflow entries);
+    `clique`: states `0..clique-1` all joined (more colours than
+    `coloring` gives out: a leftover colour with entries inside it)."""
+    rng = np.random.default_rng(seed)
+    pairs = set()
+    for s in range(n):
+        for _ in range(rng.integers(1, 5)):
+            t = int(rng.integers(0, n))
+            if bipartite and (t - s) % 2 == 0:
+                t = (t + 1) % n
+            pairs.add((s, t))
+        pairs.add((s, s))
+    if long_row:
+        pairs |= {(0, t) for t in range(1, n, 2)[:40]}
+    pairs |= {(a, b) for a in range(clique) for b in range(clique)}
+    rc = np.array(sorted(pairs))
+    r, c = rc[:, 0], rc[:, 1]
+    v = rng.random(r.size) + 0.05
+    v *= 0.9 / np.bincount(r, weights=v, minlength=n)[r]
+    return r, c, v
+
+
+def setup(r, c, v, k, kind, seed=0):
+    """`gs_sweep`'s inputs for `x = (rhs + off x) / dg`: `kind` "table"
+    (class ids + a `[C, k]` table), "dense" (`[nnz, k]` values) or
+    "shared" (`[nnz]` values, `[n]` diagonal)."""
+    n = int(r.max()) + 1
+    rng = np.random.default_rng(seed)
+    pat = Pattern(r, c, (n, n))
+    arrays = jax.tree_util.tree_map(jnp.asarray, pat.arrays)
+    dg = 1.0 - np.bincount(r, weights=np.where(r == c, v, 0.0), minlength=n)
+    off = np.where(r == c, 0.0, v)
+    rhs = jnp.asarray(rng.random((n, k)) * 0.1)
+    sc = 1.0 - 0.05 * np.arange(k) / k
+    classes = None
+    if kind == "table":
+        uq, cls = np.unique(np.round(off / dg[r], 3), return_inverse=True)
+        classes = {"cls": jnp.asarray(cls.astype(np.int32)), "table": jnp.asarray(uq[:, None] * sc)}
+        off_, dg_ = jnp.asarray(off), jnp.asarray(dg)
+    elif kind == "dense":
+        off_, dg_ = jnp.asarray(off[:, None] * sc), jnp.asarray(np.repeat(dg[:, None], k, 1))
+    else:
+        off_, dg_ = jnp.asarray(off), jnp.asarray(dg)
+    return pat, arrays, off_, dg_, rhs, classes
+
+
+def sweeps(mode, pat, arrays, off, dg, rhs, classes, x, omega, count=1):
+    """`count` sweeps of `x` with `sor_multi_pallas.MODE = mode` (read when
+    `gs_sweep` is traced: a fresh jitted function each time)."""
+    old = K.MODE
+    K.MODE = mode
+    try:
+        n = pat.shape[0]
+
+        def f(x, omega):
+            sweep, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+            for _ in range(count):
+                x = sweep(x, omega)
+            return x
+
+        jaxpr = str(jax.make_jaxpr(f)(x, omega))
+        return np.asarray(jax.jit(f)(x, omega)), jaxpr.count("pallas_call")
+    finally:
+        K.MODE = old
+
+
+def check_sweep(r, c, v, k, kind, omega, count=1):
+    pat, arrays, off, dg, rhs, classes = setup(r, c, v, k, kind)
+    x = jnp.asarray(np.random.default_rng(1).random((pat.shape[0], k)))
+    ref, n_ref = sweeps("off", pat, arrays, off, dg, rhs, classes, x, omega, count)
+    got, n_got = sweeps("interpret", pat, arrays, off, dg, rhs, classes, x, omega, count)
+    blocks = sum(hi > lo for lo, hi in zip(pat.bounds[:-1], pat.bounds[1:]))
+    assert n_ref == 0 and n_got == count * blocks  # the kernel really ran, once per block
+    assert np.all(np.isfinite(ref))
+    # Same reads, same order of operations: equal up to the compilers'
+    # contraction of `a * b + c` (exact on the H200, ~1 ulp of the terms on
+    # a CPU, where the SOR blend's cancellation makes that ~1e-15 of the
+    # column's scale).
+    err = np.max(np.abs(got - ref), axis=0) / np.max(np.abs(ref), axis=0)
+    assert np.all(err <= 1e-15), err
+    return pat
+
+
+OMEGAS = {
+    "gs": lambda k: None,
+    "scalar": lambda k: jnp.float64(1.3),
+    "columns": lambda k: jnp.linspace(0.8, 1.7, k),
+}
+
+
+@pytest.mark.parametrize("kind", ["table", "dense", "shared"])
+@pytest.mark.parametrize("omega", list(OMEGAS))
+@pytest.mark.parametrize("k", [3, 4])
+def test_sweep_matches_xla_bipartite(kind, omega, k):
+    r, c, v = random_system(60, seed=k, bipartite=True)
+    pat = check_sweep(r, c, v, k, kind, OMEGAS[omega](k), count=2)
+    assert len(pat.bounds) == 3  # red-black
+
+
+def test_sweep_matches_xla_overflow_and_leftover_colour():
+    """Overflow entries (a long row) and a clique of 34 states: more than
+    `coloring`'s 32 colours, so the last block has entries inside it
+    (Jacobi among themselves), which the kernel must read from the
+    sweep's input, as the XLA path does."""
+    r, c, v = random_system(90, seed=5, bipartite=False, long_row=True, clique=34)
+    pat = check_sweep(r, c, v, 5, "table", OMEGAS["columns"](5))
+    lo = pat.bounds[-2]
+    order = pat.arrays["order"]
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    inside = (pos[r] >= lo) & (pos[c] >= lo) & (r != c)
+    assert inside.any(), "no leftover colour: the test would not cover it"
+    assert any(o.size for o in pat.arrays["lay"]["ovf"]), "no overflow entries"
+
+
+def test_sweep_matches_xla_walk():
+    Q, b, _ = walk_system(12, 0.4)
+    Qc = Q.tocoo()
+    o = np.lexsort((Qc.col, Qc.row))
+    for kind in ("table", "shared"):
+        check_sweep(Qc.row[o], Qc.col[o], Qc.data[o], 6, kind, OMEGAS["columns"](6), count=3)
+
+
+def test_sor_solve_agrees_with_xla():
+    """A full automatic-`omega` `_sor` solve of the walk, 4 columns, class
+    table: the kernel path gives the XLA path's sweeps, `omega`s and
+    values."""
+    Q, b, _ = walk_system(12, 0.4)
+    Qc = Q.tocoo()
+    o = np.lexsort((Qc.col, Qc.row))
+    pat, arrays, off, dg, _, classes = setup(Qc.row[o], Qc.col[o], Qc.data[o], 4, "table")
+    n = pat.shape[0]
+    rhs = jnp.asarray(b[:, None] * np.linspace(0.5, 1.0, 4))
+    out = {}
+    for mode in ("off", "interpret"):
+        K.MODE = mode
+        try:
+            def solve(rhs):
+                sweep, _, from_p = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+                x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance())
+                return from_p(x), it, done, w
+
+            out[mode] = [np.asarray(v) for v in jax.jit(solve)(rhs)]
+        finally:
+            K.MODE = "auto"
+    (x0, it0, d0, w0), (x1, it1, d1, w1) = out["off"], out["interpret"]
+    assert d0.all() and d1.all() and it0 == it1 > 50
+    np.testing.assert_array_equal(w1, w0)
+    np.testing.assert_allclose(x1, x0, rtol=1e-14)
+
+
+def test_default_on_cpu_is_xla(monkeypatch):
+    monkeypatch.setattr(K, "MODE", "auto")
+    assert jax.default_backend() != "cpu" or K.active() is None
+    monkeypatch.setattr(K, "MODE", "interpret")
+    assert K.active() == "interpret"
+    monkeypatch.setattr(K, "MODE", "off")
+    assert K.active() is None
+    monkeypatch.setattr(K, "MODE", "bogus")
+    with pytest.raises(ValueError, match="MODE"):
+        K.active()
+
+
+def test_single_vector_keeps_xla_path():
+    r, c, v = random_system(40, seed=2)
+    pat, arrays, off, dg, _, _ = setup(r, c, v, 1, "shared")
+    rhs = jnp.asarray(np.random.default_rng(0).random(pat.shape[0]))
+    x = jnp.ones(pat.shape[0])
+    ref, _ = sweeps("off", pat, arrays, off, dg, rhs, None, x, jnp.float64(1.2))
+    got, calls = sweeps("interpret", pat, arrays, off, dg, rhs, None, x, jnp.float64(1.2))
+    assert calls == 0
+    np.testing.assert_array_equal(got, ref)
