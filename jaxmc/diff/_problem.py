@@ -11,7 +11,8 @@ How each property is differentiated:
 
 - unbounded `P=? [φ U ψ]`, `R=? [F ψ]` (DTMC; CTMC on the embedded DTMC):
   one linear solve `(I - A) x = b` through `lax.custom_linear_solve`
-  (implicit function theorem; the backward pass is one transposed solve);
+  (implicit function theorem; the backward pass is one transposed solve,
+  stopped when the gradient has converged: `linear_solve`'s `relevance`);
 - bounded `F<=k`, `C<=k` (DTMC, MDP): the `k` steps as a `lax.scan`,
   differentiated directly (with checkpointing, memory O(sqrt(k) n));
 - CTMC `P=? [φ U<=t ψ]`: uniformisation, `sum_i Poisson(i; q t) v_i` as a
