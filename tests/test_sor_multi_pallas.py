@@ -172,6 +172,9 @@ def test_sor_solve_agrees_with_xla():
 def test_default_on_cpu_is_xla(monkeypatch):
     monkeypatch.setattr(K, "MODE", "auto")
     assert jax.default_backend() != "cpu" or K.active() is None
+    monkeypatch.setattr(K.jax, "default_backend", lambda: "gpu")
+    assert K.active() == K.active(1024) == "native"
+    assert K.active(134) is None and K.active(K.AUTO_MIN_K // 2) is None
     monkeypatch.setattr(K, "MODE", "interpret")
     assert K.active() == "interpret"
     monkeypatch.setattr(K, "MODE", "off")

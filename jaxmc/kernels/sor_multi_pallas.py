@@ -37,7 +37,8 @@ update of the input would cost XLA a full copy of it per step.
 
 `MODE` (environment `JAXMC_SOR_KERNEL`, read at import; `gs_sweep` reads
 the attribute at trace time, so set it before the first call of a jitted
-function): `"auto"` (the kernel on a GPU backend, XLA elsewhere), `"off"`,
+function): `"auto"` (the kernel on a GPU backend for batches of
+`AUTO_MIN_K` or more columns, a power of two; XLA elsewhere), `"off"`,
 `"on"` (native, any backend), `"interpret"` (the kernel in Pallas'
 interpret mode: CPU tests).
 """
@@ -72,9 +73,17 @@ def _pow2(k: int) -> int:
     return 1 << max(0, (k - 1).bit_length())
 
 
-def active() -> str | None:
-    """How `gs_sweep` runs eligible blocks now: `"native"`, `"interpret"`
-    or None (the XLA path)."""
+#: `"auto"` takes the kernel for batches of these widths only: powers of
+#: two from `AUTO_MIN_K` on. Measured on an H200 (benchmarks/RESULTS.md,
+#: "Fused batched SOR kernel"): whole `jaxmc.sweep` runs 2% faster at k =
+#: 256 and 19% at k = 1024, but 29% slower at k = 134 (the default chunk
+#: there, whose `(R, 256)` tiles are half masked), not yet understood.
+AUTO_MIN_K = 256
+
+
+def active(k: int | None = None) -> str | None:
+    """How `gs_sweep` runs a sweep of `k` columns now: `"native"`,
+    `"interpret"` or None (the XLA path)."""
     mode = MODE
     if mode not in MODES:
         raise ValueError(f"`sor_multi_pallas.MODE` must be one of {MODES}, not {mode!r}")
@@ -82,9 +91,13 @@ def active() -> str | None:
         return None
     if mode == "interpret":
         return "interpret"
-    if mode == "on" or jax.default_backend() in ("gpu", "cuda", "rocm"):
+    if mode == "on":
         return "native"
-    return None
+    if jax.default_backend() not in ("gpu", "cuda", "rocm"):
+        return None
+    if k is not None and (k < AUTO_MIN_K or k & (k - 1)):
+        return None
+    return "native"
 
 
 def fits(n: int, k: int, w: int, n_c: int, dense: bool) -> bool:
