@@ -211,3 +211,48 @@ def test_example_models_agree_with_plain_gauss_seidel():
     g0, g1 = jax.grad(f[None])(point), jax.grad(f[1.0])(point)
     for k in point:
         np.testing.assert_allclose(float(g0[k]), float(g1[k]), rtol=1e-7)
+
+
+REWARD_WALK = """dtmc
+const int N;
+const double p;
+const double c;
+module walk
+  x : [0..N] init 0;
+  [] x<N -> p : (x'=x+1) + (1-p) : (x'=max(x-1,0));
+  [] x=N -> true;
+endmodule
+rewards "r"
+  x>0 & x<N : c;
+  x=0 : 1;
+endrewards
+rewards "t"
+  [] x<N : 0.5;
+endrewards
+rewards "z"
+  x<N : c;
+endrewards
+"""
+
+
+@pytest.mark.parametrize("prop, point, name", [
+    ('R{"z"}=? [ F x=20 ]', {"p": 0.6, "c": 0.0}, "c"),  # every reward 0 at the point
+    ('R{"r"}=? [ F x=20 ]', {"p": 0.6, "c": 0.3}, "p"),
+    ('R{"t"}=? [ F x=20 ]', {"p": 0.6, "c": 0.3}, "p"),  # transition rewards x probabilities
+])
+def test_reward_gradients_with_the_weighted_adjoint(prop, point, name):
+    """Reward gradients where the relevance weighting (`linear_solve`'s
+    `relevance`) could go wrong: a parametric reward whose value is 0 at
+    the point (its derivative is not bounded by its value: the weighting is
+    off for parametric rewards) and transition rewards (bounded per state
+    by their largest `|t|`). Central finite differences as the reference."""
+    model = jaxmc.load_model_string(REWARD_WALK, {"N": 20}, parameters=("p", "c"), params=point)
+    g = jax.grad(lambda th: jaxmc.solve(model, prop, params=th, epsilon=1e-13))(
+        {k: jnp.asarray(v) for k, v in point.items()})[name]
+    h = 1e-6
+    up, dn = dict(point), dict(point)
+    up[name] += h
+    dn[name] -= h
+    fd = (float(jaxmc.solve(model, prop, params=up, epsilon=1e-13))
+          - float(jaxmc.solve(model, prop, params=dn, epsilon=1e-13))) / (2 * h)
+    assert abs(float(g) - fd) <= 1e-5 * abs(fd), (float(g), fd)

@@ -342,10 +342,14 @@ class Problem:
             "kb": kb.astype(np.int32),
             "kb_rows": soe[kb].astype(np.int32),
             "kb_fixed": fixed[col[kb]],
-            "kb_bound": _row_bound(soe[kb], fixed[col[kb]], self.n),
+            "kb_bound": np.maximum(
+                _row_bound(soe[kb], fixed[col[kb]], self.n),
+                getattr(reward, "bound", 0.0),
+            ),
             "fixed": np.where(maybe, 0.0, fixed),
             "maybe": maybe,
         }
+        weigh = reward is None or not getattr(reward, "parametric", True)
         n, opts = self.n, self.opts
 
         def plan(arrays, theta):
@@ -356,7 +360,7 @@ class Problem:
             )
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
-            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))}
+            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))} if weigh else None
             return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"], relevance=rel)
 
         return plan
@@ -414,7 +418,10 @@ class Problem:
             "kb": kb.astype(np.int32),
             "kb_choice": row[kb].astype(np.int32),
             "kb_fixed": fixed[col[kb]],
-            "kb_bound": _row_bound(coc[row[kb]], fixed[col[kb]], self.n),
+            "kb_bound": np.maximum(
+                _row_bound(coc[row[kb]], fixed[col[kb]], self.n),
+                getattr(choice_reward, "bound", 0.0),
+            ),
             "fixed": np.where(maybe, 0.0, fixed),
             "maybe": maybe,
             "cmaybe": maybe[coc] & ~disabled,
@@ -423,6 +430,7 @@ class Problem:
             "col": col.astype(np.int32),
         }
         n, opts = self.n, self.opts
+        weigh = choice_reward is None or not getattr(choice_reward, "parametric", True)
         big = jnp.inf if opt == "min" else -jnp.inf
         red = jax.ops.segment_max if opt == "max" else jax.ops.segment_min
 
@@ -468,7 +476,7 @@ class Problem:
             c = jnp.where(h["maybe"], b_sig, h["fixed"])
             r = c + spmv(a_sig, h["pat"]["rows"], h["pat"]["cols"], n, x_vi) - x_vi
             r = jnp.where(h["maybe"], r, 0.0)
-            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(c)), "offset": x_vi}
+            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(c)), "offset": x_vi} if weigh else None
             return x_vi + linear_solve(a_sig, pat, h["pat"], r, opts, relevance=rel)
 
         return plan
@@ -603,6 +611,17 @@ class Problem:
                 )
             return st
 
+        # For the gradient's adjoint stop rule (`linear_solve`'s
+        # `relevance`): rewards whose values depend on parameters have no
+        # bound on their derivative from their values (a reward `p` at
+        # p = 0), so they turn the weighting off; transition rewards are
+        # constants times probabilities, bounded per state by the largest
+        # `|t|` of its transitions.
+        r.parametric = bool(sr._fns)
+        t_bound = np.zeros(n)
+        if has_t:
+            np.maximum.at(t_bound, self.soe, np.abs(sr.transition))
+        r.bound = t_bound
         return r
 
     def _reward(self, path, ridx, opt):
