@@ -267,6 +267,7 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     if classes is not None:
         table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
         clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
+    kmode = _sor_kernel.active(rp.shape[1]) if multi and rp.ndim == 2 else None
     blocks, kblocks = [], []
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
@@ -282,15 +283,14 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
             if multi and ov.ndim == 1:
                 ov = ov[:, None]
             ov = ov / d[orow]
-        # the kernel's columns (-1 marks padding: not gathered) and weights
-        if classes is not None:
-            kw = {"cls": vals, "table": table}
-        else:
-            kw = {"vals": vals[..., 0] if vals.ndim == 3 and vals.shape[2] == 1 else vals}
-        kcols = jnp.where(ell < lay["pcols"].shape[0], pcols[ell], -1)
-        kblocks.append((lo, hi, kcols, kw, (ov, pcols[ovf], orow) if ovf.shape[0] else None))
         blocks.append((lo, hi, vals, pcols[ell], ov, pcols[ovf], orow))
-    kmode = _sor_kernel.active(rp.shape[1]) if multi and rp.ndim == 2 else None
+        if kmode is not None:  # the kernel's columns (-1: padding, not gathered) and weights
+            if classes is not None:
+                kw = {"cls": vals, "table": table}
+            else:
+                kw = {"vals": vals[..., 0] if vals.ndim == 3 and vals.shape[2] == 1 else vals}
+            kcols = jnp.where(ell < lay["pcols"].shape[0], pcols[ell], -1)
+            kblocks.append((lo, hi, kcols, kw, (ov, pcols[ovf], orow) if ovf.shape[0] else None))
     if kmode is not None:  # shapes the kernel takes (else the XLA path)
         k = rp.shape[1]
         for lo, hi, kcols, kw, _ in kblocks:
@@ -352,7 +352,6 @@ class Relevance:
         self.w = w
         if w is not None:
             self.nw = w.shape[0] * w
-            self.inv = jnp.where(w > 0, 1.0 / jnp.where(w > 0, self.nw, 1.0), jnp.inf)
 
     def _b(self, v, x):
         return v if v.ndim == x.ndim else v[:, None]
@@ -379,8 +378,8 @@ class Relevance:
         if self.w is None:
             return 1e-300
         m = self.measure(x) if m is None else m
-        w = self._b(self.w, x)
-        return jnp.maximum(jnp.where(w > 0, m * self._b(self.inv, x), jnp.inf), 1e-300)
+        nw = self._b(self.nw, x)
+        return jnp.maximum(jnp.where(nw > 0, m / jnp.where(nw > 0, nw, 1.0), jnp.inf), 1e-300)
 
 
 def _jacobi(step, x0, eps, max_iters, rel=None):
@@ -694,9 +693,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
             rhs = jnp.broadcast_to(rhs, dg.shape) if rhs.ndim < dg.ndim else rhs
             sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, pat.bounds, n)
-            if weights is not None:
-                weights = jnp.broadcast_to(weights.reshape(weights.shape + (1,) * (dg.ndim - weights.ndim)), dg.shape)
-            wp = None if weights is None else to_p(weights)
+            wp = None if weights is None else to_p(weights)  # [n] or [n, k]
             return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
         return jac(off, dg, rhs, order, lay, r, cl, weights)
 
@@ -738,7 +735,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
         full = jnp.abs(rel["offset"] + x)
         w = jnp.maximum(rel["b_scale"], jax.ops.segment_max(
             full[cols], rows, num_segments=n, indices_are_sorted=True))
-        matvec, solve, transpose_solve = pieces(st, dat, jnp.maximum(w, 0.0))
+        matvec, solve, transpose_solve = pieces(st, dat, w)
         t = d_rhs + spmv(d_dat, rows, cols, n, x)
         return x, lax.custom_linear_solve(matvec, t, solve, transpose_solve)
 

@@ -617,11 +617,8 @@ class Problem:
         # p = 0), so they turn the weighting off; transition rewards are
         # constants times probabilities, bounded per state by the largest
         # `|t|` of its transitions.
-        r.parametric = bool(sr._fns)
-        t_bound = np.zeros(n)
-        if has_t:
-            np.maximum.at(t_bound, self.soe, np.abs(sr.transition))
-        r.bound = t_bound
+        r.parametric = sr.parametric
+        r.bound = _row_bound(self.soe, sr.transition, n) if has_t else np.zeros(n)
         return r
 
     def _reward(self, path, ridx, opt):

@@ -261,6 +261,8 @@ class StateRewards:
         self.has_state = rs.state is not None
         self.transition = None if rs.transition is None else np.asarray(rs.transition, float)
         self.arrays = {"base": base, "dep": dep}
+        #: Whether some state reward value depends on a parameter.
+        self.parametric = bool(self._fns)
 
     def __call__(self, arrays, theta):
         r = jnp.asarray(arrays["base"])

@@ -15,11 +15,10 @@ the iterate and the table only) or `vals[j, i, :]` / `vals[j, i]`.
 `extra` (`[n_c, k]`, optional) is added last: the block's scatter-added
 overflow entries, summed by XLA.
 
-Why a kernel: XLA fuses neither the row gathers `x[cols[j]]` nor the table
-gather `table[cls]` into the update; it materialises an `[n_c, k]` array
-per slot and blends in separate passes, ~20 passes over the iterate per
-sweep where this kernel needs ~3 (gather the other colours' rows, read
-`rp` and the block's rows, write them). One program handles an `(R, K)`
+Why a kernel: XLA does fuse each block's gathers into one fusion, but a
+sweep still costs it ~4 passes over the iterate (measured on an H200,
+RESULTS.md "Fused batched SOR kernel"); this kernel needs ~2 (gather the
+other colours' rows, read `rp` and the block's rows, write them). One program handles an `(R, K)`
 tile: `R` rows times `K` = `k` rounded up to a power of two (Triton's
 tensor dimensions; the extra columns are masked and cost no traffic).
 Each gathered row `x[col, :]` is `8 k` contiguous bytes.
@@ -52,6 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from .spmv_multi_pallas import _pow2
 from .spmv_pallas import _compiler_params, _load, _store
 
 
@@ -67,10 +67,6 @@ NUM_WARPS = 4
 #: Slot counts up to this are unrolled (as the XLA path does); more run a
 #: loop.
 UNROLL = 16
-
-
-def _pow2(k: int) -> int:
-    return 1 << max(0, (k - 1).bit_length())
 
 
 #: `"auto"` takes the kernel for batches of these widths only: powers of
