@@ -99,9 +99,11 @@ def test_choose_width():
     c = np.full(1000, 2)
     c[3] = 10_000
     assert choose_width(c) == 2
-    # most states at 3, a tail at 6: the tail goes to the overflow
+    # a tail within the padding limit: no overflow (consensus: 1-6 choices)
     c = np.array([3] * 900 + [6] * 100)
-    assert choose_width(c) == 3
+    assert choose_width(c) == 6
+    # past the limit: the tail goes to the overflow
+    assert choose_width(c, max_padding=1.5) == 3
 
 
 def test_fallbacks():

@@ -63,15 +63,20 @@ class GroupIndex(eqx.Module):
     width: int = eqx.field(static=True)
 
 
-def choose_width(counts: np.ndarray) -> int:
-    """The slot width for choice counts `counts` (per state) minimising
-    `n * w + OVERFLOW_COST * (choices past w)`: widening pays while more
-    than `n / OVERFLOW_COST` states have more than `w` choices."""
+def choose_width(counts: np.ndarray, max_padding: float = MAX_PADDING) -> int:
+    """The slot width for choice counts `counts` (per state): the largest
+    count when `n * width` stays within `max_padding * max(m, n)` (no
+    overflow path: every state in one fused gather; the repeated slots hit
+    the cache), else the width minimising `n * w + OVERFLOW_COST * (choices
+    past w)` (widening pays while more than `n / OVERFLOW_COST` states have
+    more than `w` choices)."""
     counts = np.asarray(counts, dtype=np.int64)
     n = len(counts)
     top = int(counts.max(initial=0))
     if top <= 1:
         return 1
+    if n * top <= max_padding * max(int(counts.sum()), n):
+        return top
     above = n - np.cumsum(np.bincount(counts, minlength=top + 1))  # [w]: states with > w
     rest = np.cumsum(above[::-1])[::-1]  # [w]: choices past slot w, summed over states
     w = np.arange(1, top + 1)
@@ -96,7 +101,7 @@ def group_index(choice_ptr, *, width: int | None = None, table: bool = False,
     if m >= 2**31:
         return None  # int32 indices
     counts = np.diff(ptr)
-    w = choose_width(counts) if width is None else int(width)
+    w = choose_width(counts, max_padding or np.inf) if width is None else int(width)
     if w < 1:
         raise ValueError(f"`width` must be at least 1, not {w}")
     if max_padding is not None and n * w > max_padding * max(m, n):
