@@ -260,14 +260,46 @@ def micro(name, L, inv, xs, bw_unused=None, k=100):
     return out
 
 
-def bellman_model(em, L):
-    """A `SparseModel` of the MDP `em` whose `matrix` is the layout `L`."""
+#: The MDP group reductions to time for `bellman` (`JAXMC_BENCH_GROUPS`,
+#: comma list): "auto" (what `from_arrays` picks: the gather of
+#: `jaxmc.layout.GroupIndex`), "segment" (`segment_max`, the reduction up to
+#: session 5), "table" (the gather with a precomputed `[n, width]` index
+#: table), "wN" / "tableN" (width N; states with more choices overflow).
+GROUPS = tuple(os.environ.get("JAXMC_BENCH_GROUPS", "auto").split(","))
+
+
+def bellman_model(em, L, groups="auto"):
+    """A `SparseModel` of the MDP `em` whose `matrix` is the layout `L`, its
+    group reduction set by `groups` (see `GROUPS`)."""
     import equinox as eqx
 
     from jaxmc.layout import from_arrays
+    from jaxmc.layout._model import group_index
 
     M = from_arrays(em.choice_ptr, em.row_ptr, em.col, em.val, nondeterministic=True)
-    return eqx.tree_at(lambda m: m.matrix, M, L)
+    M = eqx.tree_at(lambda m: m.matrix, M, L)
+    if groups == "auto":
+        return M
+    if groups == "segment":
+        G = None
+    else:
+        table = groups.startswith("table")
+        w = groups.removeprefix("table").removeprefix("w")
+        G = group_index(em.choice_ptr, width=int(w) if w else None, table=table,
+                        max_padding=None)
+    return eqx.tree_at(lambda m: m.groups, M, G, is_leaf=lambda x: x is None)
+
+
+def hlo_kernels(f) -> dict:
+    """Kernel count of `f`'s compiled HLO (fusions, scatters, custom calls,
+    e.g. a Pallas kernel): whether the group max and the measure share one
+    fusion."""
+    import re
+
+    txt = jax.jit(f).lower().compile().as_text()
+    ops = re.findall(r"= \S+ ([\w-]+)\(", txt)
+    return dict(fusions=ops.count("fusion"), scatters=txt.count(" scatter("),
+                custom_calls=ops.count("custom-call"))
 
 
 def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
@@ -340,13 +372,16 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                     # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
                 elif method == "bellman":
-                    MM = bellman_model(em, L)
                     bb = jnp.zeros(M.shape[0], dtype)
                     xs = jnp.asarray(np.random.default_rng(0).random(n), dtype)
+                    fns = []
+                    for g in GROUPS:
+                        MM = bellman_model(em, L, g)
 
-                    def fn(k, MM=MM, bb=bb, xs=xs):
-                        return solvers.value_iteration(MM, bb, xs, "max", epsilon=0.0,
-                                                       max_iters=k, throw=False)
+                        def fn(k, MM=MM, bb=bb, xs=xs):
+                            return solvers.value_iteration(MM, bb, xs, "max", epsilon=0.0,
+                                                           max_iters=k, throw=False)
+                        fns.append((g, fn))
                     # CSR matrix (m rows), x, x' (the per-choice vector is not counted)
                     cb = M.nnz * (it + 4) + 4 * (M.shape[0] + 1) + it * 2 * n
                 else:
@@ -354,16 +389,26 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                         return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False,
                                              steps_per_trip=trip, measure=measure)
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 3 * n
-                t, sol = per_iteration(fn, iters)
-                rows.append(dict(model=name, solver=method, layout=label, prec=dt,
-                                 us_per_iter=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
-                                 residual=float(sol.residual),
-                                 iterations=int(sol.iterations)))
-                print(rows[-1], flush=True)
+                if method != "bellman":
+                    fns = [(None, fn)]
+                ref = None
+                for g, fn in fns:
+                    t, sol = per_iteration(fn, iters)
+                    rows.append(dict(model=name, solver=method,
+                                     layout=label if g is None else f"{label} [{g}]", prec=dt,
+                                     us_per_iter=t * 1e6, GBs=cb / t / 1e9,
+                                     frac_copy=cb / t / bw, residual=float(sol.residual),
+                                     iterations=int(sol.iterations)))
+                    if g is not None:  # same values from every reduction
+                        v = np.asarray(sol.value)
+                        ref = v if ref is None else ref
+                        rows[-1]["same_as_first"] = bool(np.array_equal(v, ref))
+                        rows[-1].update(hlo_kernels(lambda fn=fn: fn(iters).value))
+                    print(rows[-1], flush=True)
                 if TUNING_RUN and method == "jacobi" and label == "warp-full t8":
                     inv = dg.map(lambda t: 1.0 / t)
                     rows[-1].update(micro(label, L, inv, xs))
-                del L, fn
+                del L, fn, fns
             except Exception as e:  # noqa: BLE001
                 print(f"FAILED {name} {method} {label} {dt}: {type(e).__name__}: "
                       f"{str(e)[:400]}", flush=True)
