@@ -10,7 +10,15 @@ transition entry, which updates produced it (see `jaxmc.explore.builder`):
 `TransitionValues` re-evaluates exactly this sum as a jittable function of the
 parameters: parameter-free update probabilities are multiplied into a host
 array once, and each parameter-dependent one is a small `jnp` expression on
-the states where it fires (`jaxmc.diff._expr`).
+the states where it fires (`jaxmc.diff._expr`). Their values go into one
+small table (one slot for a state-independent factor such as `(1-f)*p`, one
+per state otherwise), and each contribution gathers its factor from it: one
+pass over the contributions per column of the provenance, whatever the
+number of parameters or updates. Why: multiplying each update's values into
+the `[c]` array in turn (a scatter-multiply per update) made the gradient's
+forward pass keep a `[c]` copy per update for the backward pass; with 16
+parameters (64 updates) on 10^6 states that was 2.5 GB of residuals and
+~5 s of a 38 s CPU gradient (benchmarks/RESULTS.md, session 5).
 
 Semantics (those of Storm's and PRISM's parametric engines): the graph is
 the one of the *symbolic* model. It is built once and kept for every
@@ -139,17 +147,21 @@ class TransitionValues:
         counts = np.diff(prov.entry_ptr)
         e_of_j = np.repeat(np.arange(nnz), counts)
         soe = model.state_of_choice()[model.row_of_entry()]
-        src = soe[e_of_j]
+        src_of = soe[e_of_j]  # source state of each contribution
         gids = prov.products[prov.product]  # [c, K]
+        self.names = tuple(checked.parameters)
+        theta_shape = {k: jax.ShapeDtypeStruct((), jnp.float64) for k in self.names}
         base = np.asarray(prov.weight, dtype=np.float64).copy()
-        self._fns = []
-        dep_arrays = []
+        self._fns, self._sizes = [], []
+        leaves, src = [], []
         dep_cmds = set()
+        slot = 0  # next free slot of the table of parameter-dependent factors
         for m in range(gids.shape[1]):
             col = gids[:, m]
             order = np.argsort(col, kind="stable")
             sc = col[order]
             cuts = np.flatnonzero(np.diff(sc)) + 1
+            where = None  # [c]: slot of contribution j's factor of column m
             for a, b in zip(np.r_[0, cuts], np.r_[cuts, sc.size]):
                 gid = int(sc[a])
                 if gid < 0:
@@ -159,22 +171,36 @@ class TransitionValues:
                 cmd = cmds[ci]
                 e = cmd.updates[ui].prob
                 if mentions(e, ctx.params) is None:
-                    base[js] *= ctx.host(e, src[js]).astype(np.float64)
+                    base[js] *= ctx.host(e, src_of[js]).astype(np.float64)
                     continue
                 dep_cmds.add(ci)
                 what = f"the probability/rate of an update of module `{cmd.module}`"
-                comp = ctx.compile(e, src[js], what)
+                comp = ctx.compile(e, src_of[js], what)
+                # A state-independent factor (`(1-fail)*p`) takes one slot,
+                # shared by all its contributions; others one per contribution.
+                shape = jax.eval_shape(comp.fn, comp.leaves, theta_shape).shape
+                size = 1 if shape == () else js.size
+                if where is None:
+                    where = np.full(base.size, -1, np.int64)
+                where[js] = slot + (0 if size == 1 else np.arange(js.size))
                 self._fns.append(comp.fn)
-                dep_arrays.append({"idx": js.astype(np.int32), "leaves": comp.leaves})
+                self._sizes.append(size)
+                leaves.append(comp.leaves)
+                slot += size
+            if where is not None:
+                src.append(where)
+        # Factor slot `slot` is the constant 1 (contributions without a
+        # parameter-dependent factor in that column).
+        src = [np.where(w < 0, slot, w).astype(np.int32) for w in src]
         self._check_vanishing(ctx, [cmds[c] for c in sorted(dep_cmds)], build_params)
         self.nnz = nnz
         self.merged = base.size != nnz
         self.arrays = {
             "base": base,
             "entry": e_of_j.astype(np.int32),
-            "dep": dep_arrays,
+            "leaves": leaves,
+            "src": src,
         }
-        self.names = tuple(checked.parameters)
         # The provenance must reproduce the built values at the build point.
         theta0 = {k: float(build_params[k]) for k in self.names}
         got = np.asarray(jax.jit(self.__call__)(self.arrays, theta0))
@@ -213,10 +239,14 @@ class TransitionValues:
 
     def __call__(self, arrays, theta):
         f = jnp.asarray(arrays["base"])
-        for fn, d in zip(self._fns, arrays["dep"]):
-            f = f.at[d["idx"]].multiply(
-                fn(d["leaves"], theta), indices_are_sorted=True, unique_indices=True
-            )
+        if self._fns:
+            parts = [
+                jnp.broadcast_to(jnp.asarray(fn(L, theta), jnp.float64), (size,))
+                for fn, L, size in zip(self._fns, arrays["leaves"], self._sizes)
+            ]
+            table = jnp.concatenate(parts + [jnp.ones((1,), jnp.float64)])
+            for src in arrays["src"]:
+                f = f * table[src]
         if not self.merged:
             return f
         return jax.ops.segment_sum(
