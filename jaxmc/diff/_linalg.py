@@ -225,13 +225,16 @@ def spmv_t(data, pat: dict, n_cols: int, x):
     return spmv(data[pat["perm"]], pat["t_rows"], pat["t_cols"], n_cols, x)
 
 
-def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
+def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_rows=None):
     """`(sweep, to_perm, from_perm)`: one multicolour Gauss-Seidel sweep of
     `x = (rhs + off x) / dg` on the colour-sorted iterate, colour by colour
     (each block's new values use the other blocks' latest ones), in the
     layout of `sweep_layout`. `sweep(x, omega)` over-relaxes each block's
     update, `x_c <- (1 - omega) x_c + omega GS_c(x)` (SOR; `omega` a scalar
-    or `[k]`, one per column; `None` is plain Gauss-Seidel). `off` is `[nnz]` or `[nnz, k]`, `dg` and
+    or `[k]`, one per column; `None` is plain Gauss-Seidel).
+    `sweep(x, omega, check=(rel, eps, m))` returns `(x', ok)`, `ok` (per
+    column) whether every entry passes the stop rule `rel.converged(|x' -
+    x|, x', eps, m)` and is finite: the kernel computes it in the same pass. `off` is `[nnz]` or `[nnz, k]`, `dg` and
     `rhs` `[n]` or `[n, k]` (`k` columns at once: one pass over the shared
     indices). Values are divided by the diagonal and laid out once, here;
     each block's update is `w_c` row gathers `x[cols_j]` times values (no
@@ -249,7 +252,10 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     weights, blend and write-back in one pass; XLA's fusions make ~4
     passes over the iterate per sweep, the kernel ~2), with the same reads
     in the same order, so the same values; single vectors and other
-    backends take the XLA path."""
+    backends take the XLA path. `rhs_rows` (optional, int `[m]`): the only
+    rows where `rhs` can be non-zero (e.g. the states next to a
+    reachability's target); the kernel then reads those rows of the
+    right-hand side only (the XLA path ignores it)."""
     multi = rhs.ndim > 1
     pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
 
@@ -268,6 +274,11 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
         table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
         clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
     kmode = _sor_kernel.active(rp.shape[1]) if multi and rp.ndim == 2 else None
+    krp, krows = rp, None
+    if kmode is not None and rhs_rows is not None:
+        ppos = pos[rhs_rows]  # their positions in the iterate's order
+        krp = rp[ppos]
+        krows = jnp.full((n,), -1, jnp.int32).at[ppos].set(jnp.arange(ppos.shape[0], dtype=jnp.int32))
     blocks, kblocks = [], []
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
@@ -303,9 +314,23 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None):
     def weight(vals, j):
         return vals[j] if classes is None else table[vals[j]]
 
-    def sweep(x, omega=None):
+    def sweep(x, omega=None, check=None):
         if kmode is not None and x.shape == rp.shape and x.dtype == rp.dtype:
-            return _sor_kernel.sweep(x, rp, kblocks, omega, interpret=kmode == "interpret")
+            kcheck = None
+            if check is not None:
+                rel, eps, m = check
+                kcheck = (eps, getattr(rel, "nw", None) if rel.w is not None else None,
+                          None if rel.w is None else (rel.measure(x) if m is None else m))
+            return _sor_kernel.sweep(x, krp, kblocks, omega, check=kcheck, rp_rows=krows,
+                                     interpret=kmode == "interpret")
+        y = _xla_sweep(x, omega)
+        if check is None:
+            return y
+        rel, eps, m = check
+        ok = rel.converged(jnp.abs(y - x), y, eps, m) & jnp.all(jnp.isfinite(y), axis=0)
+        return y, ok
+
+    def _xla_sweep(x, omega):
         for lo, hi, vals, ecols, ov, ocols, orow in blocks:
             w = vals.shape[0]
             acc = rp[lo:hi]
@@ -537,16 +562,17 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
 
     def step(c, m):
         """Two sweeps and the convergence check (with the floor of the
-        window's `M`); converged columns stop changing (so a column ends
-        where a one-vector solve would)."""
+        window's `M`), which the second sweep computes as it writes (one
+        fused pass on a GPU: `gs_sweep`). Converged columns stop changing:
+        they sweep with `w = 0`, which leaves them exactly as they are (so
+        a column ends where a one-vector solve would, and no select pass
+        over the iterate is needed). The first sweep's result is carried
+        out for the window's bookkeeping."""
         x, _, it, done, w, i = c
-        x1 = sweep(x, w)
-        x2 = sweep(x1, w)
-        d = jnp.abs(x2 - x1)
-        ok = rel.converged(d, x2, eps, m) & jnp.all(jnp.isfinite(x2), axis=0)
-        if x.ndim > 1:  # one vector: the loop stops when it converges
-            x2 = jnp.where(done, x, x2)
-        return x2, d, it + 2, done | ok, w, i + 1
+        we = jnp.where(done, 0.0, w)  # (one vector: the loop stops instead)
+        x1 = sweep(x, we)
+        x2, ok = sweep(x1, we, check=(rel, eps, m))
+        return x2, x1, it + 2, done | ok, w, i + 1
 
     def cond(c):
         return (~jnp.all(c[3])) & (c[2] < max_iters)
@@ -556,11 +582,11 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
         # bookkeeping once (not masks on every iteration, nor a `cond` per
         # iteration, which costs a host round trip per step on a GPU).
         x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m = c
-        x, d, it, done, w, _ = lax.while_loop(
-            step_cond, lambda c: step(c, m), (x, jnp.zeros_like(x), it, done, w, jnp.zeros((), jnp.int32))
+        x, x1, it, done, w, _ = lax.while_loop(
+            step_cond, lambda c: step(c, m), (x, x, it, done, w, jnp.zeros((), jnp.int32))
         )
         x, snap, w, phase, a_ref, r_min, z_ref, u_ref, m = window(
-            (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), d, done
+            (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), jnp.abs(x - x1), done
         )
         return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
 
@@ -598,17 +624,18 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
     indices per slot and sweep, and a per-column convergence mask."""
 
     @jax.custom_batching.custom_vmap
-    def jac(off, dg, rhs, order, lay, rows, classes, weights):
+    def jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
         sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
         wp = None if weights is None else to_p(weights)
         return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp))
 
     @jac.def_vmap
-    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes, weights):
+    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
         b_off, b_dg, b_rhs = in_batched[:3]
-        if any(jax.tree_util.tree_leaves(in_batched[3:7])):  # a batched structure
+        if any(jax.tree_util.tree_leaves(in_batched[3:7] + in_batched[8:])):  # a batched structure
             axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
-            return jax.vmap(jac.fun, in_axes=axes)(off, dg, rhs, order, lay, rows, classes, weights), True
+            return jax.vmap(jac.fun, in_axes=axes)(
+                off, dg, rhs, order, lay, rows, classes, weights, rhs_rows), True
         off = off.T if b_off else off  # [nnz, k] or [nnz]
         dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
@@ -616,7 +643,7 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
             weights = weights.T  # [n, k]
 
         def run(cl):
-            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl)
+            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl, rhs_rows)
             wp = None if weights is None else to_p(weights)
             return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
 
@@ -652,7 +679,8 @@ class Options:
         self.omega = None if omega is None else float(omega)
 
 
-def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None, relevance=None):
+def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None, relevance=None,
+                 rhs_rows=None):
     """`x` with `x = A x + b`, i.e. `(I - A) x = b`, for `A` = `data` on
     `pat` (spectral radius < 1: the caller restricts `A` to the transient
     "maybe" states). Differentiable in `data` and `b` by the implicit function
@@ -673,7 +701,12 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     it (or for tangents: `jax.jvp`) every entry converges relative to
     itself. `offset`: what `x` is a correction to (e.g. the value-iteration
     result), so that `offset + x` are the values; `b_scale`: a bound on
-    `|db_s|`'s scale (the values `b_s` is made of)."""
+    `|db_s|`'s scale (the values `b_s` is made of).
+
+    `rhs_rows` (optional, int `[m]`, with `relevance`): the rows where `b`
+    can be non-zero; batched forward solves on a GPU then read only those
+    rows of it per sweep (`gs_sweep`). Tangent and adjoint solves, whose
+    right-hand sides are dense, ignore it."""
     n = pat.shape[0]
     eps = jnp.asarray(opts.epsilon, jnp.float64)
     mi = opts.max_iters
@@ -683,7 +716,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     # over: the custom JVP below must not capture traced arrays.
     st = {"arrays": arrays, "classes": classes or {}}
 
-    def _solver(st, dat, r, c, lay, rhs, cl, weights=None):
+    def _solver(st, dat, r, c, lay, rhs, cl, weights=None, rhs_rows=None):
         d = jax.lax.stop_gradient(dat)
         dg = 1.0 - jax.ops.segment_sum(
             jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
@@ -695,11 +728,13 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, pat.bounds, n)
             wp = None if weights is None else to_p(weights)  # [n] or [n, k]
             return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
-        return jac(off, dg, rhs, order, lay, r, cl, weights)
+        return jac(off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
 
-    def pieces(st, dat, weights):
+    def pieces(st, dat, weights, rhs_rows=None):
         """`(matvec, solve, transpose_solve)` of `custom_linear_solve` for
-        the values `dat`; `weights` weigh the transposed solve's stop rule."""
+        the values `dat`; `weights` weigh the transposed solve's stop rule;
+        `rhs_rows` (the primal solve only) the rows where `solve`'s
+        right-hand side can be non-zero."""
         a = st["arrays"]
         rows, cols = a["rows"], a["cols"]
 
@@ -707,7 +742,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             return x - spmv(dat, rows, cols, n, x)
 
         def solve(_, rhs):
-            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"])
+            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"], None, rhs_rows)
 
         def transpose_solve(_, rhs):
             return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], a["t_lay"], rhs, {}, weights)
@@ -724,7 +759,7 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     # one above.
     @jax.custom_jvp
     def solve_x(dat, rhs, rel, st):
-        return pieces(st, dat, None)[1](None, rhs)
+        return pieces(st, dat, None, st.get("rhs_rows"))[1](None, rhs)
 
     @solve_x.defjvp
     def solve_x_jvp(primals, tangents):
@@ -743,6 +778,8 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
         "b_scale": jnp.asarray(relevance["b_scale"], jnp.float64),
         "offset": jnp.asarray(relevance.get("offset", 0.0), jnp.float64) + jnp.zeros(n),
     })
+    if rhs_rows is not None:
+        st = dict(st, rhs_rows=rhs_rows)
     return solve_x(data, b, rel, st)
 
 

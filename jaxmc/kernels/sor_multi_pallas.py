@@ -67,6 +67,12 @@ NUM_WARPS = 4
 #: Slot counts up to this are unrolled (as the XLA path does); more run a
 #: loop.
 UNROLL = 16
+#: Row tiles per program in a checking call (`block_update(check=...)`):
+#: each program writes one `[K]` row of flags, so `[n / (R CHECK_TILES),
+#: K]` in all.
+CHECK_TILES = int(os.environ.get("JAXMC_SOR_CHECK_TILES", 16))
+#: ... but no fewer programs than this per call (enough to fill the GPU).
+CHECK_MIN_PROGRAMS = 4096
 
 
 #: `"auto"` takes the kernel for batches of these widths only: powers of
@@ -104,7 +110,7 @@ def fits(n: int, k: int, w: int, n_c: int, dense: bool) -> bool:
 
 def block_update(
     old, cols, rp, omega=None, *, lo: int, hi: int, new=None, cls=None, table=None, vals=None,
-    extra=None, interpret: bool = False, block_rows: int | None = None,
+    extra=None, check=None, rp_rows=None, interpret: bool = False, block_rows: int | None = None,
     num_warps: int | None = None,
 ):
     """One colour block `[lo, hi)` of a sweep: returns the flat buffer
@@ -120,9 +126,21 @@ def block_update(
     `cols` `[w, n_c]` int32 (column positions, -1 for padding); weights
     from `cls` `[w, n_c]` and `table` `[C, k]`, or from `vals` `[w, n_c,
     k]` or `[w, n_c]` (shared by the columns); `rp` `[n, k]` (rows `lo:hi`
-    read); `omega` None (plain Gauss-Seidel), a scalar or `[k]`; `extra`
+    read), or with `rp_rows` (`[n]` int32: each row's row of `rp`, -1 for
+    a zero row) the `[m, k]` non-zero rows only (a reachability's right-hand
+    side is zero but next to the target: it then costs no traffic); `omega` None (plain Gauss-Seidel), a scalar or `[k]`; `extra`
     None or `[n_c, k]`. Values in `old`'s dtype. `block_rows` (a power of
-    two) and `num_warps` default from `TILE`/`NUM_WARPS`."""
+    two) and `num_warps` default from `TILE`/`NUM_WARPS`.
+
+    `check` (optional, `(eps, nw, m)`): also test the block's rows against
+    the solver's stop rule as they are written, `d <= eps max(|x'|,
+    1e-300)` with `d = |x' - x|`, or with weights `nw` (`[n]` or `[n, k]`,
+    in row order) and `m` (`[k]`) `d nw <= eps max(|x'| nw, max(m,
+    1e-300))` (`jaxmc.diff._linalg.Relevance.converged`, the same
+    operations), and `x'` finite. Each program then loops over
+    up to `CHECK_TILES` row tiles and writes one row of `[K]` flags (non-zero:
+    some entry of that column failed); returns `(buffer, flags)`, flags
+    `[programs, K]` int8."""
     if old.ndim != 2:
         raise ValueError(f"`x` must have shape [n, k], not {old.shape}")
     n, k = (int(s) for s in old.shape)
@@ -148,6 +166,8 @@ def block_update(
     if new is not None and new.shape != (size,):
         raise ValueError(f"`new` must have shape ({size},), not {new.shape}")
     ins = [old.reshape(-1), cols.astype(jnp.int32).reshape(-1), rp.astype(dt).reshape(-1)]
+    if rp_rows is not None:
+        ins.append(rp_rows.astype(jnp.int32).reshape(-1))
     if wkind == "table":
         ins += [cls.astype(jnp.int32).reshape(-1), table.astype(dt).reshape(-1)]
     else:
@@ -156,65 +176,118 @@ def block_update(
         ins.append(jnp.broadcast_to(jnp.asarray(omega, dt), (k,)))
     if extra is not None:
         ins.append(extra.astype(dt).reshape(-1))
+    G = 1
+    if check is not None:
+        eps, nw, mm = check
+        G = max(1, min(CHECK_TILES, pl.cdiv(nc, R) // CHECK_MIN_PROGRAMS))
+        ins.append(jnp.reshape(jnp.asarray(eps, dt), (1,)))
+        if nw is not None:
+            wdense = nw.ndim == 2
+            ins += [nw.astype(dt).reshape(-1), jnp.broadcast_to(jnp.asarray(mm, dt), (k,))]
+    weighted = check is not None and check[1] is not None
+    n_prog = pl.cdiv(pl.cdiv(nc, R), G)
     if new is not None:
         ins.append(new)
 
     def kernel(*refs):
         it = iter(refs)
         x_ref, c_ref, rp_ref = next(it), next(it), next(it)
+        ri_ref = next(it) if rp_rows is not None else None
         if wkind == "table":
             cls_ref, tab_ref = next(it), next(it)
         else:
             val_ref = next(it)
         om_ref = next(it) if omega is not None else None
         ex_ref = next(it) if extra is not None else None
+        eps_ref = next(it) if check is not None else None
+        nw_ref, m_ref = (next(it), next(it)) if weighted else (None, None)
         y_ref = next(it) if new is not None else None
         o_ref = next(it)
+        f_ref = next(it) if check is not None else None
+        cv = jnp.arange(K, dtype=jnp.int32)
+        ck = cv < k
+        om = _load(om_ref, jnp.where(ck, cv, 0), ck, 0)[None, :] if om_ref is not None else None
+
+        def tile(t, flags):
+            """Rows `t R .. t R + R - 1` of the block; with `check`, also
+            OR its stop-rule failures (per column) into `flags`."""
+            i = t * R + jnp.arange(R, dtype=jnp.int32)  # rows within the block
+            valid = i < nc
+            ic = jnp.where(valid, i, 0)
+            col = lax.broadcasted_iota(jnp.int32, (R, K), 1)
+            m2 = valid[:, None] & (col < k)
+            own = jnp.where(m2, (lo + ic)[:, None] * k + col, 0)
+
+            def slot(j, acc):
+                e = j * nc + ic
+                c = _load(c_ref, e, valid, -1)
+                real = valid & (c >= 0)
+                g = real[:, None] & m2
+                xi = jnp.where(g, c[:, None] * k + col, 0)
+                if y_ref is None:
+                    xv = _load(x_ref, xi, g, 0)
+                else:  # rows below lo: this sweep's values
+                    gn = g & (c < lo)[:, None]
+                    go = g & (c >= lo)[:, None]
+                    xv = jnp.where(gn, _load(y_ref, xi, gn, 0), _load(x_ref, xi, go, 0))
+                if wkind == "table":
+                    cl = _load(cls_ref, e, real, 0)
+                    wt = _load(tab_ref, jnp.where(g, cl[:, None] * k + col, 0), g, 0)
+                elif wkind == "dense":
+                    wt = _load(val_ref, jnp.where(g, e[:, None] * k + col, 0), g, 0)
+                else:
+                    wt = _load(val_ref, e, real, 0)[:, None]
+                return acc + xv * wt
+
+            if ri_ref is None:
+                acc = _load(rp_ref, own, m2, 0)
+            else:
+                ri = _load(ri_ref, lo + ic, valid, -1)
+                has = (ri >= 0)[:, None] & m2
+                acc = _load(rp_ref, jnp.where(has, ri[:, None] * k + col, 0), has, 0)
+            if w <= UNROLL:
+                for j in range(w):
+                    acc = slot(j, acc)
+            else:
+                acc = lax.fori_loop(0, w, slot, acc)
+            if ex_ref is not None:
+                acc = acc + _load(ex_ref, jnp.where(m2, ic[:, None] * k + col, 0), m2, 0)
+            xo = _load(x_ref, own, m2, 0) if (om is not None or check is not None) else None
+            if om is not None:
+                acc = (1.0 - om) * xo + om * acc
+            dst = own
+            if spare:
+                dst = jnp.where(m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)
+            _store(o_ref, dst, acc, m2)
+            if flags is None:
+                return None
+            # the stop rule, as `Relevance.converged` computes it (NaN fails)
+            d = jnp.abs(acc - xo)
+            eps_v = _load(eps_ref, jnp.zeros((1,), jnp.int32), None, 0)[:, None]
+            ax = jnp.abs(acc)
+            if nw_ref is None:
+                ok = d <= eps_v * jnp.maximum(ax, 1e-300)
+            else:
+                if wdense:
+                    nwv = _load(nw_ref, own, m2, 0)
+                else:
+                    nwv = _load(nw_ref, lo + ic, valid, 0)[:, None]
+                mv = _load(m_ref, jnp.where(ck, cv, 0), ck, 0)[None, :]
+                ok = d * nwv <= eps_v * jnp.maximum(ax * nwv, jnp.maximum(mv, 1e-300))
+            ok = ok & (ax < jnp.inf)
+            bad = jnp.where(m2 & ~ok, 1, 0).astype(jnp.int32)
+            return jnp.maximum(flags, jnp.max(bad, axis=0))
 
         pid = pl.program_id(0).astype(jnp.int32)
-        i = pid * R + jnp.arange(R, dtype=jnp.int32)  # rows within the block
-        valid = i < nc
-        ic = jnp.where(valid, i, 0)
-        col = lax.broadcasted_iota(jnp.int32, (R, K), 1)
-        m2 = valid[:, None] & (col < k)
-        own = jnp.where(m2, (lo + ic)[:, None] * k + col, 0)
-
-        def slot(j, acc):
-            e = j * nc + ic
-            c = _load(c_ref, e, valid, -1)
-            real = valid & (c >= 0)
-            g = real[:, None] & m2
-            xi = jnp.where(g, c[:, None] * k + col, 0)
-            if y_ref is None:
-                xv = _load(x_ref, xi, g, 0)
-            else:  # rows below lo: this sweep's values
-                gn = g & (c < lo)[:, None]
-                go = g & (c >= lo)[:, None]
-                xv = jnp.where(gn, _load(y_ref, xi, gn, 0), _load(x_ref, xi, go, 0))
-            if wkind == "table":
-                t = _load(cls_ref, e, real, 0)
-                wt = _load(tab_ref, jnp.where(g, t[:, None] * k + col, 0), g, 0)
-            elif wkind == "dense":
-                wt = _load(val_ref, jnp.where(g, e[:, None] * k + col, 0), g, 0)
-            else:
-                wt = _load(val_ref, e, real, 0)[:, None]
-            return acc + xv * wt
-
-        acc = _load(rp_ref, own, m2, 0)
-        if w <= UNROLL:
-            for j in range(w):
-                acc = slot(j, acc)
+        if check is None:
+            tile(pid, None)
+            return
+        flags = jnp.zeros((K,), jnp.int32)
+        if G == 1:
+            flags = tile(pid, flags)
         else:
-            acc = lax.fori_loop(0, w, slot, acc)
-        if ex_ref is not None:
-            acc = acc + _load(ex_ref, jnp.where(m2, ic[:, None] * k + col, 0), m2, 0)
-        if om_ref is not None:
-            cv = jnp.arange(K, dtype=jnp.int32)
-            om = _load(om_ref, jnp.where(cv < k, cv, 0), cv < k, 0)[None, :]
-            acc = (1.0 - om) * _load(x_ref, own, m2, 0) + om * acc
-        if spare:
-            own = jnp.where(m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)
-        _store(o_ref, own, acc, m2)
+            flags = lax.fori_loop(0, G, lambda g, f: tile(pid * G + g, f), flags)
+        _store(f_ref, pid * K + cv, flags.astype(jnp.int8), None)
 
     kw = {}
     params = _compiler_params(num_warps or NUM_WARPS, 1)
@@ -222,10 +295,16 @@ def block_update(
         kw["compiler_params"] = params
     if new is not None:
         kw["input_output_aliases"] = {len(ins) - 1: 0}
-    return pl.pallas_call(
-        kernel, out_shape=jax.ShapeDtypeStruct((size,), dt), grid=(pl.cdiv(nc, R),),
-        interpret=interpret, name=f"jaxmc_sor_block_{wkind}", **kw,
+    out_shape = jax.ShapeDtypeStruct((size,), dt)
+    if check is not None:
+        out_shape = (out_shape, jax.ShapeDtypeStruct((n_prog * K,), jnp.int8))
+    out = pl.pallas_call(
+        kernel, out_shape=out_shape, grid=(n_prog,),
+        interpret=interpret, name=f"jaxmc_sor_block_{wkind}{'_check' if check is not None else ''}", **kw,
     )(*ins)
+    if check is None:
+        return out
+    return out[0], out[1].reshape(n_prog, K)
 
 
 def _spare(k: int, R: int | None = None) -> int:
@@ -233,8 +312,8 @@ def _spare(k: int, R: int | None = None) -> int:
     return (R or max(1, TILE // K)) * K
 
 
-def sweep(x, rp, blocks, omega=None, *, interpret: bool = False, block_rows: int | None = None,
-          num_warps: int | None = None):
+def sweep(x, rp, blocks, omega=None, *, check=None, rp_rows=None, interpret: bool = False,
+          block_rows: int | None = None, num_warps: int | None = None):
     """One multicolour SOR sweep of `x` (`[n, k]`) with one kernel call per
     colour block, into a new buffer (the first block's call allocates it,
     the others update it in place; `x` itself is never written, so a
@@ -246,9 +325,15 @@ def sweep(x, rp, blocks, omega=None, *, interpret: bool = False, block_rows: int
     `ovf` None or `(values, cols, rows)` of overflow entries (values `[m,
     k]` or `[m, 1]`, already weights), which are scatter-added by XLA from
     the current iterate and added in the kernel (as the XLA path adds
-    them: after the slots)."""
+    them: after the slots).
+
+    `rp_rows`: `rp` holds the non-zero rows only (see `block_update`).
+    `check` (`(eps, nw, m)`, see `block_update`): returns `(x', ok)`, `ok`
+    `[k]` whether every entry of the column passed the stop rule; the
+    blocks compute it as they write (no extra pass over `x` or `x'`)."""
     n, k = (int(s) for s in x.shape)
     y = None
+    bad = jnp.zeros((k,), bool)
     for lo, hi, cols, wts, ovf in blocks:
         if hi == lo:
             continue
@@ -260,9 +345,14 @@ def sweep(x, rp, blocks, omega=None, *, interpret: bool = False, block_rows: int
                 g = jnp.where((oc < lo)[:, None], y[: n * k].reshape(n, k)[oc], g)
             extra = jax.ops.segment_sum(ov * g, orow, num_segments=hi - lo, indices_are_sorted=True)
         y = block_update(
-            x, cols, rp, omega, lo=lo, hi=hi, new=y, extra=extra, interpret=interpret,
+            x, cols, rp, omega, lo=lo, hi=hi, new=y, extra=extra, check=check, rp_rows=rp_rows,
+            interpret=interpret,
             block_rows=block_rows, num_warps=num_warps, **wts,
         )
+        if check is not None:
+            y, flags = y
+            bad = bad | jnp.any(flags[:, :k] != 0, axis=0)
     if y is None:
-        return x
-    return y[: n * k].reshape(n, k)
+        return x if check is None else (x, ~bad & jnp.all(jnp.isfinite(x), axis=0))
+    y = y[: n * k].reshape(n, k)
+    return y if check is None else (y, ~bad)
