@@ -349,6 +349,11 @@ class Problem:
             "fixed": np.where(maybe, 0.0, fixed),
             "maybe": maybe,
         }
+        if reward is None:
+            # b is zero but on the fixed states and next to them
+            nz = np.union1d(np.flatnonzero(np.where(maybe, 0.0, fixed)), soe[kb])
+            if nz.size <= self.n // 4:
+                self.host[tag]["rhs_rows"] = nz.astype(np.int32)
         weigh = reward is None or not getattr(reward, "parametric", True)
         n, opts = self.n, self.opts
 
@@ -361,7 +366,8 @@ class Problem:
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
             rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))} if weigh else None
-            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"], relevance=rel)
+            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"], relevance=rel,
+                                rhs_rows=h.get("rhs_rows") if weigh else None)
 
         return plan
 
