@@ -168,6 +168,17 @@ def test_legacy_constructor_gets_index():
     np.testing.assert_array_equal(M2.groups.ptr, M.groups.ptr)
     np.testing.assert_array_equal(M2.groups.rest_choice, M.groups.rest_choice)
 
+    # built under jit (traced `group_ids`): no index, `segment_max`, same bits
+    def build_and_reduce(ids, v):
+        S = _model.SparseModel(csr=M.csr, matrix=M.matrix, group_ids=ids,
+                               n_states=M.n_states, n_choices=M.n_choices,
+                               nondeterministic=True)
+        assert S.groups is None
+        return S.group_reduce(v, "max")
+
+    v = jnp.asarray(_values(rng, M.n_choices, np.float64))
+    _same_bits(jax.jit(build_and_reduce)(M.group_ids, v), M.group_reduce(v, "max"))
+
 
 def test_bellman_step_fused_matches():
     from jaxmc.kernels.fused import bellman_step

@@ -146,10 +146,12 @@ class SparseModel(eqx.Module):
     def __post_init__(self):
         # Constructors that predate `groups` (and pass only `group_ids`) get
         # the gather too. Not run by `tree_unflatten`/`eqx.tree_at`.
-        if (self.groups is None and self.nondeterministic
-                and not isinstance(self.group_ids, jax.core.Tracer)):
-            ids = np.asarray(self.group_ids)
-            if ids.size and np.all(ids[1:] >= ids[:-1]):
+        if self.groups is None and self.nondeterministic:
+            try:
+                ids = np.asarray(self.group_ids)
+            except jax.errors.TracerArrayConversionError:
+                return  # built under a transformation: keep `segment_max`
+            if ids.size and np.all(ids[1:] >= ids[:-1]) and ids[-1] < self.n_states:
                 counts = np.bincount(ids, minlength=self.n_states)
                 ptr = np.concatenate(([0], np.cumsum(counts)))
                 self.groups = group_index(ptr)
