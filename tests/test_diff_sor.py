@@ -256,3 +256,37 @@ def test_reward_gradients_with_the_weighted_adjoint(prop, point, name):
     fd = (float(jaxmc.solve(model, prop, params=up, epsilon=1e-13))
           - float(jaxmc.solve(model, prop, params=dn, epsilon=1e-13))) / (2 * h)
     assert abs(float(g) - fd) <= 1e-5 * abs(fd), (float(g), fd)
+
+
+def test_shrinking_batch_gives_each_column_its_full_batch_result():
+    """`_sor_shrinking`: when at most half of a batch's columns still run,
+    they move to a batch of half the width (a new sweep over those columns
+    only); every column still ends with exactly the values, `done` flag
+    and sweeps it gets in the full batch. Columns of very different
+    difficulty (right-hand sides on different scales and a point source),
+    so the batch does shrink, down to a width of 2."""
+    from jaxmc.diff import _linalg
+
+    Q, b, i0 = walk_system(24, 0.45)
+    run = solver(Q)
+    n = b.size
+    rng = np.random.default_rng(0)
+    cols = [b * s for s in (1.0, 1e-3, 0.5)] + [rng.random(n) * 1e-2 for _ in range(4)]
+    e = np.zeros(n)
+    e[i0] = 1.0
+    B = jnp.asarray(np.stack(cols + [e], axis=1))  # k = 8
+    X, _, done, _ = run(B, None, 1e-10)
+    sweep, to_p, from_p = run.sweep_for(B)
+    widths = []
+
+    def build(c):
+        if c is None:
+            return sweep
+        widths.append(int(c.shape[0]))
+        return run.sweep_for(B[:, c])[0]
+
+    xs, ds = jax.jit(lambda: _linalg._sor_shrinking(build, jnp.zeros_like(B), 1e-10, 100_000, None,
+                                                    None, min_width=2))()
+    assert widths == [4, 2]  # shrank twice (traced once)
+    np.testing.assert_array_equal(np.asarray(ds), done)
+    np.testing.assert_array_equal(np.asarray(from_p(xs)), X)

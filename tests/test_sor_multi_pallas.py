@@ -198,19 +198,21 @@ def test_single_vector_keeps_xla_path():
     np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.parametrize("tiles", [1, 3])
+@pytest.mark.parametrize("tiles, tile", [(1, None), (1, 8), (3, 16)])
 @pytest.mark.parametrize("weights", [None, "rows", "entries"])
-def test_fused_stop_rule_matches_xla(weights, tiles, monkeypatch):
+def test_fused_stop_rule_matches_xla(weights, tiles, tile, monkeypatch):
     """`sweep(x, omega, check=...)`: the kernel's per-column stop-rule flags
     (computed as it writes) equal the XLA path's `Relevance.converged` on
     the same sweep: converged columns pass, perturbed ones fail, a column
     with an inf fails; with row weights (`[n]`) and per-entry weights
     (`[n, k]`, some zero) as well as without; one row tile per program, or
-    3 (a loop in each program, the last one partly past the block)."""
+    3 (a loop in each program, the last one partly past the block); tiles
+    of many rows, of 2 rows (`TILE` 16 at `k` = 5) and of one row (8: the
+    flags without a reduction over rows)."""
     monkeypatch.setattr(K, "CHECK_TILES", tiles)
     monkeypatch.setattr(K, "CHECK_MIN_PROGRAMS", 1)
-    if tiles > 1:
-        monkeypatch.setattr(K, "TILE", 16)  # 2 rows per tile: ~18 tiles per block
+    if tile:
+        monkeypatch.setattr(K, "TILE", tile)
     r, c, v = random_system(70, seed=3)
     k = 5
     pat, arrays, off, dg, rhs, classes = setup(r, c, v, k, "table")

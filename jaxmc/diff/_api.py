@@ -247,7 +247,8 @@ def sweep(
     - `params`: name → array; arrays of one common shape (scalars broadcast),
       e.g. from `np.meshgrid` for a 2-D sweep.
     - `chunk`: points per batch (default: all at once, up to ~2^26 / nnz
-      points, which bounds the `[nnz, chunk]` arrays to ~512 MB each; on
+      points, which bounds the `[nnz, chunk]` arrays to ~512 MB each; on a
+      GPU the power of two up to 2^28 / nnz (~2 GB each; 64 or more); on
       CPU up to 2^21 / nnz, which keeps them near cache size, and one point
       at a time, unbatched, when that is below 16). `chunk=1` solves the
       points one by one with the compiled one-point solve.
@@ -280,6 +281,11 @@ def sweep(
         # (~16 MB), which measured faster than one big batch.
         nnz = max(1, int(problem.model.num_transitions))
         chunk = (1 << 26) // nnz
+        if jax.default_backend() == "gpu" and chunk >= 64:
+            # a power of two, up to ~2 GB per [nnz, chunk] array: the
+            # widths the fused SOR kernel takes, and batches that shrink
+            # as their points converge (`_linalg._sor_shrinking`)
+            chunk = 1 << (((1 << 28) // nnz).bit_length() - 1)
         if jax.default_backend() == "cpu":
             # Above ~2^17 entries one point's values already fill the
             # cache: a batch costs as much per point and sweep as a single

@@ -68,6 +68,18 @@ class Pattern:
             "lay": sweep_layout(rows, cols, order, self.bounds),
             "t_lay": sweep_layout(cols[perm], rows[perm], order, self.bounds),
         }
+        # each row's diagonal entry (nnz: none), in both orientations: the
+        # solves then gather the diagonal instead of scatter-adding it (a
+        # scatter over `[nnz, k]` values in batched solves)
+        on = np.flatnonzero(rows == cols)
+        if np.unique(rows[on]).size == on.size:
+            diag = np.full(n, rows.size, np.int64)
+            diag[rows[on]] = on
+            inv = np.append(np.empty_like(perm), rows.size)  # (nnz stays nnz)
+            inv[perm] = np.arange(perm.size)
+            t_diag = inv[diag]
+            self.arrays["diag"] = diag.astype(np.int32)
+            self.arrays["t_diag"] = t_diag.astype(np.int32)
 
 
 def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -> np.ndarray:
@@ -472,7 +484,7 @@ def young_omega(rho):
     return 2.0 / (1.0 + jnp.sqrt(jnp.maximum(1.0 - rho, 0.0)))
 
 
-def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
+def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active=0):
     """Iterate `x <- sweep(x, w)` (multicolour SOR) until every entry changes
     by at most `eps` relative to itself (`_jacobi`'s criterion, unchanged),
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
@@ -508,7 +520,11 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
     A fixed `omega` skips step 1 and keeps the guard; `omega=1.0` is plain
     Gauss-Seidel (`_jacobi`). Non-convergence still shows as `done = False`
     (callers NaN those columns). `rel`: the stop rule's `Relevance` floor
-    (also used by the guard's counts), its `M` measured at window ends."""
+    (also used by the guard's counts), its `M` measured at window ends.
+
+    `min_active` > 0: stop as soon as at most that many columns are still
+    running, returning the whole loop state as a last element, which
+    `state` resumes (`x0` is then ignored; `_sor_shrinking`)."""
     rel = rel or Relevance()
     L = SOR_WINDOW
     auto = omega is None
@@ -575,7 +591,10 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
         return x2, x1, it + 2, done | ok, w, i + 1
 
     def cond(c):
-        return (~jnp.all(c[3])) & (c[2] < max_iters)
+        go = (~jnp.all(c[3])) & (c[2] < max_iters)
+        if min_active:
+            go = go & (jnp.sum(~c[3], dtype=jnp.int32) > min_active)
+        return go
 
     def body(c):
         # Windows of SOR_WINDOW sweeps: an inner loop of sweeps, then the
@@ -590,12 +609,75 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None):
         )
         return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
 
-    init = (
+    init = state if state is not None else (
         x0, x0, jnp.zeros((), jnp.int32), full(False, bool), w0, phase0,
         full(-1.0), full(jnp.inf), full(0, jnp.int32), full(0, jnp.int32), rel.measure(x0),
     )
     out = lax.while_loop(cond, body, init)
+    if min_active or state is not None:
+        return out[0], out[2], out[3], out[4], out
     return out[0], out[2], out[3], out[4]
+
+
+#: `_sor_shrinking`: the narrowest batch it shrinks to, and when batched
+#: solves shrink: `"auto"` where the fused SOR kernel runs (a GPU: there a
+#: sweep's time is proportional to the batch's width; on a CPU the extra
+#: compiled loops cost more than they save on the small batches it runs),
+#: `"on"`, `"off"`.
+SHRINK_MIN = 64
+SHRINK = "auto"
+
+
+def _shrinks(k: int, omega) -> bool:
+    if SHRINK == "off" or k // 2 < SHRINK_MIN or (omega is not None and float(omega) == 1.0):
+        return False
+    return SHRINK == "on" or _sor_kernel.active(k) is not None
+
+
+def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_width=None):
+    """`_sor` of an `[n, k]` batch whose width halves whenever at most half
+    of its columns still run: the running columns move to a batch of half
+    the width (a new `sweep` from `build(columns)`, `columns` the original
+    indices, or None for all), the finished ones leave with their values.
+    Returns `(x, done)` in the original column order.
+
+    Why: a batch runs to its slowest column (in `benchmarks/sweep.py`'s
+    grid the points need 334 sweeps at the median and up to 584), and a
+    sweep's cost is proportional to the batch's width, so a batch of fixed
+    width costs `k * max(sweeps)`; shrinking costs about `k * median +
+    k/2 * (p75 - median) + ...`. Every column still takes exactly the
+    sweeps, `w`s and values it would take in the full batch (a column's
+    update never reads another column). `weights`: the `Relevance`
+    weights, `[n]` or `[n, k]`."""
+    n, k = x0.shape
+    lo = SHRINK_MIN if min_width is None else min_width
+    if k // 2 < lo:
+        x, _, done, _ = _sor(build(None), x0, eps, max_iters, omega, Relevance(weights))
+        return x, done
+    cols = jnp.arange(k, dtype=jnp.int32)
+    x_out = jnp.zeros_like(x0)
+    done_out = jnp.zeros((k,), bool)
+    state, width = None, k
+    while True:  # static: one compiled loop per width
+        rel = Relevance(None if weights is None else (weights if weights.ndim == 1 else weights[:, cols]))
+        half = width // 2
+        if half < lo:  # the last width runs to the end
+            x, _, done, _, state = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
+            break
+        x, _, done, _, state = _sor(build(None if state is None else cols), x0, eps, max_iters, omega,
+                                    rel, state, min_active=half)
+        # running columns first (at most `half` of them: or the loop hit
+        # `max_iters`, and the others stay not done), then the finished
+        keep = jnp.argsort(done, stable=True)
+        gone = keep[half:]
+        x_out = x_out.at[:, cols[gone]].set(x[:, gone])
+        done_out = done_out.at[cols[gone]].set(done[gone])
+        keep = keep[:half]
+        state = tuple(v if v.ndim == 0 else v[..., keep] for v in state)
+        cols, width = cols[keep], half
+    x_out = x_out.at[:, cols].set(x)
+    done_out = done_out.at[cols].set(done)
+    return x_out, done_out
 
 
 def _iterate(sweep, x0, eps, max_iters, omega, weights=None):
@@ -645,7 +727,21 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
         def run(cl):
             sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl, rhs_rows)
             wp = None if weights is None else to_p(weights)
-            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
+            if not _shrinks(k, omega):
+                return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
+
+            def build(c):  # the sweep of columns `c` (None: all)
+                if c is None:
+                    return sweep
+
+                def sub(a):
+                    return a[:, c] if a.ndim == 2 else a
+
+                cc = None if cl is None else {"cls": cl["cls"], "table": cl["table"][:, c]}
+                return gs_sweep(sub(off), sub(dg), rhs[:, c], lay, order, bounds, n, cc, rhs_rows)[0]
+
+            x, done = _sor_shrinking(build, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
+            return from_p(_flag(x, done)).T
 
         if not classes or not b_off:
             return run(None), True
@@ -716,11 +812,14 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     # over: the custom JVP below must not capture traced arrays.
     st = {"arrays": arrays, "classes": classes or {}}
 
-    def _solver(st, dat, r, c, lay, rhs, cl, weights=None, rhs_rows=None):
+    def _solver(st, dat, r, c, lay, rhs, cl, weights=None, rhs_rows=None, diag=None):
         d = jax.lax.stop_gradient(dat)
-        dg = 1.0 - jax.ops.segment_sum(
-            jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
-        )
+        if diag is not None:  # (the same values as the scatter-add: one term per row)
+            dg = 1.0 - jnp.concatenate([d, jnp.zeros((1,) + d.shape[1:], d.dtype)])[diag]
+        else:
+            dg = 1.0 - jax.ops.segment_sum(
+                jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
+            )
         off = jnp.where(_bcast(r == c, d), 0.0, d)
         order = st["arrays"]["order"]
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
@@ -742,10 +841,11 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             return x - spmv(dat, rows, cols, n, x)
 
         def solve(_, rhs):
-            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"], None, rhs_rows)
+            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"], None, rhs_rows, a.get("diag"))
 
         def transpose_solve(_, rhs):
-            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], a["t_lay"], rhs, {}, weights)
+            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], a["t_lay"], rhs, {}, weights,
+                           None, a.get("t_diag"))
 
         return matvec, solve, transpose_solve
 
