@@ -659,7 +659,8 @@ def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_widt
     done_out = jnp.zeros((k,), bool)
     state, width = None, k
     while True:  # static: one compiled loop per width
-        rel = Relevance(None if weights is None else (weights if weights.ndim == 1 else weights[:, cols]))
+        full = state is None or weights is None or weights.ndim == 1
+        rel = Relevance(weights if full else weights[:, cols])
         half = width // 2
         if half < lo:  # the last width runs to the end
             x, _, done, _, state = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
@@ -696,14 +697,17 @@ def _iterate(sweep, x0, eps, max_iters, omega, weights=None):
 
 
 def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
-    """`jac(off, dg, rhs, order, lay, rows, classes, weights) -> x` with
+    """`jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows) -> x` with
     `x = (rhs + off x) / dg` by multicolour Gauss-Seidel (`gs_sweep`; plain
     Jacobi when there is one colour), stopped by `_jacobi`'s criterion
     (`weights`, optional: its `Relevance` floor); NaN if not converged.
+    `rhs_rows` (optional): the rows where `rhs` can be non-zero (`gs_sweep`).
     Under `jax.vmap` it runs the explicit multi-vector iteration instead of
     vmapping the loop: the iterate is `[n, k]` with the batch axis last, the
     values `[nnz, k]` (or shared `[nnz]`), one gather over the shared column
-    indices per slot and sweep, and a per-column convergence mask."""
+    indices per slot and sweep, and a per-column convergence mask; where
+    the SOR kernel runs, a batch halves its width as its columns converge
+    (`_sor_shrinking`)."""
 
     @jax.custom_batching.custom_vmap
     def jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
