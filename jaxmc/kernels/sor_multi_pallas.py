@@ -23,6 +23,15 @@ tile: `R` rows times `K` = `k` rounded up to a power of two (Triton's
 tensor dimensions; the extra columns are masked and cost no traffic).
 Each gathered row `x[col, :]` is `8 k` contiguous bytes.
 
+Two more savings, both for `_sor`'s steps: a reachability's right-hand
+side is zero but next to its target, so `rp` may come as its non-zero rows
+only (`rp_rows`), and the second sweep of a step evaluates the solver's
+stop rule on the values it writes (`check`: per-column flags, no extra
+pass over the iterate). With both, a sweep of the `benchmarks/sweep.py`
+walk at `k = 1024` reads the other colour's rows and the block's own and
+writes the block: ~3 `[n, k]` passes, at about the device's copy
+bandwidth (RESULTS.md, session 5).
+
 Where the rows come from: a sweep writes a new buffer (`sweep`). Block
 `c`'s call gathers the columns below its `lo` (blocks already updated in
 this sweep) from the new buffer and all others (its own colour, later
