@@ -29,8 +29,9 @@ only (`rp_rows`), and the second sweep of a step evaluates the solver's
 stop rule on the values it writes (`check`: per-column flags, no extra
 pass over the iterate). With both, a sweep of the `benchmarks/sweep.py`
 walk at `k = 1024` reads the other colour's rows and the block's own and
-writes the block: ~3 `[n, k]` passes, at about the device's copy
-bandwidth (RESULTS.md, session 5).
+writes the block, `3 x 8 n k` bytes in all, at about the device's copy
+bandwidth (0.35 ms per block of 50,000 rows on an H200; RESULTS.md,
+session 5).
 
 Where the rows come from: a sweep writes a new buffer (`sweep`). Block
 `c`'s call gathers the columns below its `lo` (blocks already updated in
