@@ -382,7 +382,7 @@ def _result_entry(result) -> dict[str, Any]:
         residual=result.residual,
         timing=dict(result.timing),
     )
-    for key in ("method", "layout"):
+    for key in ("method", "layout", "precision"):
         if getattr(result, key, None) is not None:
             entry[key] = getattr(result, key)
     return entry

@@ -11,6 +11,7 @@ from ..explore.model import ExplicitModel
 from . import graph
 from ._common import (
     NumericResult,
+    check_precision,
     check_type,
     default_method,
     probabilities,
@@ -42,6 +43,7 @@ def until_probabilities(
     throw: bool = True,
     precompute: bool = True,
     layout: str = "auto",
+    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
 
@@ -56,12 +58,15 @@ def until_probabilities(
     - `precompute`: use prob1 too (prob0 is always used: it makes the
       linear system nonsingular).
     - `layout`: the device matrix of the solve (`jaxmc.numerics.LAYOUTS`).
+    - `precision`: `"fp64"` or `"fp32"`, the float type of the iterative
+      solve (`jaxmc.numerics.PRECISIONS`; fp32 needs `epsilon >= 1e-6`).
 
     For `interval_iteration` on an MDP with `max`, the maximal end components
     among the maybe states are collapsed first (Haddad & Monmege), so that the
     iteration from above converges to the right value.
     """
     check_type(model, opt)
+    check_precision(precision, epsilon)
     method = default_method(model, method)
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
@@ -78,7 +83,7 @@ def until_probabilities(
     b = np.zeros(model.num_choices)
     kw = dict(
         opt=opt, method=method, epsilon=epsilon, relative=relative,
-        max_iters=max_iters, throw=throw, layout=layout,
+        max_iters=max_iters, throw=throw, layout=layout, precision=precision,
     )
     upper = np.ones(n)
     if method == "interval_iteration" and model.is_nondeterministic and opt == "max":

@@ -23,6 +23,7 @@ from ..lang.ast import ModelType
 from . import graph
 from ._common import (
     NumericResult,
+    check_precision,
     check_type,
     choice_rewards,
     default_method,
@@ -37,10 +38,12 @@ from .bounded import _discrete, masked_steps
 from .bounds import reward_upper_bound_model
 
 
-def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout):
+def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision):
+    check_precision(precision, epsilon)
     return dict(
         opt=opt, method=default_method(model, method), epsilon=epsilon,
         relative=relative, max_iters=max_iters, throw=throw, layout=layout,
+        precision=precision,
     )
 
 
@@ -114,11 +117,13 @@ def reachability_rewards(
     max_iters: int = 10000,
     throw: bool = True,
     layout: str = "auto",
+    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state expected reward accumulated until reaching `target`
     (`R=?[F target]`); `inf` where the target is not reached with
     probability 1. For a CTMC, state rewards are rates: on the embedded DTMC
-    state `s` earns `state[s] / E(s)`."""
+    state `s` earns `state[s] / E(s)`. `layout`, `precision`: as
+    `until_probabilities`."""
     check_type(model, opt)
     n = model.num_states
     target = np.asarray(target, dtype=bool)
@@ -130,7 +135,8 @@ def reachability_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
+             precision)
     if not model.is_nondeterministic:
         finite = _pre(graph.prob1, model, true, target)
     elif opt == "max":
@@ -163,9 +169,11 @@ def total_rewards(
     max_iters: int = 10000,
     throw: bool = True,
     layout: str = "auto",
+    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state expected total reward (`R=?[C]`), `inf` where it diverges.
-    For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`."""
+    For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`.
+    `layout`, `precision`: as `until_probabilities`."""
     check_type(model, opt)
     n = model.num_states
     probs = probabilities(model)
@@ -176,7 +184,8 @@ def total_rewards(
             reward.name, np.divide(st, e, out=np.zeros(n), where=e > 0), reward.transition
         )
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
+             precision)
     true = np.ones(n, dtype=bool)
     fixed = np.zeros(n)
     if not model.is_nondeterministic:

@@ -48,6 +48,12 @@ fails on the largest tandem chains (c >= 255: no convergence in 50,000
 SpMVs), so it gets `DEVICE_KRYLOV_MAX_SPMV` SpMVs; then PRISM's (damped)
 Jacobi runs on the device on the same layout (`max_iters` iterations), as
 on the host path, with PRISM's criterion and its accuracy caveat above.
+
+With `precision="fp32"` the direct and Krylov solves are skipped (their
+stopping test, a relative residual of 1e-13, is below float32's rounding):
+the stationary system and the absorption are solved by PRISM's (damped)
+Jacobi with the matrix and the iterate in float32, which is what fp32 is
+for (the SpMV of large chains on a GPU); values agree with fp64 to ~1e-5.
 """
 
 from __future__ import annotations
@@ -70,11 +76,13 @@ from ._common import (
     _host_csr,
     build_ordered,
     check_layout,
+    check_precision,
     layout_name,
     on_gpu,
     probabilities,
     solve_fixed,
     state_of_entry,
+    to_precision,
 )
 from ._krylov import Operator, bicgstab as device_bicgstab, gmres as device_gmres
 from ._timing import stage
@@ -285,10 +293,12 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None
     return (None, info) if y is None else (y / diag, info)
 
 
-def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="csr"):
+def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="csr",
+                       precision="fp64"):
     """PRISM's Jacobi for `Q^T pi = 0`: `pi'_t = sum_s pi_s Q(s,t) / d_t`,
     the damped variant `pi' = (pi + Jacobi(pi)) / 2` being Jacobi on the
-    splitting `2d - (Q_off^T + d)` of the same system (SpMV on `layout`)."""
+    splitting `2d - (Q_off^T + d)` of the same system (SpMV on `layout`,
+    matrix and iterate in `precision`)."""
     rows, cols, vals = dst, src, val
     d = diag
     if damped:
@@ -302,13 +312,17 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
     x0 = 1.0 / sizes[lab]
     if order is not None:
         d, x0 = order.apply(d), order.apply(x0)
-    sol = jacobi(mat, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
+    if precision == "fp64":
+        sol = jacobi(mat, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
+    else:
+        f32 = lambda v: jnp.asarray(v, jnp.float32)  # noqa: E731
+        sol = jacobi(to_precision(mat, precision), f32(d), f32(np.zeros(k)), f32(x0), **kw)
     return _undo(sol, order), layout_name(mat)
 
 
 def stationary_distributions(
     model: ExplicitModel, *, epsilon=1e-6, relative=True, max_iters=100000, throw=True,
-    layout: str = "auto", device: bool | None = None,
+    layout: str = "auto", device: bool | None = None, precision: str = "fp64",
 ):
     """Stationary distribution of every BSCC.
 
@@ -323,10 +337,12 @@ def stationary_distributions(
     probability of `s` within its BSCC `labels[s]` (0 outside BSCCs; each
     BSCC sums to 1); `result` a `NumericResult` holding `pi`, with `method`
     `"direct"`, `"gmres"` or `"jacobi"`, `residual` the largest
-    `|(pi Q)_s|`, and `extra["layout"]` the device layout ("host" for the
-    host's LU/GMRES).
+    `|(pi Q)_s|`, `extra["layout"]` the device layout ("host" for the
+    host's LU/GMRES) and `extra["precision"]` the float type of the solve
+    (with `precision="fp32"`, Jacobi in float32: module docstring).
     """
     _require_markov(model)
+    check_precision(precision, epsilon)
     n = model.num_states
     with stage("precompute"):
         labels, count = graph.bsccs(model)
@@ -335,7 +351,8 @@ def stationary_distributions(
     pi = np.where(inb & (sizes[np.maximum(labels, 0)] == 1), 1.0, 0.0)
     big = inb & (sizes[np.maximum(labels, 0)] > 1)
     if not big.any():  # only absorbing BSCCs
-        return pi, labels, count, NumericResult(pi, method="direct", extra={"layout": "host"})
+        return pi, labels, count, NumericResult(pi, method="direct",
+                                                extra={"layout": "host", "precision": "fp64"})
     with stage("solve"):
         idx = np.nonzero(big)[0]
         k = len(idx)
@@ -349,23 +366,26 @@ def stationary_distributions(
         reps = np.unique(lab, return_index=True)[1]
     kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
     on_device = _device(k, layout, device)
-    with stage("solve"):
-        x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
-                                     layout if on_device else None)
-    res = dict(method=info["method"], iterations=info.get("iterations", 0),
-               extra={"layout": info["layout"]})
+    if precision == "fp64":
+        with stage("solve"):
+            x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
+                                         layout if on_device else None)
+        res = dict(method=info["method"], iterations=info.get("iterations", 0),
+                   extra={"layout": info["layout"], "precision": "fp64"})
+    else:  # fp32: straight to Jacobi (module docstring)
+        x, res = None, dict(iterations=0)
     if x is None:
         with stage("precompute"):
             damped = not _aperiodic(lab, len(uniq), src, dst)
         with stage("solve"):
             sol, name = _stationary_jacobi(
                 k, src, dst, val, diag, lab, sizes[uniq], damped, kw,
-                layout if on_device else "csr",
+                layout if on_device else "csr", precision,
             )
-            x = np.asarray(sol.value)
+            x = np.asarray(sol.value, dtype=np.float64)
         res = dict(method="jacobi", status=Status(int(sol.status)),
                    iterations=int(sol.iterations) + res["iterations"],
-                   extra={"layout": name})
+                   extra={"layout": name, "precision": precision})
     with stage("solve"):
         x = np.maximum(x, 0.0)  # rounding can leave -1e-17 on tiny probabilities
         tot = np.bincount(lab, weights=x, minlength=len(uniq))
@@ -411,8 +431,10 @@ def _solve_transient(P, rhs, max_iters, trans, layout, device):
     return y, dict(method=method or "gmres", layout="host")
 
 
-def _absorb(model, labels, c_bscc, *, layout="auto", device=None, **kw) -> NumericResult:
-    """Per-state `sum_B P(reach B) c_B`."""
+def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp64",
+            **kw) -> NumericResult:
+    """Per-state `sum_B P(reach B) c_B` (with fp32 by `solve_fixed`'s Jacobi
+    in float32, else by LU/GMRES first)."""
     inb = labels >= 0
     fixed = np.where(inb, c_bscc[np.maximum(labels, 0)], 0.0)
     trans = ~inb
@@ -422,16 +444,17 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, **kw) -> Numer
     with stage("solve"):
         idx, P, (r, c, v) = _transient_system(model, trans)
         rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
-        y, info = _solve_transient(P, rhs, kw["max_iters"], False, layout, device)
+        y, info = (None, None) if precision != "fp64" else _solve_transient(
+            P, rhs, kw["max_iters"], False, layout, device)
     if y is not None:
         x = fixed.copy()
         x[idx] = y
         return NumericResult(x, method=info["method"], iterations=info.get("iterations", 0),
-                             extra={"layout": info["layout"]})
+                             extra={"layout": info["layout"], "precision": "fp64"})
     b = np.zeros(model.num_choices)
     return solve_fixed(
         model, probabilities(model), trans, fixed, b, opt=None, method="jacobi",
-        layout=layout if _device(k, layout, device) else "csr", **kw,
+        layout=layout if _device(k, layout, device) else "csr", precision=precision, **kw,
     )
 
 
@@ -448,6 +471,7 @@ def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
     s_layout = stat.extra.get("layout")
     extra = dict(absorb.extra, stationary_method=stat.method,
                  stationary_residual=stat.residual, stationary_layout=s_layout)
+    extra.setdefault("precision", stat.extra.get("precision"))
     method = stat.method
     if absorb.method != "none":
         method = f"{stat.method}+{absorb.method}"
@@ -463,32 +487,34 @@ def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
 
 def steady_state_values(
     model: ExplicitModel, phi, *, epsilon=1e-6, relative=True, max_iters=10000,
-    throw=True, layout: str = "auto", device: bool | None = None,
+    throw=True, layout: str = "auto", device: bool | None = None, precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `S=?[φ]`: the long-run probability of being in φ from each
-    start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`: where the
-    linear systems are solved (`stationary_distributions`)."""
+    start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`, `precision`:
+    where and how the linear systems are solved (`stationary_distributions`)."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
     pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, **kw
+        model, layout=layout, device=device, precision=precision, **kw
     )
     phi = np.asarray(phi, dtype=bool)
     inb = labels >= 0
     c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device, **kw))
+    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device,
+                                  precision=precision, **kw))
 
 
 def long_run_rewards(
     model: ExplicitModel, reward: RewardStructure, *, epsilon=1e-6, relative=True,
     max_iters=10000, throw=True, layout: str = "auto", device: bool | None = None,
+    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
     expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
     the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `layout`,
-    `device`: as `steady_state_values`."""
+    `device`, `precision`: as `steady_state_values`."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
     pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, **kw
+        model, layout=layout, device=device, precision=precision, **kw
     )
     n = model.num_states
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
@@ -499,7 +525,8 @@ def long_run_rewards(
         )
     inb = labels >= 0
     c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device, **kw))
+    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device,
+                                  precision=precision, **kw))
 
 
 def steady_state(

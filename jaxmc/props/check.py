@@ -80,6 +80,7 @@ def check_property(
         upper=None if checker.bounds is None else checker.bounds[1],
         method=checker.method,
         layout=checker.layout,
+        precision=checker.precision,
     )
 
 
@@ -104,6 +105,7 @@ class _Checker:
         self.bound_gap: float | None = None
         self.method: str | None = None
         self.layout: str | None = None
+        self.precision: str | None = None
         #: (lower, upper) of the last interval-iteration solve.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
         self._label_cache: dict[str, np.ndarray] = {}
@@ -313,6 +315,8 @@ class _Checker:
         self.method = res.method
         if res.extra and "layout" in res.extra:
             self.layout = res.extra["layout"]
+            # Solves that do not say (uniformisation, bounded steps) run in fp64.
+            self.precision = res.extra.get("precision") or "fp64"
         if res.iterations:
             self.iterations = int(res.iterations) + (self.iterations or 0)
             self.residual = float(res.residual)
@@ -347,6 +351,7 @@ class _Checker:
             max_iters=o.max_iters,
             throw=o.throw,
             layout=o.layout,
+            precision=o.precision,
         )
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:

@@ -14,9 +14,11 @@ from ..errors import ModelCheckingError
 class CheckOptions:
     """Numerical options, as PRISM's switches (`-epsilon`, `-relative` /
     `-absolute`, `-maxiters`, `-jacobi`, `-power`, `-bicgstab`, `-valiter`,
-    `-ii`), and `layout`, the device matrix of the iterative solves
+    `-ii`), `layout`, the device matrix of the iterative solves
     (`jaxmc.numerics.LAYOUTS`: "auto" is CSR on a CPU, a warp-segment layout
-    run by the Pallas kernels on a GPU)."""
+    run by the Pallas kernels on a GPU), and `precision`, their float type
+    ("fp64" or "fp32"; fp32 refuses an `epsilon` below
+    `jaxmc.numerics._common.FP32_MIN_EPSILON`, 1e-6, which it cannot reach)."""
 
     method: str | None = None
     epsilon: float = 1e-6
@@ -24,11 +26,13 @@ class CheckOptions:
     max_iters: int = 10000
     throw: bool = True
     layout: str = "auto"
+    precision: str = "fp64"
 
     def __post_init__(self):
-        from ..numerics._common import check_layout
+        from ..numerics._common import check_layout, check_precision
 
         check_layout(self.layout)
+        check_precision(self.precision, self.epsilon)
 
 
 @dataclass
@@ -50,6 +54,8 @@ class CheckResult:
     - `method`, `layout`: the numerical method and the device layout of the
       last solve (`"host"` for solves on the host: LU, scipy's GMRES,
       Gauss-Seidel), where there was one.
+    - `precision`: the float type that solve ran in (`"fp64"` or `"fp32"`;
+      host solves, uniformisation and bounded steps are always `"fp64"`).
     - `timing`: seconds per stage: `build` (the state space), `precompute`
       (graph algorithms: prob0/prob1, BSCCs, end components, bounds),
       `layout` (device matrices), `solve` (numerical solves, waited for),
@@ -73,6 +79,7 @@ class CheckResult:
     upper: np.ndarray | None = None
     method: str | None = None
     layout: str | None = None
+    precision: str | None = None
 
     @property
     def at_initial(self) -> np.ndarray:
