@@ -205,8 +205,9 @@ def check(
       rounding. `result.layout` says which layout the last solve used.
     - `precision`: `"fp64"` (default) or `"fp32"`, the float type of the
       matrix values and the iterate in the iterative solves (SpMV; Jacobi,
-      power, BiCGStab, value/interval iteration; steady state, which with
-      fp32 skips the fp64 direct/Krylov solves for Jacobi). fp32 is for
+      power, value/interval iteration; steady state, which with fp32 skips
+      the fp64 direct/Krylov solves for Jacobi; BiCGStab is refused in fp32,
+      where it can stop "converged" at a wrong value). fp32 is for
       speed and memory on a GPU, where the SpMV is bound by the bytes it
       reads (an H200 warp-layout SpMV of tandem c=2047: 108 µs in f32
       against 144 µs in f64). Its values agree with fp64 to ~1e-5 relative,

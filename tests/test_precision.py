@@ -102,6 +102,23 @@ def test_fp32_epsilon_refused():
         jaxmc.check(m, prop, precision="fp16")
 
 
+def test_fp32_bicgstab_refused():
+    # BiCGStab in float32 stops "converged" at a wrong (negative) value here.
+    m = _model("dtmcs/brp/brp.pm", "N=16,MAX=2")
+    with pytest.raises(jaxmc.UnsupportedError, match="BiCGStab"):
+        jaxmc.check(m, "P=? [ true U s=5 ]", precision="fp32", method="bicgstab")
+
+
+@pytest.mark.parametrize("layout", ["sell", "warp", "compact"])
+def test_fp32_other_layouts(layout):
+    m = _model("dtmcs/brp/brp.pm", "N=16,MAX=2")
+    prop = "P=? [ true U s=5 ]"
+    ref = jaxmc.check(m, prop).value
+    r = jaxmc.check(m, prop, precision="fp32", layout=layout, method="power")
+    assert r.layout == layout and r.precision == "fp32"
+    assert r.value == pytest.approx(ref, rel=2e-5)
+
+
 def test_fp32_nonconvergence_reported():
     m = _model("dtmcs/brp/brp.pm", "N=16,MAX=2")
     r = jaxmc.check(m, "P=? [ true U s=5 ]", precision="fp32", max_iters=4, throw=False)
