@@ -52,32 +52,41 @@ CASES = {
 }
 
 
-def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str) -> dict:
-    out: dict = {}
+def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str,
+              precisions=("fp64",)) -> list[dict]:
+    """One result dict per precision (`jaxmc.check(precision=...)`), the
+    model built once."""
+    base: dict = {}
     t = time.perf_counter()
     model = jaxmc.load_model(str(path), consts)
     em = jaxmc.build(model)
-    out["build_s"] = time.perf_counter() - t
-    out["states"] = em.num_states
-    out["transitions"] = em.num_transitions
-    for key in ("first", "warm"):
-        t = time.perf_counter()
-        try:
-            r = jaxmc.check(model, prop, max_iters=max_iters, layout=layout)
-        except jaxmc.JaxmcError as e:
-            out["error"] = str(e).splitlines()[0]
-            return out
-        wall = time.perf_counter() - t
-        out[key] = {
-            "wall_s": wall,
-            "value": r.value,
-            "method": r.method,
-            "layout": r.layout,
-            "iterations": r.iterations,
-            "status": r.status,
-            "timing": {k: v for k, v in r.timing.items() if k != "build"},
-        }
-    return out
+    base["build_s"] = time.perf_counter() - t
+    base["states"] = em.num_states
+    base["transitions"] = em.num_transitions
+    outs = []
+    for prec in precisions:
+        out = dict(base, precision=prec)
+        outs.append(out)
+        kw = {} if prec == "fp64" else {"precision": prec}
+        for key in ("first", "warm"):
+            t = time.perf_counter()
+            try:
+                r = jaxmc.check(model, prop, max_iters=max_iters, layout=layout, **kw)
+            except jaxmc.JaxmcError as e:
+                out["error"] = str(e).splitlines()[0]
+                break
+            wall = time.perf_counter() - t
+            out[key] = {
+                "wall_s": wall,
+                "value": r.value,
+                "method": r.method,
+                "layout": r.layout,
+                "precision": getattr(r, "precision", prec),
+                "iterations": r.iterations,
+                "status": r.status,
+                "timing": {k: v for k, v in r.timing.items() if k != "build"},
+            }
+    return outs
 
 
 def _f(v, nd=3):
@@ -106,6 +115,8 @@ def table(rows: list[dict]) -> str:
             ratio = f"{(j['build_s'] + first['wall_s']) / (s['build_s'] + s['check_s']):.2f}×"
             ratio_w = f"{warm['wall_s'] / max(s['check_s'], 1e-9):.2f}×"
         how = f"{warm.get('method')} / {warm.get('layout')}" if warm else "—"
+        if warm.get("precision", "fp64") != "fp64":
+            how += f" / {warm['precision']}"
         lines.append(
             f"| {r['name']} | `{r['consts']}` | `{r['prop']}` | {j.get('states', 0):,} "
             f"| {jv if isinstance(jv, str) else f'{jv:.10g}'} "
@@ -129,6 +140,8 @@ def main(argv=None) -> int:
     p.add_argument("--storm-parallel", action="store_true",
                    help="start Storm at once, beside jaxmc (other cores)")
     p.add_argument("--no-storm", action="store_true")
+    p.add_argument("--precision", nargs="+", default=["fp64"], choices=("fp64", "fp32"),
+                   help="precision= of jaxmc.check, one row each (model built once)")
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args(argv)
     env = environment()
@@ -142,17 +155,23 @@ def main(argv=None) -> int:
     rows = []
     for name, fname, consts, prop in cases:
         path = find_model(fname)
-        j = run_jaxmc(path, consts, prop, args.max_iters, args.layout)
-        print(json.dumps({"case": name, "jaxmc": j}, default=str), flush=True)
-        rows.append({"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}})
-    for row, (name, fname, consts, prop) in zip(rows, cases):
+        group = []
+        for j in run_jaxmc(path, consts, prop, args.max_iters, args.layout, args.precision):
+            print(json.dumps({"case": name, "jaxmc": j}, default=str), flush=True)
+            group.append({"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}})
+        rows.append(group)
+    for group, (name, fname, consts, prop) in zip(rows, cases):
         if not with_storm:
-            row["storm"] = {"error": "not run"}
+            for row in group:
+                row["storm"] = {"error": "not run"}
             continue
         if name not in procs:
             procs[name] = storm_start(find_model(fname), consts, prop, args.storm_solver)
-        row["storm"] = storm_finish(procs[name], args.storm_timeout)
-        print(json.dumps({"case": name, "storm": row["storm"]}, default=str), flush=True)
+        storm = storm_finish(procs[name], args.storm_timeout)
+        for row in group:
+            row["storm"] = storm
+        print(json.dumps({"case": name, "storm": storm}, default=str), flush=True)
+    rows = [row for group in rows for row in group]
     text = table(rows)
     note = (f"Storm solver setting `{args.storm_solver}`"
             + (", started beside jaxmc (concurrently, on other cores)" if args.storm_parallel
