@@ -67,7 +67,7 @@ def rel_err(y, ref) -> float:
 
 
 def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "compact"),
-                load2d=False, power=True, ell=True):
+                load2d=False, power=True, ell=True, reference=False):
     _, em, tb = build(name)
     A = stochastic(em)
     m, n = A.shape
@@ -115,6 +115,8 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
                           (4, 16)) for rp, w in ((64, 2), (64, 4), (128, 4))]
         if load2d:
             variants += [("multi load2d", dict(load2d=True), (1, 4, 16))]
+        if reference:  # plain JAX on the same layout (what impl="reference" runs)
+            variants += [("plain JAX, same layout", "reference", ks)]
         for k in ks:
             X = jnp.asarray(Xs[k], dtype)
             cb = multi_bytes(nnz, n, m, k, it)
@@ -122,7 +124,10 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
                 if k not in vks:
                     continue
                 try:
-                    f = lambda V, L=L, kw=kw: fused_multi(L, V, interpret=INTERPRET, **kw)  # noqa: E731
+                    if kw == "reference":
+                        f = lambda V, L=L: spmv(L, V, impl="reference")  # noqa: E731
+                    else:
+                        f = lambda V, L=L, kw=kw: fused_multi(L, V, interpret=INTERPRET, **kw)  # noqa: E731
                     t, y2 = loop_time(f, X, iters)
                     err = rel_err(y2, refs[k])
                     add(layout=label, prec=dt, variant=vname, k=k, us=t * 1e6,
@@ -194,6 +199,8 @@ def main():
     ap.add_argument("--load2d", action="store_true", help="also load2d=True at k=1,4,16")
     ap.add_argument("--no-power", action="store_true")
     ap.add_argument("--no-ell", action="store_true")
+    ap.add_argument("--reference", action="store_true",
+                    help="also plain JAX (impl='reference') on the same warp/compact layouts, every k")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv_multi.json"))
     a = ap.parse_args()
     ks = [int(v) for v in a.ks.split(",")]
@@ -209,7 +216,7 @@ def main():
         try:
             bench_model(name, bw, ks, a.f32, a.tune, a.iters, rows, dump,
                         kinds=a.layouts.split(","), load2d=a.load2d, power=not a.no_power,
-                        ell=not a.no_ell)
+                        ell=not a.no_ell, reference=a.reference)
         except Exception as e:  # noqa: BLE001
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
     dump()
