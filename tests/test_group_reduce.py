@@ -155,9 +155,10 @@ def test_sparse_model_pytree_jit_vmap():
     _same_bits(off.group_reduce(jnp.asarray(V[0]), "max"), refs[0][0])
 
 
-def test_legacy_constructor_gets_index():
-    """`SparseModel(...)` with only `group_ids` (as `numerics` builds it)
-    derives the same index as `from_arrays`."""
+def test_numerics_sparse_model_gets_index():
+    """`numerics`' `sparse_model` (what `jaxmc.check` uses) builds the same
+    index as `from_arrays`; a `SparseModel` without one (e.g. built under
+    jit) reduces through `segment_max` to the same bits."""
     from jaxmc.numerics._common import sparse_model
 
     rng = np.random.default_rng(2)
@@ -168,7 +169,6 @@ def test_legacy_constructor_gets_index():
     np.testing.assert_array_equal(M2.groups.ptr, M.groups.ptr)
     np.testing.assert_array_equal(M2.groups.rest_choice, M.groups.rest_choice)
 
-    # built under jit (traced `group_ids`): no index, `segment_max`, same bits
     def build_and_reduce(ids, v):
         S = _model.SparseModel(csr=M.csr, matrix=M.matrix, group_ids=ids,
                                n_states=M.n_states, n_choices=M.n_choices,

@@ -23,6 +23,8 @@ from ._model import (
     SparseModel as SparseModel,
     from_arrays as from_arrays,
     from_model as from_model,
+    GroupIndex as GroupIndex,
+    group_index as group_index,
     group_reduce as group_reduce,
 )
 from ._order import (

@@ -130,9 +130,9 @@ class SparseModel(eqx.Module):
     - `csr`: the matrix in CSR (always kept: masks and diagonals use it).
     - `matrix`: the layout used by `spmv` (may be `csr` itself).
     - `group_ids`: the state of each choice (row).
-    - `groups`: the same grouping for `group_reduce`'s gather (`GroupIndex`),
-      or `None`: `segment_min`/`segment_max` over `group_ids`. Left out, it
-      is derived from a concrete `group_ids` of an MDP (`group_index`).
+    - `groups`: the same grouping for `group_reduce`'s gather (`GroupIndex`,
+      from `group_index(choice_ptr)`), or `None`: `segment_min`/`segment_max`
+      over `group_ids`.
     """
 
     csr: CSR
@@ -142,19 +142,6 @@ class SparseModel(eqx.Module):
     n_choices: int = eqx.field(static=True)
     nondeterministic: bool = eqx.field(static=True)
     groups: GroupIndex | None = None
-
-    def __post_init__(self):
-        # Constructors that predate `groups` (and pass only `group_ids`) get
-        # the gather too. Not run by `tree_unflatten`/`eqx.tree_at`.
-        if self.groups is None and self.nondeterministic:
-            try:
-                ids = np.asarray(self.group_ids)
-            except jax.errors.TracerArrayConversionError:
-                return  # built under a transformation: keep `segment_max`
-            if ids.size and np.all(ids[1:] >= ids[:-1]) and ids[-1] < self.n_states:
-                counts = np.bincount(ids, minlength=self.n_states)
-                ptr = np.concatenate(([0], np.cumsum(counts)))
-                self.groups = group_index(ptr)
 
     def with_values(self, vals: Float[Array, " nnz"]) -> SparseModel:
         """Same structure, new entry values (CSR order)."""

@@ -54,6 +54,7 @@ from ..layout import (
     SparseModel,
     VectorCSR,
     WarpELL,
+    group_index,
     layout_kind,
     make_layout,
     ordered_csr,
@@ -232,6 +233,7 @@ def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
         n_states=n,
         n_choices=m,
         nondeterministic=nondeterministic,
+        groups=group_index(choice_ptr) if nondeterministic else None,
     )
 
 
