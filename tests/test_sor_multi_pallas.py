@@ -65,24 +65,32 @@ def setup(r, c, v, k, kind, seed=0):
     return pat, arrays, off_, dg_, rhs, classes
 
 
-def sweeps(mode, pat, arrays, off, dg, rhs, classes, x, omega, count=1):
-    """`count` sweeps of `x` with `sor_multi_pallas.MODE = mode` (read when
-    `gs_sweep` is traced: a fresh jitted function each time)."""
+def in_mode(mode, f, *args):
+    """`jax.jit(f)(*args)` (as numpy) with `sor_multi_pallas.MODE = mode`
+    (read when `gs_sweep` is traced: a fresh jitted function each time),
+    and how many kernel calls `f` traced."""
     old = K.MODE
     K.MODE = mode
+    g = lambda *a: f(*a)  # noqa: E731  (a new function: jit's cache must not hand back another mode's trace)
     try:
-        n = pat.shape[0]
-
-        def f(x, omega):
-            sweep, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
-            for _ in range(count):
-                x = sweep(x, omega)
-            return x
-
-        jaxpr = str(jax.make_jaxpr(f)(x, omega))
-        return np.asarray(jax.jit(f)(x, omega)), jaxpr.count("pallas_call")
+        calls = str(jax.make_jaxpr(g)(*args)).count("pallas_call")
+        out = jax.tree_util.tree_map(np.asarray, jax.jit(g)(*args))
+        return out, calls
     finally:
         K.MODE = old
+
+
+def sweeps(mode, pat, arrays, off, dg, rhs, classes, x, omega, count=1):
+    """`count` sweeps of `x` with `sor_multi_pallas.MODE = mode`."""
+    n = pat.shape[0]
+
+    def f(x, omega):
+        sweep, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+        for _ in range(count):
+            x = sweep(x, omega)
+        return x
+
+    return in_mode(mode, f, x, omega)
 
 
 def check_sweep(r, c, v, k, kind, omega, count=1):
@@ -152,19 +160,15 @@ def test_sor_solve_agrees_with_xla():
     pat, arrays, off, dg, _, classes = setup(Qc.row[o], Qc.col[o], Qc.data[o], 4, "table")
     n = pat.shape[0]
     rhs = jnp.asarray(b[:, None] * np.linspace(0.5, 1.0, 4))
-    out = {}
-    for mode in ("off", "interpret"):
-        K.MODE = mode
-        try:
-            def solve(rhs):
-                sweep, _, from_p = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
-                x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance())
-                return from_p(x), it, done, w
 
-            out[mode] = [np.asarray(v) for v in jax.jit(solve)(rhs)]
-        finally:
-            K.MODE = "auto"
-    (x0, it0, d0, w0), (x1, it1, d1, w1) = out["off"], out["interpret"]
+    def solve(rhs):
+        sweep, _, from_p = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+        x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance())
+        return from_p(x), it, done, w
+
+    (x0, it0, d0, w0), _ = in_mode("off", solve, rhs)
+    (x1, it1, d1, w1), calls = in_mode("interpret", solve, rhs)
+    assert calls > 0
     assert d0.all() and d1.all() and it0 == it1 > 50
     # (the sweeps agree to ~1 ulp on a CPU, see `check_sweep`, and `w` is
     # estimated from their changes)
@@ -231,20 +235,14 @@ def test_fused_stop_rule_matches_xla(weights, tiles, tile, monkeypatch):
     elif weights == "entries":
         w = jnp.asarray(rng.random((n, k)) * (rng.random((n, k)) > 0.2))
     rel = Relevance(w)
-    got = {}
-    for mode in ("off", "interpret"):
-        K.MODE = mode
-        try:
-            def f(x):
-                sw, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
-                return sw(x, omega, check=(rel, 1e-6, rel.measure(x)))
 
-            jaxpr = str(jax.make_jaxpr(f)(jnp.asarray(x)))
-            assert ("pallas_call" in jaxpr) == (mode == "interpret")
-            got[mode] = [np.asarray(a) for a in jax.jit(f)(jnp.asarray(x))]
-        finally:
-            K.MODE = "auto"
-    (y0, ok0), (y1, ok1) = got["off"], got["interpret"]
+    def f(x):
+        sw, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+        return sw(x, omega, check=(rel, 1e-6, rel.measure(x)))
+
+    (y0, ok0), calls0 = in_mode("off", f, jnp.asarray(x))
+    (y1, ok1), calls1 = in_mode("interpret", f, jnp.asarray(x))
+    assert calls0 == 0 and calls1 > 0
     np.testing.assert_array_equal(ok1, ok0)
     assert ok0[0] and ok0[1] and not ok0[2] and not ok0[3] and not ok0[4], ok0
     fin = np.isfinite(y0)

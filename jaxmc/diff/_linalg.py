@@ -243,11 +243,11 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
     (each block's new values use the other blocks' latest ones), in the
     layout of `sweep_layout`. `sweep(x, omega)` over-relaxes each block's
     update, `x_c <- (1 - omega) x_c + omega GS_c(x)` (SOR; `omega` a scalar
-    or `[k]`, one per column; `None` is plain Gauss-Seidel).
+    or `[k]`, one per column; `None` is plain Gauss-Seidel);
     `sweep(x, omega, check=(rel, eps, m))` returns `(x', ok)`, `ok` (per
     column) whether every entry passes the stop rule `rel.converged(|x' -
-    x|, x', eps, m)` and is finite: the kernel computes it in the same pass. `off` is `[nnz]` or `[nnz, k]`, `dg` and
-    `rhs` `[n]` or `[n, k]` (`k` columns at once: one pass over the shared
+    x|, x', eps, m)` and is finite (the kernel computes it in the same
+    pass). `off` is `[nnz]` or `[nnz, k]`, `dg` and `rhs` `[n]` or `[n, k]` (`k` columns at once: one pass over the shared
     indices). Values are divided by the diagonal and laid out once, here;
     each block's update is `w_c` row gathers `x[cols_j]` times values (no
     scatter, except a few overflow entries of very long rows) written back
@@ -331,8 +331,10 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
             kcheck = None
             if check is not None:
                 rel, eps, m = check
-                kcheck = (eps, getattr(rel, "nw", None) if rel.w is not None else None,
-                          None if rel.w is None else (rel.measure(x) if m is None else m))
+                if rel.w is None:
+                    kcheck = (eps, None, None)
+                else:
+                    kcheck = (eps, rel.nw, rel.measure(x) if m is None else m)
             return _sor_kernel.sweep(x, krp, kblocks, omega, check=kcheck, rp_rows=krows,
                                      interpret=kmode == "interpret")
         y = _xla_sweep(x, omega)
@@ -484,7 +486,8 @@ def young_omega(rho):
     return 2.0 / (1.0 + jnp.sqrt(jnp.maximum(1.0 - rho, 0.0)))
 
 
-def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active=0):
+def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active=0,
+         keep_state=False):
     """Iterate `x <- sweep(x, w)` (multicolour SOR) until every entry changes
     by at most `eps` relative to itself (`_jacobi`'s criterion, unchanged),
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
@@ -523,8 +526,9 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
     (also used by the guard's counts), its `M` measured at window ends.
 
     `min_active` > 0: stop as soon as at most that many columns are still
-    running, returning the whole loop state as a last element, which
-    `state` resumes (`x0` is then ignored; `_sor_shrinking`)."""
+    running. `keep_state`: also return the whole loop state (a fifth
+    element), which `state` resumes (`x0` is then ignored;
+    `_sor_shrinking`)."""
     rel = rel or Relevance()
     L = SOR_WINDOW
     auto = omega is None
@@ -614,7 +618,7 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
         full(-1.0), full(jnp.inf), full(0, jnp.int32), full(0, jnp.int32), rel.measure(x0),
     )
     out = lax.while_loop(cond, body, init)
-    if min_active or state is not None:
+    if keep_state:
         return out[0], out[2], out[3], out[4], out
     return out[0], out[2], out[3], out[4]
 
@@ -663,10 +667,10 @@ def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_widt
         rel = Relevance(weights if full else weights[:, cols])
         half = width // 2
         if half < lo:  # the last width runs to the end
-            x, _, done, _, state = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
+            x, _, done, _ = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
             break
         x, _, done, _, state = _sor(build(None if state is None else cols), x0, eps, max_iters, omega,
-                                    rel, state, min_active=half)
+                                    rel, state, min_active=half, keep_state=True)
         # running columns first (at most `half` of them: or the loop hit
         # `max_iters`, and the others stay not done), then the finished
         keep = jnp.argsort(done, stable=True)

@@ -142,8 +142,9 @@ def block_update(
     k]` or `[w, n_c]` (shared by the columns); `rp` `[n, k]` (rows `lo:hi`
     read), or with `rp_rows` (`[n]` int32: each row's row of `rp`, -1 for
     a zero row) the `[m, k]` non-zero rows only (a reachability's right-hand
-    side is zero but next to the target: it then costs no traffic); `omega` None (plain Gauss-Seidel), a scalar or `[k]`; `extra`
-    None or `[n_c, k]`. Values in `old`'s dtype. `block_rows` (a power of
+    side is zero but next to the target: it then costs no traffic); `omega`
+    None (plain Gauss-Seidel), a scalar or `[k]`; `extra` None or `[n_c,
+    k]`. Values in `old`'s dtype. `block_rows` (a power of
     two) and `num_warps` default from `TILE`/`NUM_WARPS`.
 
     `check` (optional, `(eps, nw, m)`): also test the block's rows against
@@ -151,8 +152,8 @@ def block_update(
     1e-300)` with `d = |x' - x|`, or with weights `nw` (`[n]` or `[n, k]`,
     in row order) and `m` (`[k]`) `d nw <= eps max(|x'| nw, max(m,
     1e-300))` (`jaxmc.diff._linalg.Relevance.converged`, the same
-    operations), and `x'` finite. Each program then loops over
-    up to `CHECK_TILES` row tiles and writes one row of `[K]` flags (non-zero:
+    operations), and `x'` finite. Each program then loops over up to
+    `CHECK_TILES` row tiles and writes one row of `[K]` flags (non-zero:
     some entry of that column failed); returns `(buffer, flags)`, flags
     `[programs, K]` int8."""
     if old.ndim != 2:
