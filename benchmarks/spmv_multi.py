@@ -109,10 +109,11 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
             err=rel_err(y2, refs[ks[0]][:, 0]))
         variants = [("multi", {}, ks)]
         if tune:
-            variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), (4, 16))
+            tks = tuple(tune) if isinstance(tune, (tuple, list)) else (4, 16)
+            variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), tks)
                          for w, s in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1))]
             variants += [(f"multi rows{rp} w{w}", dict(rows_per_program=rp, num_warps=w),
-                          (4, 16)) for rp, w in ((64, 2), (64, 4), (128, 4))]
+                          tks) for rp, w in ((64, 2), (64, 4), (128, 4))]
         if load2d:
             variants += [("multi load2d", dict(load2d=True), (1, 4, 16))]
         if reference:  # plain JAX on the same layout (what impl="reference" runs)
@@ -192,6 +193,8 @@ def main():
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--ks", default="1,2,4,8,16")
     ap.add_argument("--f32", action="store_true", help="also the f32 layouts")
+    ap.add_argument("--tune-ks", default="",
+                    help="with --tune: the k's the variants run at (default 4,16)")
     ap.add_argument("--tune", action="store_true",
                     help="num_warps/num_stages/rows_per_program at k=4, 16")
     ap.add_argument("--iters", type=int, default=100)
@@ -214,7 +217,8 @@ def main():
 
     for name in a.models:
         try:
-            bench_model(name, bw, ks, a.f32, a.tune, a.iters, rows, dump,
+            tune = tuple(int(k) for k in a.tune_ks.split(",")) if a.tune and a.tune_ks else a.tune
+            bench_model(name, bw, ks, a.f32, tune, a.iters, rows, dump,
                         kinds=a.layouts.split(","), load2d=a.load2d, power=not a.no_power,
                         ell=not a.no_ell, reference=a.reference)
         except Exception as e:  # noqa: BLE001

@@ -10,8 +10,10 @@ failure probability per step (0.02 by default; larger values make the chain
 contract faster, so that every iterative solver needs fewer iterations and
 per-point fixed costs weigh more). Both tools stop at a relative change of
 `--epsilon` (default 1e-6, Storm's and PRISM's default; jaxmc: per entry,
-over-relaxed Gauss-Seidel); the sequential and Storm baselines are timed on the first
-`--sequential` / `--storm` points and extrapolated to all points.
+over-relaxed Gauss-Seidel); the sequential and Storm baselines are timed on
+`--sequential` / `--storm` points spread evenly over the grid and
+extrapolated to all points. On a CPU, `jaxmc.sweep` solves its chunks on
+all cores at once (`--workers`); Storm runs single-threaded.
 
     python benchmarks/sweep.py --n 316 --points 1024 --sequential 32 --storm 16
 """
@@ -37,9 +39,16 @@ import jaxmc  # noqa: E402
 from grad import model_text  # noqa: E402  (benchmarks/ is the script's dir)
 
 
-def storm_times(text: str, n: int, prop: str, pts: dict, m: int) -> dict:
+def spread(npts: int, m: int) -> np.ndarray:
+    """`m` indices spread evenly over the `npts` points (first and last
+    included): the baselines are timed on a sample of the whole grid, whose
+    points need different numbers of iterations, not on its first row."""
+    return np.unique(np.round(np.linspace(0, npts - 1, max(1, m))).astype(int))
+
+
+def storm_times(text: str, n: int, prop: str, pts: dict, sel: np.ndarray) -> dict:
     """Storm: parametric build once (not counted), then instantiate + check
-    the first `m` points."""
+    the points `sel`."""
     import stormpy
     import stormpy.pars
     from stormpy.numbers.developer import cln
@@ -57,7 +66,7 @@ def storm_times(text: str, n: int, prop: str, pts: dict, m: int) -> dict:
     init = int(pmodel.initial_states[0])
     vals, t_inst, t_check = [], 0.0, 0.0
     c0 = time.process_time()
-    for i in range(m):
+    for i in sel:
         point = {names[k]: cln.Rational(float(pts[k][i])) for k in names}
         t = time.perf_counter()
         model = inst.instantiate(point)
@@ -79,6 +88,8 @@ def main():
     ap.add_argument("--fail", type=float, default=0.02)
     ap.add_argument("--chunk", type=int, nargs="+", default=[0],
                     help="points per vmapped batch, one run each (0: jaxmc.sweep's default)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="jaxmc.sweep's concurrent chunks (default: its own, the CPU cores on a CPU)")
     ap.add_argument("--sequential", type=int, default=32,
                     help="sequential solve calls timed (extrapolated to --points)")
     ap.add_argument("--storm", type=int, default=16,
@@ -126,10 +137,10 @@ def main():
         # chunk on all points: the compiled batch is then reused)
         warm = pts if c is None else {k: v[:c] for k, v in pts.items()}
         t = time.perf_counter()
-        jaxmc.sweep(model, prop, params=warm, chunk=c, **kw)
+        jaxmc.sweep(model, prop, params=warm, chunk=c, workers=args.workers, **kw)
         t_warm = time.perf_counter() - t
         t, c0 = time.perf_counter(), time.process_time()
-        out = jaxmc.sweep(model, prop, params=pts, chunk=c, **kw)
+        out = jaxmc.sweep(model, prop, params=pts, chunk=c, workers=args.workers, **kw)
         t_sweep, c_sweep = time.perf_counter() - t, time.process_time() - c0
         rec["sweeps"].append({"chunk": chunk, "s": t_sweep, "cpu_s": c_sweep, "first_call_s": t_warm})
         rows.append((f"jaxmc.sweep (vmap), chunk {chunk or 'default'}", t_sweep,
@@ -138,15 +149,16 @@ def main():
               flush=True)
     t_best = min(s["s"] for s in rec["sweeps"])
     # sequential jaxmc.solve calls (compiled once, then one call per point)
-    m = min(args.sequential, npts)
+    sel = spread(npts, min(args.sequential, npts))
+    m = sel.size
     jaxmc.solve(model, prop, params=first, **kw)
     t, c0 = time.perf_counter(), time.process_time()
     seq = np.array([
-        float(jaxmc.solve(model, prop, params={k: pts[k][i] for k in pts}, **kw)) for i in range(m)
+        float(jaxmc.solve(model, prop, params={k: pts[k][i] for k in pts}, **kw)) for i in sel
     ])
     t_seq = (time.perf_counter() - t) * npts / m
     c_seq = (time.process_time() - c0) * npts / m
-    np.testing.assert_allclose(seq, out[:m], rtol=10 * args.epsilon)
+    np.testing.assert_allclose(seq, out[sel], rtol=10 * args.epsilon)
     rec["sequential"] = {"timed": m, "s_extrapolated": t_seq, "cpu_s_extrapolated": c_seq}
     rows.append(("jaxmc.solve x points", t_seq, f"{m} calls timed, extrapolated"))
     print(f"# sequential: {t_seq:.2f} s extrapolated (process CPU time {c_seq:.2f} s)", flush=True)
@@ -157,9 +169,11 @@ def main():
             print("# stormpy not importable: Storm skipped")
         else:
             ms = min(args.storm, npts)
-            st = storm_times(text, args.n, prop, pts, ms)
+            sel = spread(npts, ms)
+            ms = sel.size
+            st = storm_times(text, args.n, prop, pts, sel)
             t_storm = (st["inst_s"] + st["check_s"]) * npts / ms
-            err = float(np.max(np.abs(np.array(st["values"]) - out[:ms]) / np.abs(out[:ms])))
+            err = float(np.max(np.abs(np.array(st["values"]) - out[sel]) / np.abs(out[sel])))
             rec["storm"] = {"timed": ms, "s_extrapolated": t_storm, "build_s": st["build_s"],
                             "inst_s": st["inst_s"], "check_s": st["check_s"],
                             "solver": st["solver"], "max_rel_diff": err,

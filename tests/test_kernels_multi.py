@@ -269,15 +269,18 @@ def test_gpu_pallas_multi_matches_reference():
             np.testing.assert_allclose(np.asarray(Y), A @ X, rtol=1e-13)
 
 
-def test_pallas_wide_batches():
-    """From k = 16 the warp kernel runs its `wide` settings (4 warps, 64
-    rows per program where the layout's blocks allow): same values."""
+@pytest.mark.parametrize("k,rows", [(16, 64), (8, 128)])
+def test_pallas_wide_batches(k, rows):
+    """From k = 8 and k = 16 the warp kernel runs its `by_k` settings (4
+    warps, 128 or 64 rows per program where the layout's blocks allow):
+    same values."""
     from jaxmc.kernels import spmv_multi_pallas as P
 
-    assert P.TUNING["WarpELL"]["wide"]["min_k"] == 16
+    assert P._by_k(P.TUNING["WarpELL"], k)["rows_per_program"] == rows
+    assert P._by_k(P.TUNING["WarpELL"], 4) is None
     A, csr = _stochastic(203, 0.04, 26, distinct=5)
-    X = np.random.default_rng(16).random((203, 16))
-    for spb in (1, 8):  # block_rows 32 (rows unchanged) and 256 (64 per program)
+    X = np.random.default_rng(k).random((203, k))
+    for spb in (1, 8):  # block_rows 32 (rows unchanged) and 256 (split per program)
         L = WarpELL.from_csr(csr, segs_per_block=spb)
         got = np.asarray(spmv(L, jnp.asarray(X), impl="pallas"))
         np.testing.assert_allclose(got, A @ X, rtol=1e-13, atol=1e-16)

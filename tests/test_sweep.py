@@ -28,6 +28,23 @@ def test_sweep_shapes_chunks_and_progress():
     np.testing.assert_allclose(grid[:, 0], (1 - ps) / 2, rtol=1e-9)
 
 
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_sweep_workers_give_the_same_values(chunk):
+    """Chunks solved concurrently on host threads (`workers`) give exactly
+    the values of one chunk after the other, in the points' order, and the
+    progress reports count up in order."""
+    model = jaxmc.load_model(PARAM / "dtmcs/dtmc_pctl.prism", parameters=("p",))
+    ps = np.linspace(0.05, 0.95, 10)
+    prop = 'R{"time"}=? [ F s>1 ]'
+    one = jaxmc.sweep(model, prop, params={"p": ps}, chunk=chunk, workers=1)
+    seen = []
+    many = jaxmc.sweep(model, prop, params={"p": ps}, chunk=chunk, workers=3,
+                       progress=lambda d, t, e: seen.append(d))
+    np.testing.assert_array_equal(many, one)
+    np.testing.assert_allclose(one, (-2 * ps - 2) / (ps - 2), rtol=1e-10)
+    assert seen == sorted(seen) and seen[-1] == ps.size
+
+
 def test_sweep_ctmc_time_bound_grows_terms():
     """Uniformisation's static number of terms is enlarged for the largest
     rate x time of the batch (a point far above the build point)."""

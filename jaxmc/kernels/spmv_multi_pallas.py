@@ -61,18 +61,29 @@ def _vec_kind(v, n, k):
     return "columns"
 
 
-#: Default settings (`num_warps` None: 4 up to k = 4, else 8; `wide`: the
-#: settings from `min_k` columns on). Measured on an H200, tandem c=2047
-#: f64 (RESULTS.md, "Multi-vector SpMV"): warp full at k = 16 takes 1444 µs
-#: per pass with 8 warps and whole layout blocks, 1144 with 4 warps, 1061
-#: with 4 warps and 64 rows per program; at k = 4 every setting is within
-#: 3% (348 µs). Compact: not measured at k = 16.
+#: Default settings (`num_warps` None: 4 up to k = 4, else 8; `by_k`: the
+#: settings from `min_k` columns on, the largest `min_k` that applies).
+#: Measured on an H200, tandem c=2047 f64 (RESULTS.md, "Multi-vector
+#: SpMV"): warp full at k = 16 takes 1444 µs per pass with 8 warps and
+#: whole layout blocks, 1144 with 4 warps, 1061 with 4 warps and 64 rows
+#: per program; at k = 8 626 µs with 8 warps and whole blocks, 542 with 4
+#: warps and 128 rows per program (session 6); at k = 4 every setting is
+#: within 3% (348 µs). Compact: not measured at k = 8, 16.
 TUNING = {
     "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True, load2d=False,
-                    wide=dict(min_k=16, num_warps=4, rows_per_program=64)),
+                    by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
+                          dict(min_k=8, num_warps=4, rows_per_program=128))),
     "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True,
                            load2d=False),
 }
+
+
+def _by_k(tune: dict, K: int) -> dict | None:
+    """The `by_k` settings for `K` columns (None: the defaults)."""
+    for row in tune.get("by_k", ()):
+        if K >= row["min_k"]:
+            return row
+    return None
 
 
 @ft.partial(
@@ -117,8 +128,8 @@ def fused_multi(
         raise ValueError("the Jacobi epilogue needs `inv`")
     tune = TUNING[type(matrix).__name__]
     K = _pow2(k)
-    wide = tune.get("wide")
-    if wide and K >= wide["min_k"]:
+    wide = _by_k(tune, K)
+    if wide:
         num_warps = num_warps or wide["num_warps"]
         if rows_per_program is None and matrix.block_rows % wide["rows_per_program"] == 0:
             rows_per_program = wide["rows_per_program"]
