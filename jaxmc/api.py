@@ -289,7 +289,8 @@ def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
     """`prop` at many parameter points at once (`params`: name → array, one
     common shape); one vmapped computation sharing the structure. Returns a
     numpy array of the points' shape. See `jaxmc.diff.sweep` for `chunk`,
-    `progress`, `build_params`."""
+    `progress`, `workers` (chunks solved at once on host threads; on a CPU
+    by default one per core), `build_params`."""
     from . import diff
 
     return diff.sweep(model, prop, params, **kwargs)
