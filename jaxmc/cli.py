@@ -7,9 +7,10 @@ turns every `JaxmcError` into its located message and exit status 1 (usage
 errors exit 2, from argparse), so a user never sees a traceback for a mistake
 in a model or a property.
 
-Two forms:
+Three forms:
 
     jaxmc MODEL [PROPS_FILE] [options]          check properties
+    jaxmc sweep MODEL --prop P --param p=a:s:b  a property over a parameter grid
     jaxmc plot-matrix MODEL [options] -o F.png  draw the transition matrix
 """
 
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="jaxmc",
         usage="jaxmc MODEL [PROPS_FILE] [options]\n"
         "       jaxmc -importmodel BASE.tra,sta,lab [PROPS_FILE] [options]\n"
+        "       jaxmc sweep MODEL --prop PROP --param p=0.1:0.1:0.9 [options]\n"
         "       jaxmc plot-matrix MODEL [--const ...] -o OUT.png",
         description="Probabilistic model checking of PRISM models (DTMC .pm, "
         "CTMC .sm, MDP .nm) on JAX: PCTL/CSL properties with rewards, checked "
@@ -73,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         "Examples: jaxmc examples/models/die.pm examples/models/die.pm.props; "
         "jaxmc examples/models/die.pm --prop 'P=? [ F s=7 & d=6 ]'; "
         "jaxmc herman5.pm herman.pctl --property 3 --const k=1:2:5,K=0. "
-        "See 'jaxmc plot-matrix --help' for the matrix plot.",
+        "See 'jaxmc sweep --help' for parameter sweeps and 'jaxmc plot-matrix "
+        "--help' for the matrix plot.",
     )
     p.add_argument("model", nargs="?", help="PRISM model file (.pm, .sm, .nm, .prism)")
     p.add_argument("props_file", nargs="?", help="PRISM properties file (.props, .pctl, .csl)")
@@ -190,6 +193,138 @@ def _plot_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jaxmc sweep",
+        usage="jaxmc sweep MODEL --prop PROP --param NAME=VALUES [--param ...] [options]",
+        description="One property at every point of a grid of parameter values, "
+        "in one batched computation (jaxmc.sweep): the state space is built once, "
+        "the parameters' values only change the transition probabilities, rates "
+        "and rewards. A parameter is an undefined `const double` of the model that "
+        "occurs only in probabilities, rates, rewards or time bounds (not in guards "
+        "or variable bounds). Progress on stderr; a table, or JSON, on stdout.",
+        epilog="Example: jaxmc sweep examples/models/queue.sm --prop 'S=? [ \"empty\" ]' "
+        "--param lambda=0.5:0.5:2.5 --param mu=3,4. "
+        "Exit status: 0 ok; 1 an error in the model, the property, a parameter or "
+        "a point that did not converge; 2 a usage error.",
+    )
+    p.add_argument("model", help="PRISM model file (.pm, .sm, .nm, .prism)")
+    p.add_argument("--prop", "-pf", required=True, metavar="PROP",
+                   help="the property, e.g. 'P=? [ F \"goal\" ]'")
+    p.add_argument("--param", action="append", required=True, metavar="p=0.1:0.1:0.9",
+                   help="a parameter and its values: low:step:high, low:high (step 1), "
+                   "a comma list of values, or one value (repeatable; the points are "
+                   "all combinations, the last parameter varying fastest)")
+    p.add_argument("--const", "-const", action="append", default=[], metavar="N=3",
+                   help="values of the model's other undefined constants (no ranges)")
+    p.add_argument("-epsilon", "--epsilon", type=float, default=1e-6,
+                   help="relative convergence threshold (default 1e-6, PRISM's)")
+    p.add_argument("-maxiters", "--max-iters", type=int, default=200_000,
+                   help="iteration limit per point (default 200000)")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="points per batched solve (default: chosen from the model's size)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="batches solved at once on host threads (default: one per CPU "
+                   "core on the CPU, 1 on a GPU)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                   help="JAX backend (default: JAX's own choice)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _sweep_grid(specs: list[str]) -> tuple[list[str], list[list[float]]]:
+    """The parameters' names and value lists from `--param` texts such as
+    `p=0.1:0.1:0.9` (PRISM's range syntax) or `q=0.2,0.3,0.5`."""
+    from .errors import SemanticError
+    from .semantics.constants import expand_constants
+
+    names: list[str] = []
+    axes: list[list[float]] = []
+    for spec in specs:
+        name, eq, values = spec.partition("=")
+        name = name.strip()
+        if not eq or not name or not values.strip():
+            raise SemanticError(f"`--param {spec}`: expected NAME=VALUES, e.g. p=0.1:0.1:0.9 or p=0.2,0.4")
+        if name in names:
+            raise SemanticError(f"parameter `{name}` is given twice")
+        axis: list[float] = []
+        for part in values.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                got = expand_constants(f"{name}={part}", types={name: _double()})
+            except ValueError as e:
+                raise SemanticError(f"`--param {spec}`: {e}") from None
+            axis += [float(s[name]) for s in got]
+        names.append(name)
+        axes.append(axis)
+    return names, axes
+
+
+def _double():
+    from .lang.ast import ValueType
+
+    return ValueType.DOUBLE
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """`jaxmc sweep`: load the model with the parameters symbolic, run
+    `jaxmc.sweep` over the grid, print a table or JSON."""
+    import numpy as np
+
+    import jaxmc
+
+    names, axes = _sweep_grid(args.param)
+    if any(not a for a in axes):
+        raise jaxmc.SemanticError("a `--param` has no values")
+    grids = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij")
+    points = {k: g.reshape(-1) for k, g in zip(names, grids)}
+    total = int(grids[0].size)
+    first = {k: float(v[0]) for k, v in points.items()}
+    t0 = time.perf_counter()
+    model = jaxmc.load_model(args.model, ",".join(args.const) or None, parameters=tuple(names),
+                             params=first)
+    explicit = jaxmc.build(model)
+    build_s = time.perf_counter() - t0
+    for w in explicit.warnings:
+        print(f"Warning: {w}", file=sys.stderr)
+    if not args.quiet:
+        print(f"model: {explicit.num_states} states, {explicit.num_transitions} transitions "
+              f"({build_s:.2f} s); {total} points", file=sys.stderr, flush=True)
+    t1 = time.perf_counter()
+    try:
+        values = jaxmc.sweep(
+            model, args.prop, params=points, chunk=args.chunk, workers=args.workers,
+            progress=not args.quiet, epsilon=args.epsilon, max_iters=args.max_iters,
+        )  # fmt: skip
+    except ValueError as e:  # e.g. a name that is not a parameter of the model
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    sweep_s = time.perf_counter() - t1
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if args.json:
+        out = {
+            "model": args.model, "property": args.prop, "constants": ",".join(args.const) or None,
+            "parameters": names, "states": explicit.num_states,
+            "transitions": explicit.num_transitions, "epsilon": args.epsilon,
+            "warnings": list(explicit.warnings), "timing": {"build": build_s, "sweep": sweep_s},
+            "points": [{**{k: float(points[k][i]) for k in names}, "value": float(values[i])}
+                       for i in range(total)],
+        }  # fmt: skip
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"Sweep of {args.prop} over {' x '.join(f'{k} ({len(a)})' for k, a in zip(names, axes))}"
+          f" = {total} points: {sweep_s:.3f} s ({1e3 * sweep_s / total:.2f} ms per point)")
+    rows = [[f"{points[k][i]:.10g}" for k in names] + [f"{values[i]:.10g}"] for i in range(total)]
+    head = names + ["Result"]
+    width = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
+    for r in [head] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip())
+    return 0
+
+
 # --------------------------------------------------------------------- main
 
 
@@ -200,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "plot-matrix":
         args = _plot_parser().parse_args(argv[1:])
         return _guard(lambda: _plot(args))
+    if argv and argv[0] == "sweep":
+        args = _sweep_parser().parse_args(argv[1:])
+        err = _select_device(args.device)
+        if err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return _guard(lambda: _sweep(args))
     parser = _parser()
     args = parser.parse_args(argv)
     if args.import_model:
