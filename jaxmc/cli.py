@@ -354,7 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     if err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    return _guard(lambda: _run(args))
+    try:
+        return _guard(lambda: _run(args))
+    finally:
+        from .solvers import _progress
+
+        _progress.set_reporter(None)
 
 
 def _guard(fn) -> int:
@@ -406,7 +411,7 @@ def _run(args: argparse.Namespace) -> int:
 
     extra = _api_options(args)
     settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
-    show = _Printer(args)
+    show = _Printer(args).solve_progress()
     status = 0
     runs: list[dict[str, Any]] = []
     model = None
@@ -672,6 +677,8 @@ class _Printer:
         self.tty = sys.stderr.isatty() and not args.quiet
         self.quiet = args.json
         self._line = False
+        self._checking = ""
+        self._solve_progress = None
 
     def out(self, text: str = "") -> None:
         if not self.quiet:
@@ -694,8 +701,29 @@ class _Printer:
     def checking(self, n: int, total: int, text: str) -> None:
         if self.tty:
             short = text if len(text) <= 50 else text[:47] + "..."
-            print(f"\rchecking {n}/{total}: {short:<50}", end="", file=sys.stderr, flush=True)
+            self._checking = f"checking {n}/{total}: {short}"
+            print(f"\r{self._checking:<70}", end="", file=sys.stderr, flush=True)
             self._line = True
+            if self._solve_progress is not None:
+                self._solve_progress.restart()
+
+    def solving(self, it: int, residual: float, elapsed: float) -> None:
+        """A long iterative solve's progress (from inside its loop: see
+        `jaxmc.solvers._progress`)."""
+        if self.tty and elapsed >= 1.0:
+            msg = f"{self._checking}: {it:,} iterations, residual {residual:.3g}, {elapsed:.1f} s"
+            print(f"\r{msg[-110:]:<70}", end="", file=sys.stderr, flush=True)
+            self._line = True
+
+    def solve_progress(self):
+        """Install `solving` as the solvers' reporter (on a terminal only:
+        loops traced with a reporter are not persistently cached)."""
+        from .solvers import _progress
+
+        if self.tty:
+            self._solve_progress = _progress.Throttle(self.solving)
+            _progress.set_reporter(self._solve_progress)
+        return self
 
     def model(self, run: dict[str, Any], explicit) -> None:
         m = run["model"]

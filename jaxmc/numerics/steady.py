@@ -99,6 +99,14 @@ GMRES_RTOL = 1e-13
 #: GMRES restart length (memory: this many vectors of the system's size).
 GMRES_RESTART = 40
 
+#: Host GMRES gives up when its residual has not halved over this many
+#: iterations (checked at restarts): restarted GMRES stagnates for good on
+#: some chains (tandem: relative residual stuck at 0.0634 from iteration
+#: ~840 at c=63; at c=255 it spent 99 s in 10,000 iterations before Jacobi
+#: converged in 4 s), while the systems it solves gain a factor 3-40 per
+#: restart (poll10, kanban t=3, fms n=4: 240-720 iterations).
+GMRES_STALL_ITERS = 320
+
 #: On a GPU, systems of at least this many unknowns are solved on the device
 #: (smaller ones: the host's LU/GMRES wins over the device loop's fixed costs).
 DEVICE_MIN_STATES = 50_000
@@ -201,13 +209,30 @@ def _device_krylov(op, b, max_iters):
     return sol.__class__(sol.value, sol.status, total, sol.residual), "bicgstab+gmres"
 
 
+class _Stalled(Exception):
+    """Raised from GMRES's callback to stop a stagnating solve."""
+
+
 def _gmres(A, b, max_iters):
     """`A x = b` by restarted GMRES, or `None` if it does not converge within
-    `max_iters` inner iterations."""
+    `max_iters` inner iterations or stagnates (`GMRES_STALL_ITERS`)."""
     cycles = max(1, -(-int(max_iters) // GMRES_RESTART))
-    x, info = spla.gmres(
-        A, b, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART, maxiter=cycles
-    )
+    hist: list[float] = []
+
+    def watch(res):  # the relative residual, once per inner iteration
+        hist.append(float(res))
+        k = len(hist)
+        if k % GMRES_RESTART == 0 and k > GMRES_STALL_ITERS:
+            if not hist[-1] <= 0.5 * hist[-1 - GMRES_STALL_ITERS]:
+                raise _Stalled
+
+    try:
+        x, info = spla.gmres(
+            A, b, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART, maxiter=cycles,
+            callback=watch, callback_type="pr_norm",
+        )
+    except _Stalled:
+        return None
     if info != 0 or not np.all(np.isfinite(x)):
         return None
     return x

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve_triangular
 
+from . import _progress
 from ._results import Solution, Status, check_solution
 
 
@@ -49,6 +50,8 @@ def gauss_seidel(
         it += 1
         diff = _difference(new, x, relative)
         x = new
+        if _progress._reporter is not None and n >= _progress.MIN_STATES and it % 16 == 0:
+            _progress._reporter(it, diff)
         if not np.all(np.isfinite(x)):
             status = Status.NONFINITE
             break

@@ -20,6 +20,7 @@ from jax import lax
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
 from ..layout._warp import CompactVector
+from ._progress import report
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
 
 
@@ -78,6 +79,7 @@ def fixed_point_fused(
             finite = finite & f
         it = it + k
         status = next_status(x, diff, it, epsilon, max_iters, finite=finite)
+        report(it, d, x.shape[0], k)
         return x, it, d, status
 
     init = (
@@ -243,6 +245,7 @@ def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
         r = jnp.where(s_ok, s, s - omega * t)
         it = it + 1
         res = rnorm(r)
+        report(it, res, x.shape[0])
         broke = (rho_new == 0) | (rv == 0) | (~s_ok & ((omega == 0) | (tt == 0)))
         status = jnp.where(
             ~jnp.all(jnp.isfinite(x)),

@@ -17,6 +17,7 @@ from jax import lax
 from ..kernels.spmv import spmv
 from ..kernels.fused import bellman_step
 from ._linear import _args, fixed_point
+from ._progress import report
 from ._results import RUNNING, Solution, Status, check_solution
 
 
@@ -70,6 +71,7 @@ def _ii(M, b, lo, up, epsilon, max_iters, relative, opt):
         up = bellman(M, b, bellman(M, b, up, opt), opt)
         it = it + 2
         g = gap(lo, up)
+        report(it, g, lo.shape[0], 2)
         status = jnp.where(
             ~(jnp.all(jnp.isfinite(lo)) & jnp.all(jnp.isfinite(up))),
             Status.NONFINITE,
