@@ -326,9 +326,28 @@ LINEAR = ("jacobi", "gauss_seidel", "power", "bicgstab")
 MINMAX = ("value_iteration", "interval_iteration")
 
 
+#: The default method of DTMC/CTMC linear systems: `solve_fixed` picks
+#: Gauss-Seidel in topological order (on the host) where the system's graph
+#: falls apart into components, each no larger than `TOPOLOGICAL_MAX_SCC`
+#: of its unknowns, and Jacobi (on the device layout) otherwise.
+AUTO = "auto"
+
+#: See `AUTO`: the largest strongly connected component, as a fraction of the
+#: unknowns, for which the topological Gauss-Seidel is chosen. Why: where the
+#: graph is (nearly) acyclic a sweep in topological order is a
+#: back-substitution (brp N=512: 2 sweeps, 8 ms, the exact value, where
+#: Jacobi took 3,168 iterations and 1.1 s and stopped 1.2e-6 off), while on
+#: one big component (tandem, the walk) Jacobi's device loop is the faster.
+TOPOLOGICAL_MAX_SCC = 0.5
+
+#: Systems with more entries than this keep Jacobi without looking at their
+#: components (the host's decomposition would cost seconds).
+TOPOLOGICAL_MAX_ENTRIES = 1 << 24
+
+
 def default_method(model, method):
     if method is None:
-        return "value_iteration" if model.is_nondeterministic else "jacobi"
+        return "value_iteration" if model.is_nondeterministic else AUTO
     if method not in LINEAR + MINMAX:
         raise ValueError(
             f"unknown `method` {method!r}; expected one of {LINEAR + MINMAX}"
@@ -398,16 +417,40 @@ def solve_fixed(
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
-        return NumericResult(values=fixed.copy(), method=method)
+        return NumericResult(values=fixed.copy(), method="jacobi" if method == AUTO else method)
     with stage("solve"):
         out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
                             dict(epsilon=epsilon, relative=relative, max_iters=max_iters,
-                                 throw=throw), precision)
+                                 throw=throw), precision,
+                            auto_ok=layout == "auto" and precision == "fp64")
     return out
 
 
+def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
+    """`(method, order)` for `AUTO`: Gauss-Seidel and its topological order
+    if the system's largest component holds at most `TOPOLOGICAL_MAX_SCC`
+    of the unknowns, else Jacobi (`order` None)."""
+    k = int(maybe.sum())
+    # (on an accelerator only small systems: there Jacobi's loop is fast and
+    # the host's decomposition would add to every property)
+    cap = TOPOLOGICAL_MAX_ENTRIES if jax.default_backend() == "cpu" else TOPOLOGICAL_MAX_ENTRIES >> 4
+    if not auto_ok or data.size > cap or k == 0:
+        return "jacobi", None
+    import scipy.sparse as scipy_sparse
+
+    from ..solvers._gauss_seidel import scc_labels, topological_order
+
+    live = data != 0
+    A = scipy_sparse.csr_matrix((data[live], (state_row[live], cols[live])), shape=(n, n))
+    scc = scc_labels(A)
+    largest = int(np.bincount(scc[1][maybe]).max(initial=0))
+    if largest > TOPOLOGICAL_MAX_SCC * k:
+        return "jacobi", None
+    return "gauss_seidel", topological_order(A, scc)
+
+
 def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
-                  precision="fp64"):
+                  precision="fp64", auto_ok=False):
     soc, rows, cols, indptr = host
     n = M.n_states
     state_row = soc[rows]
@@ -421,6 +464,9 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
         vec, mat = jnp.asarray, (lambda A: A)
     else:
         vec, mat = (lambda v: jnp.asarray(v, jnp.float32)), (lambda A: to_precision(A, precision))
+    order = None
+    if method == AUTO:
+        method, order = _auto_linear(n, data, state_row, cols, maybe, auto_ok)
     if method == "jacobi":
         on_diag = cols == state_row
         diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
@@ -430,7 +476,7 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
         import scipy.sparse as scipy_sparse
 
         A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
-        sol = gauss_seidel(A, bb, x0, **kw)
+        sol = gauss_seidel(A, bb, x0, order="topological" if order is None else order, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64
     elif method == "power":
         A = mat(valued(M, kind, data, indptr, cols).matrix)
