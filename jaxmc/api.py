@@ -188,9 +188,12 @@ def check(
       in `properties`.
     - `properties`: the property file `prop` refers into (for names and
       references between properties).
-    - `method`: `"jacobi"` (default for DTMCs/CTMCs), `"power"`,
-      `"gauss_seidel"`, `"bicgstab"`, `"value_iteration"` (default for MDPs),
-      `"interval_iteration"`.
+    - `method`: `"jacobi"`, `"power"`, `"gauss_seidel"`, `"bicgstab"`,
+      `"value_iteration"` (default for MDPs), `"interval_iteration"`. The
+      default for DTMCs/CTMCs is Gauss-Seidel in topological order (on the
+      host) where the system's graph falls apart into strongly connected
+      components of at most half of the unknowns each, else Jacobi
+      (`jaxmc.numerics._common.AUTO`); `result.method` says which ran.
     - `epsilon`, `relative`, `max_iters`: the convergence criterion, as
       PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.
     - `throw`: raise `ConvergenceError` when an iterative method stops before

@@ -36,9 +36,11 @@ METHODS = {
     "ii": "interval_iteration",
 }
 _METHOD_HELP = {
-    "jacobi": "Jacobi iteration (default for DTMC/CTMC linear equation systems)",
+    "jacobi": "Jacobi iteration (the default for DTMC/CTMC linear equation systems "
+    "with a large strongly connected component; else topological Gauss-Seidel)",
     "gaussseidel": "Gauss-Seidel for DTMC/CTMC linear systems (sequential: runs on "
-    "the host CPU, one sparse triangular solve per sweep; value iteration on MDPs)",
+    "the host CPU, one sparse triangular solve per sweep, components in topological "
+    "order; value iteration on MDPs)",
     "power": "the power method",
     "bicgstab": "BiCGStab (Krylov solver)",
     "valiter": "value iteration (default for MDPs)",

@@ -51,8 +51,10 @@ def until_probabilities(
     - `model`: a DTMC, CTMC (uses the embedded DTMC) or MDP.
     - `phi`, `psi`: bool [n] masks.
     - `opt`: `"min"`/`"max"` (required for MDPs; ignored otherwise).
-    - `method`: `"jacobi"` (default for DTMC/CTMC), `"power"`, `"bicgstab"`,
-      `"value_iteration"` (default for MDPs), `"interval_iteration"`.
+    - `method`: `"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
+      `"value_iteration"` (default for MDPs), `"interval_iteration"`; for
+      DTMC/CTMC the default `None` picks Gauss-Seidel in topological order
+      or Jacobi by the system's components (`_common.AUTO`).
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` on non-convergence.
     - `precompute`: use prob1 too (prob0 is always used: it makes the
