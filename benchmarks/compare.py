@@ -226,7 +226,7 @@ def table(rows: list[dict], with_storm: bool) -> str:
 def section(runs, env, args, with_storm: bool) -> str:
     sizes = " ".join(f"--size {size}" for size, _, _ in runs)
     parts = [
-        SECTION,
+        subsection_heading(env),
         "",
         f"Measured {env['date']} with `python benchmarks/compare.py {sizes}"
         f"{' --storm-solver ' + args.storm_solver if args.storm_solver != 'storm-default' else ''}"
@@ -243,7 +243,7 @@ def section(runs, env, args, with_storm: bool) -> str:
     if not with_storm:
         parts += ["stormpy is not importable here: the Storm columns are left out.", ""]
     for size, rows, wall in runs:
-        parts += [f"### --size {size} (whole run {wall:.0f} s)", "", table(rows, with_storm), ""]
+        parts += [f"#### --size {size} (whole run {wall:.0f} s)", "", table(rows, with_storm), ""]
     parts += [
         "jaxmc *check* includes JAX tracing and compilation (first call); *warm* is "
         "the same check again on the built model. Storm times are stormpy's "
@@ -261,16 +261,32 @@ def section(runs, env, args, with_storm: bool) -> str:
     return "\n".join(parts) + "\n"
 
 
+def subsection_heading(env) -> str:
+    """The heading of this machine's part of the section: one per device
+    kind, so that a CPU run does not replace a GPU host's tables."""
+    dev = str(env["device"])
+    if dev.endswith("(gpu)") or "cuda" in dev:
+        return f"### On an {dev.rsplit(' (', 1)[0]} host"
+    return f"### On the {env['cores']}-core CPU"
+
+
 def write_section(text: str) -> None:
-    """Replace the "jaxmc vs Storm" section of RESULTS.md (up to the next
-    `## ` heading), leaving the others as they are."""
+    """Replace this machine's subsection (`text` starts with its `### `
+    heading) of the "jaxmc vs Storm" section of RESULTS.md, up to the next
+    `### ` or `## ` heading, leaving the rest as it is."""
     old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
+    heading = text.splitlines()[0]
+    if SECTION not in old:
+        old = old.rstrip("\n") + "\n\n" + SECTION + "\n"
+    sub = re.compile(re.escape(heading) + r"\n.*?(?=^### |^## |\Z)", re.S | re.M)
+    head, _, rest = old.partition(SECTION)
+    end = re.search(r"^## ", rest, re.M)
+    body, tail = (rest[: end.start()], rest[end.start():]) if end else (rest, "")
+    if sub.search(body):
+        body = sub.sub(lambda _: text + "\n", body, count=1)
     else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new.rstrip("\n") + "\n")
+        body = body.rstrip("\n") + "\n\n" + text + "\n"
+    RESULTS.write_text((head + SECTION + body + tail).rstrip("\n") + "\n")
 
 
 def main(argv=None) -> int:

@@ -191,8 +191,8 @@ def check(
     - `method`: `"jacobi"`, `"power"`, `"gauss_seidel"`, `"bicgstab"`,
       `"value_iteration"` (default for MDPs), `"interval_iteration"`. The
       default for DTMCs/CTMCs is Gauss-Seidel in topological order (on the
-      host) where the system's graph falls apart into strongly connected
-      components of at most half of the unknowns each, else Jacobi
+      host) where the system's graph is nearly acyclic (at most 10% of
+      the unknowns in cyclic strongly connected components), else Jacobi
       (`jaxmc.numerics._common.AUTO`); `result.method` says which ran.
     - `epsilon`, `relative`, `max_iters`: the convergence criterion, as
       PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.

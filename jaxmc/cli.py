@@ -37,7 +37,7 @@ METHODS = {
 }
 _METHOD_HELP = {
     "jacobi": "Jacobi iteration (the default for DTMC/CTMC linear equation systems "
-    "with a large strongly connected component; else topological Gauss-Seidel)",
+    "unless nearly acyclic; those get topological Gauss-Seidel)",
     "gaussseidel": "Gauss-Seidel for DTMC/CTMC linear systems (sequential: runs on "
     "the host CPU, one sparse triangular solve per sweep, components in topological "
     "order; value iteration on MDPs)",

@@ -328,17 +328,19 @@ MINMAX = ("value_iteration", "interval_iteration")
 
 #: The default method of DTMC/CTMC linear systems: `solve_fixed` picks
 #: Gauss-Seidel in topological order (on the host) where the system's graph
-#: falls apart into components, each no larger than `TOPOLOGICAL_MAX_SCC`
-#: of its unknowns, and Jacobi (on the device layout) otherwise.
+#: is nearly acyclic (at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns in
+#: strongly connected components of more than one state), and Jacobi (on
+#: the device layout) otherwise.
 AUTO = "auto"
 
-#: See `AUTO`: the largest strongly connected component, as a fraction of the
-#: unknowns, for which the topological Gauss-Seidel is chosen. Why: where the
-#: graph is (nearly) acyclic a sweep in topological order is a
-#: back-substitution (brp N=512: 2 sweeps, 8 ms, the exact value, where
-#: Jacobi took 3,168 iterations and 1.1 s and stopped 1.2e-6 off), while on
-#: one big component (tandem, the walk) Jacobi's device loop is the faster.
-TOPOLOGICAL_MAX_SCC = 0.5
+#: See `AUTO`. Why: where the graph is acyclic a Gauss-Seidel sweep in
+#: topological order is a back-substitution (brp N=512: 2 sweeps, 8 ms, the
+#: exact value, where Jacobi took 3,168 iterations and 1.1 s and stopped
+#: 1.2e-6 off); inside a cyclic component it is a plain Gauss-Seidel sweep
+#: on the host, sequential and slower per sweep than Jacobi's vectorised
+#: step (polling N=9, half of its unknowns in one component: 3,165 sweeps
+#: and 3.7 s against Jacobi's 0.5 s).
+TOPOLOGICAL_MAX_CYCLIC = 0.1
 
 #: Systems with more entries than this keep Jacobi without looking at their
 #: components (the host's decomposition would cost seconds).
@@ -428,8 +430,8 @@ def solve_fixed(
 
 def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
     """`(method, order)` for `AUTO`: Gauss-Seidel and its topological order
-    if the system's largest component holds at most `TOPOLOGICAL_MAX_SCC`
-    of the unknowns, else Jacobi (`order` None)."""
+    if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
+    more than one state, else Jacobi (`order` None)."""
     k = int(maybe.sum())
     # (on an accelerator only small systems: there Jacobi's loop is fast and
     # the host's decomposition would add to every property)
@@ -443,8 +445,9 @@ def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
     live = data != 0
     A = scipy_sparse.csr_matrix((data[live], (state_row[live], cols[live])), shape=(n, n))
     scc = scc_labels(A)
-    largest = int(np.bincount(scc[1][maybe]).max(initial=0))
-    if largest > TOPOLOGICAL_MAX_SCC * k:
+    size = np.bincount(scc[1])
+    cyclic = int(np.count_nonzero(size[scc[1][maybe]] > 1))
+    if cyclic > TOPOLOGICAL_MAX_CYCLIC * k:
         return "jacobi", None
     return "gauss_seidel", topological_order(A, scc)
 
