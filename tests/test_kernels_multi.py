@@ -278,9 +278,11 @@ def test_pallas_wide_batches(k, rows):
 
     assert P._by_k(P.TUNING["WarpELL"], k)["rows_per_program"] == rows
     assert P._by_k(P.TUNING["WarpELL"], 4) is None
+    assert P._by_k(P.TUNING["CompactWarpELL"], k)["rows_per_program"] == 64
     A, csr = _stochastic(203, 0.04, 26, distinct=5)
     X = np.random.default_rng(k).random((203, k))
-    for spb in (1, 8):  # block_rows 32 (rows unchanged) and 256 (split per program)
-        L = WarpELL.from_csr(csr, segs_per_block=spb)
-        got = np.asarray(spmv(L, jnp.asarray(X), impl="pallas"))
-        np.testing.assert_allclose(got, A @ X, rtol=1e-13, atol=1e-16)
+    for cls in (WarpELL, CompactWarpELL):
+        for spb in (1, 8):  # block_rows 32 (rows unchanged) and 256 (split per program)
+            L = cls.from_csr(csr, segs_per_block=spb)
+            got = np.asarray(spmv(L, jnp.asarray(X), impl="pallas"))
+            np.testing.assert_allclose(got, A @ X, rtol=1e-13, atol=1e-16)

@@ -68,13 +68,16 @@ def _vec_kind(v, n, k):
 #: whole layout blocks, 1144 with 4 warps, 1061 with 4 warps and 64 rows
 #: per program; at k = 8 626 µs with 8 warps and whole blocks, 542 with 4
 #: warps and 128 rows per program (session 6); at k = 4 every setting is
-#: within 3% (348 µs). Compact: not measured at k = 8, 16.
+#: within 3% (348 µs). Compact (session 6): k = 8 645 -> 578 µs with 2 warps
+#: and 64 rows per program, k = 16 1602 -> 975 µs with 4 warps and 64 rows.
 TUNING = {
     "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True, load2d=False,
                     by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
                           dict(min_k=8, num_warps=4, rows_per_program=128))),
     "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True,
-                           load2d=False),
+                           load2d=False,
+                           by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
+                                 dict(min_k=8, num_warps=2, rows_per_program=64))),
 }
 
 
