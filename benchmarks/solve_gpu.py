@@ -485,10 +485,13 @@ def main():
                     help="write the rows here as JSON (default: $OUT/solve.json when OUT is set)")
     ap.add_argument("--window", type=int, default=0,
                     help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
+    ap.add_argument("--rcm", action="store_true",
+                    help="reorder by reverse Cuthill-McKee first (before --window)")
     a = ap.parse_args()
     import spmv as _spmv
 
     _spmv.WINDOW = a.window
+    _spmv.RCM = a.rcm
     global ONLY, CHECK, TUNING_RUN, METHODS
     ONLY = set(a.only.split(",")) if a.only else None
     METHODS = tuple(a.methods.split(","))

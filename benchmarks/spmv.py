@@ -41,16 +41,29 @@ NO_BCSR = False
 #: `jaxmc.layout.window_order(W)` (rows sorted by length within windows of W
 #: rows; less padding in the warp layouts); 0 keeps the builder's BFS order.
 WINDOW = 0
+#: `--rcm`: reorder by reverse Cuthill-McKee (`jaxmc.layout.rcm_order`)
+#: first (then by the window, if any).
+RCM = False
 
 
 def reorder(A):
-    """`(A', order)`: `A` in the `--window` order (`A[order][:, order]`), or
-    `(A, None)` when there is no window or `A` is not square (MDP rows are
-    choices, not states)."""
-    if not WINDOW or A is None or A.shape[0] != A.shape[1]:
+    """`(A', order)`: `A` in the `--rcm` / `--window` order (`A[order][:,
+    order]`), or `(A, None)` when there is neither or `A` is not square (MDP
+    rows are choices, not states)."""
+    if not (WINDOW or RCM) or A is None or A.shape[0] != A.shape[1]:
         return A, None
-    order = window_order(to_csr(A), WINDOW).order
-    B = A[order][:, order].tocsr()
+    order = np.arange(A.shape[0])
+    if RCM:
+        from jaxmc.layout import rcm_order
+
+        order = rcm_order(to_csr(A)).order
+        A = A[order][:, order].tocsr()
+        A.sort_indices()
+    if WINDOW:
+        w = window_order(to_csr(A), WINDOW).order
+        order = order[w]
+        A = A[w][:, w].tocsr()
+    B = A.tocsr()
     B.sort_indices()
     return B, order
 
@@ -256,10 +269,13 @@ def main():
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
     ap.add_argument("--window", type=int, default=0,
                     help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
+    ap.add_argument("--rcm", action="store_true",
+                    help="reorder by reverse Cuthill-McKee first (before --window)")
     a = ap.parse_args()
     global ONLY, NO_BCSR
-    global WINDOW
+    global WINDOW, RCM
     WINDOW = a.window
+    RCM = a.rcm
     NO_BCSR = a.no_bcsr
     ONLY = set(a.only.split(",")) if a.only else None
     bw, how = copy_bandwidth()
