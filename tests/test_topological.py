@@ -94,3 +94,35 @@ def test_default_method_by_structure():
     w = jaxmc.check(walk, 'P=? [ F "goal" ]')
     assert w.method == "jacobi"
     np.testing.assert_allclose(w.value, 0.5, rtol=1e-4)  # (Jacobi: PRISM's criterion)
+
+
+SLOW_TAIL = """dtmc
+module m
+  s : [0..332] init 0;
+  [] s<300 -> 0.7 : (s'=s+1) + 0.3 : (s'=min(s+2,300));
+  [] s>=300 & s<330 -> 0.495 : (s'=s+1) + 0.495 : (s'=max(s-1,300)) + 0.01 : (s'=332);
+endmodule
+label "goal" = s=330;
+"""
+
+
+def test_slow_cyclic_part_hands_over_to_jacobi():
+    """A nearly acyclic chain (300 states) ending in a slowly mixing walk (30
+    states, 9%): the topological Gauss-Seidel chosen for the structure stops
+    after `AUTO_GS_MAX_SWEEPS` and Jacobi finishes from its iterate."""
+    import scipy.sparse as sp
+
+    from jaxmc.numerics import _common
+
+    m = jaxmc.load_model_string(SLOW_TAIL)
+    r = jaxmc.check(m, 'P=? [ F "goal" ]', epsilon=1e-10)
+    e = jaxmc.build(m)
+    P = sp.csr_matrix((e.val, e.col, e.row_ptr), shape=(e.num_states,) * 2).toarray()
+    s = e.states[:, 0]
+    goal = s == 330
+    maybe = ~goal & (s != 332) & (s != 331)
+    A = np.eye(maybe.sum()) - P[np.ix_(maybe, maybe)]
+    x = np.linalg.solve(A, P[np.ix_(maybe, goal)].sum(1))
+    ref = x[np.flatnonzero(maybe) == np.flatnonzero(e.labels["init"])[0]][0]
+    assert r.method == "jacobi" and r.iterations > _common.AUTO_GS_MAX_SWEEPS
+    np.testing.assert_allclose(r.value, ref, rtol=1e-7)

@@ -63,6 +63,7 @@ from ._timing import stage
 from ..solvers import (
     Status,
     bicgstab,
+    check_solution,
     gauss_seidel,
     interval_iteration,
     jacobi,
@@ -345,6 +346,11 @@ AUTO = "auto"
 #: states: 0.80 s warm on the host against Jacobi's 0.009 s).
 TOPOLOGICAL_MAX_CYCLIC = 0.1
 
+#: See `AUTO`: the host Gauss-Seidel chosen for the structure stops after
+#: this many sweeps and hands its iterate to Jacobi (cyclic components that
+#: mix slowly would otherwise cost ~0.1-0.3 ms of host overhead per sweep).
+AUTO_GS_MAX_SWEEPS = 200
+
 #: Systems with more entries than this keep Jacobi without looking at their
 #: components (the host's decomposition would cost seconds).
 TOPOLOGICAL_MAX_ENTRIES = 1 << 24
@@ -471,19 +477,34 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
     else:
         vec, mat = (lambda v: jnp.asarray(v, jnp.float32)), (lambda A: to_precision(A, precision))
     order = None
-    if method == AUTO:
+    auto = method == AUTO
+    if auto:
         method, order = _auto_linear(n, data, state_row, cols, maybe, auto_ok)
+    if method == "gauss_seidel":
+        import scipy.sparse as scipy_sparse
+
+        A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
+        gkw = kw
+        if auto:  # chosen for the structure: bounded, then Jacobi takes over
+            gkw = dict(kw, max_iters=min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS), throw=False)
+        sol = gauss_seidel(A, bb, x0, order="topological" if order is None else order, **gkw)
+        extra.update(layout="host", precision="fp64")  # a host solve, in float64
+        if auto and Status(int(sol.status)) == Status.MAX_ITERS and kw["max_iters"] > AUTO_GS_MAX_SWEEPS:
+            done = int(sol.iterations)
+            method, x0 = "jacobi", np.asarray(sol.value)
+            kw = dict(kw, max_iters=int(kw["max_iters"]) - done)
+            extra = {"precision": precision, "gauss_seidel_sweeps": done}
     if method == "jacobi":
         on_diag = cols == state_row
         diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
         A = mat(valued(M, kind, np.where(on_diag, 0.0, data), indptr, cols).matrix)
         sol = jacobi(A, vec(diag), vec(bb), vec(x0), **kw)
+        if "gauss_seidel_sweeps" in extra:
+            sol = sol.__class__(sol.value, sol.status, sol.iterations + extra["gauss_seidel_sweeps"],
+                                sol.residual)
     elif method == "gauss_seidel":
-        import scipy.sparse as scipy_sparse
-
-        A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
-        sol = gauss_seidel(A, bb, x0, order="topological" if order is None else order, **kw)
-        extra.update(layout="host", precision="fp64")  # a host solve, in float64
+        if auto:  # (converged, or no budget left to hand over)
+            sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
     elif method == "power":
         A = mat(valued(M, kind, data, indptr, cols).matrix)
         sol = power(A, vec(bb), vec(x0), **kw)
