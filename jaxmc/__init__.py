@@ -8,6 +8,7 @@ matrices) → `solvers`/`numerics` (iterations) → `props` (properties).
 import importlib.metadata
 
 from . import errors as errors, explore as explore, lang as lang, semantics as semantics
+from ._config import enable_compilation_cache as enable_compilation_cache
 from .api import (
     Model as Model,
     build as build,

@@ -239,6 +239,7 @@ def _sweep_grid(specs: list[str]) -> tuple[list[str], list[list[float]]]:
     """The parameters' names and value lists from `--param` texts such as
     `p=0.1:0.1:0.9` (PRISM's range syntax) or `q=0.2,0.3,0.5`."""
     from .errors import SemanticError
+    from .lang.ast import ValueType
     from .semantics.constants import expand_constants
 
     names: list[str] = []
@@ -256,19 +257,15 @@ def _sweep_grid(specs: list[str]) -> tuple[list[str], list[list[float]]]:
             if not part:
                 continue
             try:
-                got = expand_constants(f"{name}={part}", types={name: _double()})
+                got = expand_constants(f"{name}={part}", types={name: ValueType.DOUBLE})
             except ValueError as e:
                 raise SemanticError(f"`--param {spec}`: {e}") from None
             axis += [float(s[name]) for s in got]
+        if not axis:
+            raise SemanticError(f"`--param {spec}`: no values")
         names.append(name)
         axes.append(axis)
     return names, axes
-
-
-def _double():
-    from .lang.ast import ValueType
-
-    return ValueType.DOUBLE
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -279,8 +276,6 @@ def _sweep(args: argparse.Namespace) -> int:
     import jaxmc
 
     names, axes = _sweep_grid(args.param)
-    if any(not a for a in axes):
-        raise jaxmc.SemanticError("a `--param` has no values")
     grids = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij")
     points = {k: g.reshape(-1) for k, g in zip(names, grids)}
     total = int(grids[0].size)
@@ -343,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         if err:
             print(f"error: {err}", file=sys.stderr)
             return 1
+        _enable_cache()
         return _guard(lambda: _sweep(args))
     parser = _parser()
     args = parser.parse_args(argv)
@@ -356,12 +352,22 @@ def main(argv: list[str] | None = None) -> int:
     if err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    _enable_cache()
     try:
         return _guard(lambda: _run(args))
     finally:
         from .solvers import _progress
 
         _progress.set_reporter(None)
+
+
+def _enable_cache() -> None:
+    """JAX's persistent compilation cache (`JAXMC_CACHE_DIR`; the empty string
+    turns it off), so that checking a model again in a new process compiles
+    nothing (die: the first property's solve 0.23 s, 0.07 s from the cache)."""
+    from ._config import enable_compilation_cache
+
+    enable_compilation_cache()
 
 
 def _guard(fn) -> int:

@@ -250,3 +250,15 @@ def test_device_gpu_without_gpu_is_a_clean_error(tmp_path):
         assert "cannot use device 'gpu'" in proc.stderr
     else:
         assert proc.returncode == 0 and "Result: 1.0" in proc.stdout
+
+
+def test_cli_writes_the_compilation_cache(tmp_path):
+    """The CLI turns on JAX's persistent compilation cache in
+    `JAXMC_CACHE_DIR`, so a second run of a model compiles nothing."""
+    import os
+
+    env = dict(os.environ, JAXMC_CACHE_DIR=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 & d=6 ]"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert any((tmp_path / "cache").iterdir())

@@ -270,7 +270,7 @@ def sweep(
       accelerator). Why: a solve is a loop of small XLA operations, which
       one core runs about as fast as several (measured: one solve at a time
       kept 1.4 of 2 cores busy), so independent chunks on their own cores
-      add up (1.7x on 2 cores at 10^5 states). The values do not depend on
+      add up (1.7-1.9x on 2 cores at 10^5 states). The values do not depend on
       it: each chunk runs the same compiled computation.
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
       at `build_params` or at the first point.

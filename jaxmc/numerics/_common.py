@@ -437,28 +437,33 @@ def solve_fixed(
     return out
 
 
+def _host_matrix(n, data, state_row, cols):
+    """The masked system as a scipy matrix (the host Gauss-Seidel's input)."""
+    import scipy.sparse as scipy_sparse
+
+    live = data != 0
+    return scipy_sparse.csr_matrix((data[live], (state_row[live], cols[live])), shape=(n, n))
+
+
 def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
-    """`(method, order)` for `AUTO`: Gauss-Seidel and its topological order
+    """`(A, order)` for `AUTO`: the host matrix and its topological order
     if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
-    more than one state, else Jacobi (`order` None)."""
+    more than one state (Gauss-Seidel), else `(None, None)` (Jacobi)."""
     k = int(maybe.sum())
     # (on an accelerator only small systems: there Jacobi's loop is fast and
     # the host's decomposition would add to every property)
     cap = TOPOLOGICAL_MAX_ENTRIES if jax.default_backend() == "cpu" else TOPOLOGICAL_MAX_ENTRIES >> 4
     if not auto_ok or data.size > cap or k == 0:
-        return "jacobi", None
-    import scipy.sparse as scipy_sparse
-
+        return None, None
     from ..solvers._gauss_seidel import scc_labels, topological_order
 
-    live = data != 0
-    A = scipy_sparse.csr_matrix((data[live], (state_row[live], cols[live])), shape=(n, n))
+    A = _host_matrix(n, data, state_row, cols)
     scc = scc_labels(A)
     size = np.bincount(scc[1])
     cyclic = int(np.count_nonzero(size[scc[1][maybe]] > 1))
     if cyclic > TOPOLOGICAL_MAX_CYCLIC * k:
-        return "jacobi", None
-    return "gauss_seidel", topological_order(A, scc)
+        return None, None
+    return A, topological_order(A, scc)
 
 
 def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
@@ -476,35 +481,33 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
         vec, mat = jnp.asarray, (lambda A: A)
     else:
         vec, mat = (lambda v: jnp.asarray(v, jnp.float32)), (lambda A: to_precision(A, precision))
-    order = None
-    auto = method == AUTO
-    if auto:
-        method, order = _auto_linear(n, data, state_row, cols, maybe, auto_ok)
-    if method == "gauss_seidel":
-        import scipy.sparse as scipy_sparse
-
-        A = scipy_sparse.csr_matrix((data, (state_row, cols)), shape=(n, n))
-        gkw = kw
-        if auto:  # chosen for the structure: bounded, then Jacobi takes over
-            gkw = dict(kw, max_iters=min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS), throw=False)
-        sol = gauss_seidel(A, bb, x0, order="topological" if order is None else order, **gkw)
+    sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
+    if method == AUTO:
+        A, order = _auto_linear(n, data, state_row, cols, maybe, auto_ok)
+        method = "jacobi"
+        if A is not None:  # chosen for the structure: bounded, then Jacobi takes over
+            budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
+            sol = gauss_seidel(A, bb, x0, order=order, **dict(kw, max_iters=budget, throw=False))
+            if Status(int(sol.status)) != Status.MAX_ITERS or budget == kw["max_iters"]:
+                method = "gauss_seidel"
+                sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
+                extra.update(layout="host", precision="fp64")  # a host solve, in float64
+            else:
+                sweeps, x0 = int(sol.iterations), np.asarray(sol.value)
+                kw = dict(kw, max_iters=int(kw["max_iters"]) - sweeps)
+                extra["gauss_seidel_sweeps"] = sweeps
+    elif method == "gauss_seidel":
+        sol = gauss_seidel(_host_matrix(n, data, state_row, cols), bb, x0, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64
-        if auto and Status(int(sol.status)) == Status.MAX_ITERS and kw["max_iters"] > AUTO_GS_MAX_SWEEPS:
-            done = int(sol.iterations)
-            method, x0 = "jacobi", np.asarray(sol.value)
-            kw = dict(kw, max_iters=int(kw["max_iters"]) - done)
-            extra = {"precision": precision, "gauss_seidel_sweeps": done}
-    if method == "jacobi":
+    if method == "gauss_seidel":
+        pass  # solved above
+    elif method == "jacobi":
         on_diag = cols == state_row
         diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
         A = mat(valued(M, kind, np.where(on_diag, 0.0, data), indptr, cols).matrix)
         sol = jacobi(A, vec(diag), vec(bb), vec(x0), **kw)
-        if "gauss_seidel_sweeps" in extra:
-            sol = sol.__class__(sol.value, sol.status, sol.iterations + extra["gauss_seidel_sweeps"],
-                                sol.residual)
-    elif method == "gauss_seidel":
-        if auto:  # (converged, or no budget left to hand over)
-            sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
+        if sweeps:
+            sol = sol.__class__(sol.value, sol.status, sol.iterations + sweeps, sol.residual)
     elif method == "power":
         A = mat(valued(M, kind, data, indptr, cols).matrix)
         sol = power(A, vec(bb), vec(x0), **kw)

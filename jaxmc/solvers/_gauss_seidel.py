@@ -71,8 +71,7 @@ def gauss_seidel(
         it += 1
         diff = _difference(new, x, relative)
         x = new
-        if _progress._reporter is not None and n >= _progress.MIN_STATES and it % 16 == 0:
-            _progress._reporter(it, diff)
+        _progress.report_host(it, diff, n)
         if not np.all(np.isfinite(x)):
             status = Status.NONFINITE
             break
@@ -119,9 +118,8 @@ def _component_rank(count: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     `u -> v` of the (acyclic) component graph: Kahn's algorithm from the
     sinks, one vectorised round per level."""
     g = sp.csr_matrix((np.ones(src.size, np.int8), (dst, src)), shape=(count, count))
-    g.sum_duplicates()
-    out_deg = np.asarray(sp.csr_matrix((np.ones(src.size), (src, dst)), shape=(count, count))
-                         .astype(bool).sum(1)).ravel()
+    g.sum_duplicates()  # (one entry per distinct edge: row dst, column src)
+    out_deg = np.bincount(g.indices, minlength=count)
     rank = np.full(count, -1, np.int64)
     front = np.flatnonzero(out_deg == 0)
     level = 0

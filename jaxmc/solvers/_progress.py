@@ -55,6 +55,13 @@ def report(it, residual, n: int, step: int = 1) -> None:
     )
 
 
+def report_host(it: int, residual: float, n: int, every: int = 16) -> None:
+    """`report` for a loop on the host (no tracing): every `every`
+    iterations."""
+    if _reporter is not None and n >= MIN_STATES and it % every == 0:
+        _reporter(it, residual)
+
+
 class Throttle:
     """Calls `fn(iterations, residual, elapsed_s)` at most every `period`
     seconds, from the first report on."""
