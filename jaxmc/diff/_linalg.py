@@ -47,7 +47,8 @@ class Pattern:
     gather layout of the Gauss-Seidel sweeps (`sweep_layout`).
     """
 
-    def __init__(self, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]):
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int],
+                 lex: np.ndarray | None = None):
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         self.shape = (int(shape[0]), int(shape[1]))
@@ -80,6 +81,15 @@ class Pattern:
             t_diag = inv[diag]
             self.arrays["diag"] = diag.astype(np.int32)
             self.arrays["t_diag"] = t_diag.astype(np.int32)
+        #: Static: the diagonal sweep layout's offsets `(forward,
+        #: transposed)`, or None where it does not apply (`dia_layout`).
+        self.dia = None
+        if lex is not None and DIA != "off":
+            fwd = dia_layout(rows, cols, n, lex, color)
+            t = fwd and dia_layout(cols[perm], rows[perm], n, lex, color, order=fwd[1]["order"])
+            if t is not None:
+                self.dia = (fwd[0], t[0])
+                self.arrays["dia"] = {"fwd": fwd[1], "t": t[1]}
 
 
 def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -> np.ndarray:
@@ -175,6 +185,100 @@ def sweep_layout(rows: np.ndarray, cols: np.ndarray, order: np.ndarray, bounds) 
         "ell": tuple(ells),
         "ovf": tuple(ovfs),
         "ovf_rows": tuple(ovf_rows),
+    }
+
+
+#: The diagonal layout of the sweeps (`dia_layout`): at most this many
+#: diagonals, holding all but at most `DIA_MAX_REMAINDER` of the
+#: off-diagonal entries, padded to at most `DIA_MAX_FILL` times them, and at
+#: most `DIA_MAX_COLORS` colours (a pass over the whole vector each). `DIA`:
+#: where the sweeps use it: `"auto"` (the CPU backend), `"on"`, `"off"`.
+DIA_MAX_DIAGS = 16
+DIA_MAX_REMAINDER = 0.02
+DIA_MAX_FILL = 3.0
+DIA_MAX_COLORS = 3
+DIA = "auto"
+
+
+def dia_active() -> bool:
+    """Whether solves use the diagonal layout where their `Pattern` has one
+    (`DIA`). Why only the CPU by default: there XLA runs each gather as its
+    own pass (a gathered slot is written and read back), and contiguous
+    slices fuse; the GPU's sweeps are tuned on the gather layout and its
+    fused kernel (also where it is asked for: `sor_multi_pallas.MODE`)."""
+    if DIA == "auto" and _sor_kernel.MODE in ("on", "interpret"):
+        return False  # the fused kernel was asked for: it reads the gather layout
+    return DIA == "on" or (DIA == "auto" and jax.default_backend() == "cpu")
+
+
+def dia_layout(rows: np.ndarray, cols: np.ndarray, n: int, lex: np.ndarray, color: np.ndarray,
+               order: np.ndarray | None = None):
+    """The diagonal ("DIA") layout of the matrix in the states'
+    lexicographic order, for sweeps without gathers, or None where it does
+    not fit (the `DIA_*` limits).
+
+    Why: a PRISM model's states are tuples of bounded variables, and most
+    updates move one variable by a constant (`x'=x+1`). In the
+    lexicographic order of the states (`lex`: PRISM's own order), such an
+    update is a constant index offset wherever the reachable states form a
+    box, so the matrix is a few diagonals: entry `(i, i + o)`. A sweep then
+    reads `x` through contiguous shifted slices, which XLA fuses into one
+    pass, instead of one gather per ELL slot, each a pass of its own on a
+    CPU. The colours become masks: each colour's pass computes every row
+    and keeps its own rows' values. (Colour blocks of diagonals, which
+    skip the other colours' rows, were slower: XLA copies every slice that
+    reads the buffer a block is written into, or, reading a concatenation
+    of the blocks, compiles the slices to per-element selects.)
+
+    The iterate order is `lex` restricted to the states with entries, then
+    the others (`order`: given for the transposed layout, which shares it).
+    Returns `(offsets, arrays)`: `offsets` the static tuple of diagonals;
+    `arrays` `{"order", "mask"` `[C, n]` bool, `"idx"` `[D, n]` (the entry
+    on diagonal `d` of row `i` of the iterate, or `nnz`), and the
+    remainder, entries on no chosen diagonal (or a repeated `(row, col)`),
+    scatter-added: `"r_ent", "r_rows", "r_cols"}`. Diagonal entries are
+    left out (the solves divide by them)."""
+    nnz = rows.size
+    ncol = int(color.max(initial=-1)) + 1
+    if nnz == 0 or n == 0 or ncol > DIA_MAX_COLORS:
+        return None
+    if order is None:
+        active = np.zeros(n, bool)
+        active[rows] = True
+        active[cols] = True
+        lex = np.asarray(lex, np.int64)
+        order = np.concatenate([lex[active[lex]], lex[~active[lex]]])
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    pr, pc = pos[rows], pos[cols]
+    ent = np.flatnonzero(pr != pc)
+    if ent.size == 0:
+        return None
+    u, inv, cnt = np.unique(pc[ent] - pr[ent], return_inverse=True, return_counts=True)
+    by = np.argsort(-cnt, kind="stable")
+    need = ent.size - int(np.floor(DIA_MAX_REMAINDER * ent.size))
+    D = int(np.searchsorted(np.cumsum(cnt[by]), need)) + 1
+    rows_used = int(np.count_nonzero(np.bincount(pr[ent], minlength=n)))
+    if D > DIA_MAX_DIAGS or D * rows_used > DIA_MAX_FILL * ent.size:
+        return None
+    chosen = np.sort(u[by[:D]])
+    d_of = np.full(u.size, -1, np.int64)
+    d_of[np.searchsorted(u, chosen)] = np.arange(D)
+    d = d_of[inv.reshape(-1)]
+    on = np.flatnonzero(d >= 0)
+    _, first = np.unique(d[on] * n + pr[ent[on]], return_index=True)
+    keep = on[first]  # (a repeated (row, col) goes to the remainder)
+    idx = np.full((D, n), nnz, np.int64)
+    idx[d[keep], pr[ent[keep]]] = ent[keep]
+    rest = ent[np.setdiff1d(np.arange(ent.size), keep)]
+    mask = color[order][None, :] == np.arange(ncol)[:, None]
+    return tuple(int(o) for o in chosen), {
+        "order": order.astype(np.int32),
+        "mask": mask,
+        "idx": idx.astype(np.int32),
+        "r_ent": rest.astype(np.int32),
+        "r_rows": pr[rest].astype(np.int32),
+        "r_cols": pc[rest].astype(np.int32),
     }
 
 
@@ -341,7 +445,7 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
         if check is None:
             return y
         rel, eps, m = check
-        ok = rel.converged(jnp.abs(y - x), y, eps, m) & jnp.all(jnp.isfinite(y), axis=0)
+        ok = rel.converged(jnp.abs(y - x), y, eps, m, finite=True)
         return y, ok
 
     def _xla_sweep(x, omega):
@@ -363,6 +467,74 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
         return x
 
     return sweep, to_perm, from_perm
+
+
+def dia_sweep(off, dg, rhs, lay: dict, order, offsets: tuple, n: int, classes=None):
+    """`gs_sweep` on the diagonal layout (`dia_layout`): the same multicolour
+    sweep of `x = (rhs + off x) / dg`, colour by colour, and the same
+    contract (`sweep(x, omega, check=None)`, `to_perm`, `from_perm`), with
+    the iterate in the layout's order. Each colour is one pass: `rhs +
+    sum_d w_d * x[i + o_d]` for every row `i` from shifted slices of the
+    zero-padded iterate, plus the scatter-added remainder, kept where the
+    row has the colour (`mask`). The weights (`off / dg`, or the points'
+    `classes` table) are laid out once, here. Sums run in diagonal order, so
+    values agree with `gs_sweep`'s to rounding."""
+    pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+
+    def to_perm(v):
+        return v[order]
+
+    def from_perm(v):
+        return v[pos]
+
+    multi = rhs.ndim > 1
+    dgp = to_perm(dg if dg.ndim == rhs.ndim else dg[:, None])
+    rp = to_perm(rhs) / dgp
+    idx, r_ent, r_rows, r_cols = lay["idx"], lay["r_ent"], lay["r_rows"], lay["r_cols"]
+    if classes is not None:  # weights per class and point: `[C, k]`
+        table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
+        clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
+        vals, rv = table[clsp[idx]], table[clsp[r_ent]]
+    else:
+        offp = jnp.concatenate([off, jnp.zeros((1,) + off.shape[1:], off.dtype)])
+        vals, rv = offp[idx], offp[r_ent]  # [D, n(, k)], [m(, k)]
+        if multi and vals.ndim == 2:
+            vals, rv = vals[..., None], rv[:, None]
+        vals, rv = vals / dgp, rv / dgp[r_rows]
+    pad = max(abs(o) for o in offsets)
+    masks = lay["mask"]
+    widths = tuple((0, 0) for _ in range(rp.ndim - 1))
+
+    def _pass(x, c, omega):
+        xp = jnp.pad(x, ((pad, pad),) + widths)
+        acc = rp
+        for j, o in enumerate(offsets):
+            acc = acc + lax.slice_in_dim(xp, pad + o, pad + o + n) * vals[j]
+        if r_ent.shape[0]:
+            acc = acc + jax.ops.segment_sum(rv * x[r_cols], r_rows, num_segments=n)
+        if omega is not None:
+            acc = (1.0 - omega) * x + omega * acc
+        return jnp.where(masks[c] if not multi else masks[c][:, None], acc, x)
+
+    def sweep(x, omega=None, check=None):
+        y = x
+        for c in range(masks.shape[0]):
+            y = _pass(y, c, omega)
+        if check is None:
+            return y
+        rel, eps, m = check
+        ok = rel.converged(jnp.abs(y - x), y, eps, m, finite=True)
+        return y, ok
+
+    return sweep, to_perm, from_perm
+
+
+def make_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_rows=None, dia=None):
+    """`dia_sweep` where `dia` (the layout's static offsets) is given and
+    `lay`/`order` are that layout's, else `gs_sweep`."""
+    if dia is not None:
+        return dia_sweep(off, dg, rhs, lay, order, dia, n, classes)
+    return gs_sweep(off, dg, rhs, lay, order, bounds, n, classes, rhs_rows)
 
 
 def _col_max(v):
@@ -401,15 +573,20 @@ class Relevance:
             return jnp.zeros(x.shape[1:], x.dtype)
         return jnp.max(jnp.abs(x) * self._b(self.w, x), axis=0)
 
-    def converged(self, d, x, eps, m=None):
-        """Per column: does every entry pass `d <= eps * max(|x|, floor)`?
-        (Weighted, as `d n w <= eps max(|x| n w, M)`: no division, and
-        entries with `w = 0` pass.)"""
+    def converged(self, d, x, eps, m=None, finite=False):
+        """Per column: does every entry pass `d <= eps * max(|x|, floor)`
+        (and, with `finite`, is every entry of `x` finite: one reduction
+        for both)? (Weighted, as `d n w <= eps max(|x| n w, M)`: no
+        division, and entries with `w = 0` pass.)"""
         if self.w is None:
-            return jnp.all(d <= eps * jnp.maximum(jnp.abs(x), 1e-300), axis=0)
-        m = self.measure(x) if m is None else m
-        nw = self._b(self.nw, x)
-        return jnp.all(d * nw <= eps * jnp.maximum(jnp.abs(x) * nw, jnp.maximum(m, 1e-300)), axis=0)
+            ok = d <= eps * jnp.maximum(jnp.abs(x), 1e-300)
+        else:
+            m = self.measure(x) if m is None else m
+            nw = self._b(self.nw, x)
+            ok = d * nw <= eps * jnp.maximum(jnp.abs(x) * nw, jnp.maximum(m, 1e-300))
+        if finite:
+            ok = ok & jnp.isfinite(x)
+        return jnp.all(ok, axis=0)
 
     def floor(self, x, m=None):
         """The floor for iterate `x`, given `M` (measured on `x` if None;
@@ -438,7 +615,7 @@ def _jacobi(step, x0, eps, max_iters, rel=None):
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
-        ok = rel.converged(d, x2, eps) & jnp.all(jnp.isfinite(x2))
+        ok = rel.converged(d, x2, eps, finite=True)
         return x2, it + 2, ok
 
     x, it, ok = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool)))
@@ -462,7 +639,7 @@ def _jacobi_columns(step, x0, eps, max_iters, rel=None):
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
-        ok = rel.converged(d, x2, eps) & jnp.all(jnp.isfinite(x2), axis=0)
+        ok = rel.converged(d, x2, eps, finite=True)
         return jnp.where(done, x, x2), it + 2, done | ok
 
     done0 = jnp.zeros(x0.shape[1:], bool)
@@ -476,6 +653,13 @@ def _jacobi_columns(step, x0, eps, max_iters, rel=None):
 SOR_WINDOW = 16
 SOR_WARMUP = 32
 SOR_MAX_OMEGA = 1.9
+
+
+def _window_stats(p, q):
+    """The combiner of `_sor`'s window statistics: max, max, max, sum, sum,
+    sum (any non-finite)."""
+    return (jnp.maximum(p[0], q[0]), jnp.maximum(p[1], q[1]), jnp.maximum(p[2], q[2]),
+            p[3] + q[3], p[4] + q[4], p[5] + q[5])
 
 
 def young_omega(rho):
@@ -546,16 +730,21 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
         the last step's change `d`."""
         x2, snap, w, phase, a_ref, r_min, z_ref, u_ref, it = s
         scale = jnp.maximum(jnp.abs(x2), rel.floor(x2))
-        finite = jnp.all(jnp.isfinite(x2), axis=0)
-        a = jnp.max(d, axis=0)
-        r = jnp.max(d / scale, axis=0)
-        z = jnp.sum(x2 == 0, axis=0, dtype=jnp.int32)
-        u = jnp.sum(d > eps * scale, axis=0, dtype=jnp.int32)  # entries not converged
+        # one variadic reduction (one pass; six separate ones cost ~2 ms per
+        # window at 10^5 states on a CPU core)
+        a, r, top, z, u, nonfinite = lax.reduce(
+            (d, d / scale, jnp.abs(x2), (x2 == 0).astype(jnp.int32),
+             (d > eps * scale).astype(jnp.int32), (~jnp.isfinite(x2)).astype(jnp.int32)),
+            (jnp.asarray(-jnp.inf, d.dtype), jnp.asarray(-jnp.inf, d.dtype),
+             jnp.asarray(-jnp.inf, d.dtype), jnp.int32(0), jnp.int32(0), jnp.int32(0)),
+            _window_stats, (0,),
+        )
+        finite = nonfinite == 0
         at = ~done
         first = a_ref < 0  # no reference since the last change of w
         # 1. choose w from the Gauss-Seidel rate
         rate = (a / jnp.where(first, 1.0, a_ref)) ** (1.0 / L)
-        tiny = a <= 1e-13 * jnp.max(jnp.abs(x2), axis=0)  # at rounding level
+        tiny = a <= 1e-13 * top  # at rounding level
         est = at & ~first & (phase == 0) & (it >= SOR_WARMUP) & finite
         pick = est & (rate < 1) & ~tiny
         w_est = jnp.clip(young_omega(rate), 1.0, SOR_MAX_OMEGA)
@@ -700,7 +889,7 @@ def _iterate(sweep, x0, eps, max_iters, omega, weights=None):
     return _flag(x, done)
 
 
-def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
+def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
     """`jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows) -> x` with
     `x = (rhs + off x) / dg` by multicolour Gauss-Seidel (`gs_sweep`; plain
     Jacobi when there is one colour), stopped by `_jacobi`'s criterion
@@ -711,11 +900,12 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
     values `[nnz, k]` (or shared `[nnz]`), one gather over the shared column
     indices per slot and sweep, and a per-column convergence mask; where
     the SOR kernel runs, a batch halves its width as its columns converge
-    (`_sor_shrinking`)."""
+    (`_sor_shrinking`). `dia` (static offsets): `lay` and `order` are the
+    diagonal layout's (`dia_sweep`)."""
 
     @jax.custom_batching.custom_vmap
     def jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
-        sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n)
+        sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, bounds, n, dia=dia)
         wp = None if weights is None else to_p(weights)
         return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp))
 
@@ -733,9 +923,9 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None):
             weights = weights.T  # [n, k]
 
         def run(cl):
-            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, bounds, n, cl, rhs_rows)
+            sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, bounds, n, cl, rhs_rows, dia)
             wp = None if weights is None else to_p(weights)
-            if not _shrinks(k, omega):
+            if dia is not None or not _shrinks(k, omega):
                 return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
 
             def build(c):  # the sweep of columns `c` (None: all)
@@ -815,12 +1005,16 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     eps = jnp.asarray(opts.epsilon, jnp.float64)
     mi = opts.max_iters
     omega = getattr(opts, "omega", None)
-    jac = _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega)
+    dia = pat.dia if pat.dia is not None and "dia" in arrays and dia_active() else None
+    jacs = {
+        False: _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[0]),
+        True: _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[1]),
+    }
     # Everything the solves read is passed explicitly (`st`), never closed
     # over: the custom JVP below must not capture traced arrays.
     st = {"arrays": arrays, "classes": classes or {}}
 
-    def _solver(st, dat, r, c, lay, rhs, cl, weights=None, rhs_rows=None, diag=None):
+    def _solver(st, dat, r, c, transposed, rhs, cl, weights=None, rhs_rows=None, diag=None):
         d = jax.lax.stop_gradient(dat)
         if diag is not None:  # (the same values as the scatter-add: one term per row)
             dg = 1.0 - jnp.concatenate([d, jnp.zeros((1,) + d.shape[1:], d.dtype)])[diag]
@@ -829,13 +1023,18 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
                 jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
             )
         off = jnp.where(_bcast(r == c, d), 0.0, d)
-        order = st["arrays"]["order"]
+        a = st["arrays"]
+        if dia is not None:
+            lay = a["dia"]["t" if transposed else "fwd"]
+            order, offsets = lay["order"], dia[int(transposed)]
+        else:
+            lay, order, offsets = a["t_lay" if transposed else "lay"], a["order"], None
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
             rhs = jnp.broadcast_to(rhs, dg.shape) if rhs.ndim < dg.ndim else rhs
-            sweep, to_p, from_p = gs_sweep(off, dg, rhs, lay, order, pat.bounds, n)
+            sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, pat.bounds, n, dia=offsets)
             wp = None if weights is None else to_p(weights)  # [n] or [n, k]
             return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
-        return jac(off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
+        return jacs[transposed](off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
 
     def pieces(st, dat, weights, rhs_rows=None):
         """`(matvec, solve, transpose_solve)` of `custom_linear_solve` for
@@ -849,10 +1048,10 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             return x - spmv(dat, rows, cols, n, x)
 
         def solve(_, rhs):
-            return _solver(st, dat, rows, cols, a["lay"], rhs, st["classes"], None, rhs_rows, a.get("diag"))
+            return _solver(st, dat, rows, cols, False, rhs, st["classes"], None, rhs_rows, a.get("diag"))
 
         def transpose_solve(_, rhs):
-            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], a["t_lay"], rhs, {}, weights,
+            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], True, rhs, {}, weights,
                            None, a.get("t_diag"))
 
         return matvec, solve, transpose_solve

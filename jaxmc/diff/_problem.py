@@ -119,6 +119,10 @@ class Problem:
         self.soe = self.coc[self.row]
         self.col = np.asarray(m.col, dtype=np.int64)
         self.init = np.asarray(m.initial_states, dtype=np.int64)
+        # PRISM's state order (lexicographic in the variables' values): the
+        # solves' diagonal layout (`_linalg.dia_layout`) is found in it
+        st = np.asarray(m.states)
+        self.lex = np.lexsort(st.T[::-1]) if st.ndim == 2 and st.shape[1] else None
         self.host: dict = {"tv": self.tv.arrays, "init": self.init.astype(np.int32)}
         self.statics: dict = {}
         self._rewards: dict = {}
@@ -333,7 +337,7 @@ class Problem:
         soe, col = self.soe, self.col
         km = np.flatnonzero(maybe[soe] & maybe[col])
         kb = np.flatnonzero(maybe[soe] & ~maybe[col] & (fixed[col] != 0))
-        pat = Pattern(soe[km], col[km], (self.n, self.n))
+        pat = Pattern(soe[km], col[km], (self.n, self.n), self.lex)
         tag = f"lin{len(self.host)}"
         self.host[tag] = {
             "pat": pat.arrays,
@@ -412,7 +416,7 @@ class Problem:
         km = np.flatnonzero(maybe[col] & maybe[coc[row]])
         kb = np.flatnonzero(maybe[coc[row]] & ~maybe[col] & (fixed[col] != 0))
         st_rows = coc[row[km]]
-        pat = Pattern(st_rows, col[km], (self.n, self.n))
+        pat = Pattern(st_rows, col[km], (self.n, self.n), self.lex)
         if disabled is None:
             disabled = np.zeros(nc, bool)
         tag = f"mdp{len(self.host)}"
@@ -716,7 +720,7 @@ class Problem:
         first_idx = np.unique(labels[idx], return_index=True)[1]
         first[labels[idx[first_idx]]] = idx[first_idx]
         rep[first[first >= 0]] = True
-        pat = Pattern(soe[kin], col[kin], (n, n))
+        pat = Pattern(soe[kin], col[kin], (n, n), self.lex)
         lab = np.where(inb, labels, count)
         tag = self._put(f"ss{len(self.host)}", {
             "kin": kin.astype(np.int32), "pat": pat.arrays, "pi0": pi0, "inb": inb,
@@ -771,7 +775,7 @@ class Problem:
         soe, col, n = self.soe, self.col, self.n
         km = np.flatnonzero(maybe[soe] & maybe[col])
         kb = np.flatnonzero(maybe[soe] & ~maybe[col])
-        pat = Pattern(soe[km], col[km], (n, n))
+        pat = Pattern(soe[km], col[km], (n, n), self.lex)
         tag = self._put(f"abs{len(self.host)}", {
             "pat": pat.arrays, "km": km.astype(np.int32), "kb": kb.astype(np.int32),
             "kb_rows": soe[kb].astype(np.int32), "kb_cols": col[kb].astype(np.int32),
