@@ -36,10 +36,13 @@ from _gpu_common import (
 )
 import jaxmc
 from jaxmc import solvers
-from jaxmc.kernels import spmv_pallas
+from jaxmc.kernels import dia_pallas, spmv_pallas
 from jaxmc.layout import CompactVector
 
 _BASE_TUNING = {k: dict(v) for k, v in spmv_pallas.TUNING.items()}
+_BASE_DIA = dict(dia_pallas.TUNING)
+#: `--lex`: PRISM's lexicographic state order first (`reorder_system`).
+LEX = False
 
 
 def jacobi_system(em):
@@ -59,12 +62,23 @@ def jacobi_system(em):
     return A, diag
 
 
-def reorder_system(A, diag, P):
+def reorder_system(A, diag, P, em=None):
     """`spmv.py --window`'s order for this script (`--window`): the Jacobi
     matrix and its diagonal by the order of the Jacobi matrix's rows, `P` by
-    its own (each solve runs in its own numbering; x0 is uniform)."""
+    its own (each solve runs in its own numbering; x0 is uniform). With
+    `--lex` (`LEX`), PRISM's lexicographic state order first (where the
+    compact diagonal layout applies)."""
     import spmv
 
+    if LEX and em is not None and A is not None:
+        from jaxmc.layout import lex_order
+
+        o = lex_order(em.states)
+        A = A[o][:, o].tocsr()
+        A.sort_indices()
+        diag = diag[o]
+        P = P[o][:, o].tocsr()
+        P.sort_indices()
     A, order = spmv.reorder(A)
     if order is not None:
         diag = diag[order]
@@ -98,6 +112,7 @@ VARIANTS = [
     ("warp-full", "warp", "f32", "compact", "zero", None, {}, None),
     ("warp-half", "warp2", "f32", "compact", "zero", None, {}, None),
     ("compact-full", "compact", "f32", "compact", "zero", None, {}, None),
+    ("compact-dia", "dia", "f64", "compact", "zero", None, {}, None),
 ]
 
 #: The compact kernel's defaults up to run 11 (masked loop, gated gathers):
@@ -110,6 +125,28 @@ TUNE = [
     ("warp-full t16", "warp", "f64", "compact", "zero", 16, {}, None),
     ("warp-full t32", "warp", "f64", "compact", "zero", 32, {}, None),
     ("compact-full t16", "compact", "f64", "compact", "zero", 16, {}, None),
+    # the compact diagonal layout (`--lex`); the last field: rows per program
+    ("compact-dia t16", "dia", "f64", "compact", "zero", 16, {}, None),
+    ("compact-dia t16 r512", "dia", "f64", "compact", "zero", 16, {}, 512),
+    ("compact-dia t16 r2048", "dia", "f64", "compact", "zero", 16, {}, 2048),
+    ("compact-dia t16 r2048 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 2048),
+    ("compact-dia t16 r4096 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 4096),
+    ("compact-dia t16 w2", "dia", "f64", "compact", "zero", 16, {"num_warps": 2}, None),
+    ("compact-dia t16 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, None),
+    ("compact-dia t16 s2", "dia", "f64", "compact", "zero", 16, {"num_stages": 2}, None),
+    ("compact-dia t16 masked", "dia", "f64", "compact", "zero", 16, {"tile": False}, None),
+    ("compact-dia t16 noskip", "dia", "f64", "compact", "zero", 16, {"skip": False}, None),
+    ("compact-dia t16 noskip w8", "dia", "f64", "compact", "zero", 16, {"skip": False, "num_warps": 8}, None),
+    ("compact-dia t16 r2048 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 2048),
+    ("compact-dia t16 r512 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 512),
+    ("compact-dia t16 r256 w4", "dia", "f64", "compact", "zero", 16, {"num_warps": 4}, 256),
+    ("compact-dia t16 r4096 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 4096),
+    ("compact-dia t16 r128 w4", "dia", "f64", "compact", "zero", 16, {"num_warps": 4}, 128),
+    ("compact-dia t16 r256 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 256),
+    ("compact-dia t16 r512 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 512),
+    ("compact-dia t16 r1024 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 1024),
+    ("compact-dia t16 r256 w4 s2", "dia", "f64", "compact", "zero", 16, {"num_warps": 4, "num_stages": 2}, 256),
+    ("compact-dia t16 r256 w4 noalign", "dia", "f64", "compact", "zero", 16, {"num_warps": 4, "align": False}, 256),
     ("compact-full t16 loop", "compact", "f64", "compact", "zero", 16, _R11, None),
     # compact knobs again, for the windowed order (uniform segment widths)
     ("compact-full t16 u2", "compact", "f64", "compact", "zero", 16, {**_R11, "unroll": 2}, None),
@@ -208,6 +245,8 @@ def _set_tuning(overrides):
     for k in ("WarpELL", "CompactWarpELL", "VectorCSR"):
         spmv_pallas.TUNING[k].update(_BASE_TUNING[k])
         spmv_pallas.TUNING[k].update(overrides)
+    dia_pallas.TUNING.update(_BASE_DIA)
+    dia_pallas.TUNING.update({k: v for k, v in overrides.items() if k in _BASE_DIA})
     jax.clear_caches()
 
 
@@ -315,7 +354,7 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
     else:
         A, diag = jacobi_system(em)
     P = stochastic(em)
-    A, diag, P = reorder_system(A, diag, P)
+    A, diag, P = reorder_system(A, diag, P, em)
     print(f"# {name}: {n} states, {P.shape[0]} rows, nnz {P.nnz}, built in {tb:.1f}s",
           flush=True)
     long_rows = P.nnz / max(P.shape[0], 1) >= 16
@@ -353,7 +392,7 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                     layouts[key] = make(to_csr(M, dtype), kind)
                 L = layouts[key]
                 if spb is not None:
-                    L = L.with_segs_per_block(spb)
+                    L = L.with_block_rows(spb) if kind == "dia" else L.with_segs_per_block(spb)
                 xs = jnp.asarray(x0, dtype)
                 compact = vecs == "compact"
                 if bmode == "zero":
@@ -487,12 +526,15 @@ def main():
                     help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
     ap.add_argument("--rcm", action="store_true",
                     help="reorder by reverse Cuthill-McKee first (before --window)")
+    ap.add_argument("--lex", action="store_true",
+                    help="PRISM's lexicographic state order first (the compact diagonal layout's)")
     a = ap.parse_args()
     import spmv as _spmv
 
     _spmv.WINDOW = a.window
     _spmv.RCM = a.rcm
-    global ONLY, CHECK, TUNING_RUN, METHODS
+    global ONLY, CHECK, TUNING_RUN, METHODS, LEX
+    LEX = a.lex
     ONLY = set(a.only.split(",")) if a.only else None
     METHODS = tuple(a.methods.split(","))
     TUNING_RUN = a.tune

@@ -140,7 +140,7 @@ def make_kind(csr, kind):
                                        sort_rows=sort)
     if kind == "vector":
         return VectorCSR.from_csr(csr)
-    return make_layout(csr, kind)
+    return make_layout(csr, kind)  # ("dia": the compact diagonal layout)
 
 
 def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):

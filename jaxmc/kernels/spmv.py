@@ -18,6 +18,7 @@ import functools as ft
 import jax
 import jax.numpy as jnp
 
+from ..layout._dia import CompactDIA, dia_reference_spmv
 from ..layout._matrix import CSR, ELL, SlicedELL
 from ..layout._vector import VectorCSR, vector_reference_spmv
 from ..layout._warp import CompactWarpELL, WarpELL, reference_spmv
@@ -38,12 +39,13 @@ def on_gpu() -> bool:
 def use_pallas(matrix, impl: str) -> bool:
     """Whether `impl` means the Pallas kernel for `matrix`."""
     _check(impl)
-    if not isinstance(matrix, (WarpELL, CompactWarpELL, VectorCSR)):
+    if not isinstance(matrix, (WarpELL, CompactWarpELL, VectorCSR, CompactDIA)):
         if impl == "pallas":
             raise TypeError(
                 f"no Pallas kernel for {type(matrix).__name__}; use a warp-segment "
                 "layout (`make_layout(csr, 'warp')`), the CSR-vector layout "
-                "(`make_layout(csr, 'vector')`) or impl='reference'"
+                "(`make_layout(csr, 'vector')`), the diagonal layout "
+                "(`make_layout(csr, 'dia')`) or impl='reference'"
             )
         return False
     return impl == "pallas" or (impl == "auto" and on_gpu())
@@ -101,9 +103,12 @@ def _warp(matrix, x, *, impl: str = "auto"):
         return fused(matrix, x, interpret=not on_gpu())
     if isinstance(matrix, VectorCSR):
         return vector_reference_spmv(matrix, x)
+    if isinstance(matrix, CompactDIA):
+        return dia_reference_spmv(matrix, x)
     return reference_spmv(matrix, x)
 
 
 spmv.register(WarpELL, _warp)
 spmv.register(CompactWarpELL, _warp)
 spmv.register(VectorCSR, _warp)
+spmv.register(CompactDIA, _warp)

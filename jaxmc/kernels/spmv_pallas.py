@@ -48,6 +48,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from ..layout._dia import CompactDIA
 from ..layout._vector import VectorCSR
 from ..layout._warp import WARP, CompactVector, CompactWarpELL
 
@@ -176,7 +177,8 @@ def fused(
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
-    `matrix` is a `WarpELL`, `CompactWarpELL` or `VectorCSR`; `b`, `inv`
+    `matrix` is a `WarpELL`, `CompactWarpELL`, `VectorCSR` or `CompactDIA`
+    (`dia_pallas.fused_dia`); `b`, `inv`
     arrays of the row count, `CompactVector`s or (`b` only) `None` for zero:
     then `b` is not read at all. Values are computed in the matrix's dtype.
     `nonfinite` is nonzero when some entry of `y` is NaN or infinite (then
@@ -192,6 +194,11 @@ def fused(
     `gate`, `prefetch`, `static`, `tile`, `select` and `align` (see
     `TUNING`; the last four for the warp layouts only).
     """
+    if isinstance(matrix, CompactDIA):  # its own kernel (`dia_pallas`)
+        from .dia_pallas import fused_dia
+
+        return fused_dia(matrix, x, b, inv, epilogue=epilogue, relative=relative, diff=diff,
+                         interpret=interpret, num_warps=num_warps, num_stages=num_stages, tile=tile)
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
     dtype = matrix.table.dtype if compact else matrix.data.dtype

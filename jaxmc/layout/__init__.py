@@ -1,5 +1,5 @@
 """Stage 4: device-side matrices (CSR, ELL, sliced ELL, warp-segment sliced
-ELL full/half warp, compact; CSR-vector for long rows) built from an `ExplicitModel`; shapes static,
+ELL full/half warp, compact; CSR-vector for long rows; compact diagonals) built from an `ExplicitModel`; shapes static,
 values dynamic. Also state orderings (BFS, RCM, length-sorted windows) and the automatic choice."""
 
 from ._choose import (
@@ -11,6 +11,7 @@ from ._choose import (
     ordered_csr as ordered_csr,
     padding as padding,
 )
+from ._dia import CompactDIA as CompactDIA, lex_order as lex_order
 from ._matrix import (
     CSR as CSR,
     ELL as ELL,

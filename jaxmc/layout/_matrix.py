@@ -202,7 +202,8 @@ def make_layout(csr: CSR, kind: str = "csr") -> Layout:
     """Build layout `kind` from a CSR matrix: `"csr"`, `"ell"`, `"sell"`,
     the warp-segment layouts `"warp"` (full warp), `"warp2"` (half warp),
     `"compact"`/`"compact2"` (their compact variants, fixed values only),
-    `"vector"` (CSR-vector, a warp per row, for long rows), or `"auto"`
+    `"vector"` (CSR-vector, a warp per row, for long rows), `"dia"` (the
+    compact diagonal layout, `CompactDIA`: few diagonals only), or `"auto"`
     (`jaxmc.layout.choose_layout` for the default device)."""
     if kind in ("auto", "warp", "warp2", "compact", "compact2", "vector"):
         from ._choose import build_layout
@@ -214,7 +215,11 @@ def make_layout(csr: CSR, kind: str = "csr") -> Layout:
         return ELL.from_csr(csr)
     if kind == "sell":
         return SlicedELL.from_csr(csr)
+    if kind == "dia":
+        from ._dia import CompactDIA
+
+        return CompactDIA.from_csr(csr)
     raise ValueError(
         f"unknown layout `{kind}`; expected 'csr', 'ell', 'sell', 'warp', "
-        "'warp2', 'compact', 'compact2', 'vector' or 'auto'"
+        "'warp2', 'compact', 'compact2', 'vector', 'dia' or 'auto'"
     )
