@@ -104,7 +104,12 @@ def main():
     ap.add_argument("--omega", type=float, default=None,
                     help="over-relaxation of the solves (default: automatic; 1: plain Gauss-Seidel)")
     ap.add_argument("--json", help="append one JSON line per row to this file")
+    ap.add_argument("--xla-defaults", action="store_true",
+                    help="compile the CPU solves with XLA's default options "
+                         "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison")
     args = ap.parse_args()
+    if args.xla_defaults:
+        jaxmc._config.CPU_SOLVER_OPTIONS = {}
     dev = jax.devices()[0]
     print(f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} "
           f"({os.cpu_count()} cores), jax {jax.__version__} on {jax.default_backend()} "

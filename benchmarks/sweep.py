@@ -101,7 +101,12 @@ def main():
                     help="fused Pallas SOR kernel of batched sweeps (jaxmc.kernels.sor_multi_pallas.MODE; "
                          "default: $JAXMC_SOR_KERNEL or auto, i.e. on a GPU)")
     ap.add_argument("--json", help="append one JSON line with all numbers to this file")
+    ap.add_argument("--xla-defaults", action="store_true",
+                    help="compile the CPU solves with XLA's default options "
+                         "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison")
     args = ap.parse_args()
+    if args.xla_defaults:
+        jaxmc._config.CPU_SOLVER_OPTIONS = {}
     from jaxmc.kernels import sor_multi_pallas
 
     if args.sor_kernel:

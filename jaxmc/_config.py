@@ -7,11 +7,13 @@
 jaxmc itself never changes JAX's configuration behind a library user's back,
 except `jax_enable_x64` (model checking needs float64, as PRISM uses doubles).
 The command line turns the compilation cache on, so that checking a small
-model a second time costs no compilation.
+model a second time costs no compilation. Compiler options are set per
+jitted function (`cpu_solver_options`), never through `XLA_FLAGS`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 
@@ -39,3 +41,43 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+#: XLA options for the differentiable solves (`jaxmc.diff`) on the CPU
+#: backend. Why: XLA CPU's newer fusion emitters split each fused loop over
+#: the intra-op thread pool; a solve is thousands of small passes (10^5
+#: entries each), so every pass pays a fork/join, and two solves at once
+#: (`jaxmc.sweep`'s `workers`) fight over the same pool. With the older
+#: emitters a pass runs on one thread. Measured on the 2-core box, walk of
+#: 10^5 states (benchmarks/RESULTS.md): one solve on one core 89 -> 61 ms;
+#: a 1024-point sweep on both cores 72 -> 33 ms per point. `jaxmc.check`'s
+#: solvers keep the defaults (mixed there: some models slower).
+CPU_SOLVER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def _accepted(items: tuple) -> bool:
+    """Whether this jaxlib's CPU compiler takes these options (a name that
+    a later XLA drops must cost speed, never an error)."""
+    import jax
+    import jax.numpy as jnp
+
+    try:
+        cpu = jax.devices("cpu")[0]
+        f = jax.jit(lambda x: x + 1, compiler_options=dict(items))
+        jax.block_until_ready(f(jax.device_put(jnp.zeros(2), cpu)))
+        return True
+    except Exception:  # noqa: BLE001 - an unknown option: run with the defaults
+        return False
+
+
+def cpu_solver_options() -> dict | None:
+    """`compiler_options` for `jax.jit` of a solve on JAX's default backend:
+    `CPU_SOLVER_OPTIONS` on the CPU (where this jaxlib accepts them), else
+    None (other backends keep their defaults)."""
+    import jax
+
+    if jax.default_backend() != "cpu" or not CPU_SOLVER_OPTIONS:
+        return None
+    items = tuple(sorted(CPU_SOLVER_OPTIONS.items()))
+    return dict(items) if _accepted(items) else None

@@ -41,6 +41,7 @@ import numpy as np
 from jax import lax
 
 from .. import numerics
+from .._config import cpu_solver_options
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -129,7 +130,7 @@ class Problem:
         self.traces = 0
         self._plan = self._compile(prop.expr)
         self.arrays = jax.tree_util.tree_map(jnp.asarray, self.host)
-        self._jit = jax.jit(self._run)
+        self._make_jits()
 
     # ------------------------------------------------------------ plumbing
 
@@ -137,6 +138,44 @@ class Problem:
         self.traces += 1  # Python side effect: counts traces, not calls
         x = self._plan(arrays, theta)
         return x[arrays["init"][0]] if self.init.size == 1 else x[arrays["init"]]
+
+    def _make_jits(self):
+        """The compiled entry points. With `cpu_solver_options` (the CPU
+        backend), a top-level call compiles with them; a nested jit (under
+        `jit`, `vmap`, `jvp`) takes no compiler options, so only eager calls
+        and eager `jax.grad`/`jax.vjp` get them, the latter through a
+        `custom_vjp` whose forward (the value and the VJP's residuals) and
+        backward passes are each a top-level call on concrete arrays. Both
+        passes are `jax.vjp` of the same function, so the gradient is the
+        same as without it."""
+        opts = cpu_solver_options()
+        self._jit_nested = jax.jit(self._run)
+        self._jit = jax.jit(self._run, compiler_options=opts)
+        self._reverse = None
+        if opts is None:
+            return
+        fwd_jit = jax.jit(lambda a, th: jax.vjp(lambda t: self._run(a, t), th), compiler_options=opts)
+        bwd_jit = jax.jit(lambda vjp_fn, g: vjp_fn(g)[0], compiler_options=opts)
+
+        def concrete(tree):
+            return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(tree))
+
+        @jax.custom_vjp
+        def reverse(th):
+            return self._jit_nested(self.arrays, th)
+
+        def fwd(th):
+            if concrete(th):
+                return fwd_jit(self.arrays, th)
+            return jax.vjp(lambda t: self._jit_nested(self.arrays, t), th)
+
+        def bwd(vjp_fn, g):
+            if concrete((vjp_fn, g)):
+                return (bwd_jit(vjp_fn, g),)
+            return (vjp_fn(g)[0],)
+
+        reverse.defvjp(fwd, bwd)
+        self._reverse = reverse
 
     def __call__(self, theta):
         missing = [k for k in self.names if k not in theta]
@@ -148,7 +187,15 @@ class Problem:
                 f"`{extra[0]}` is not a parameter of the model (parameters: {', '.join(self.names)})"
             )
         th = {k: _f64(theta[k]) for k in self.names}
-        return self._jit(self.arrays, th)
+        if not any(isinstance(v, jax.core.Tracer) for v in th.values()):
+            return self._jit(self.arrays, th)
+        if self._reverse is not None:
+            try:
+                return self._reverse(th)
+            except TypeError as e:  # forward mode (jax.jvp) meets the custom_vjp
+                if "custom_vjp" not in str(e):
+                    raise
+        return self._jit_nested(self.arrays, th)
 
     def ensure(self, theta) -> None:
         """Make the static number of uniformisation terms (CTMC time bounds)
@@ -164,14 +211,16 @@ class Problem:
         if lam > self.statics["cap"]:
             self.statics["cap"] = 1.25 * lam
             self.statics["K"] = _poisson_terms(1.25 * lam)
-            self._jit = jax.jit(self._run)
+            self._make_jits()
             self._batched = None
 
     def batched(self):
         """`theta (name -> [k] arrays) -> [k] values`: `jax.vmap` of the
         problem, compiled once per batch size."""
         if getattr(self, "_batched", None) is None:
-            self._batched = jax.jit(jax.vmap(self._run, in_axes=(None, 0)))
+            self._batched = jax.jit(
+                jax.vmap(self._run, in_axes=(None, 0)), compiler_options=cpu_solver_options()
+            )
         jb = self._batched
         return lambda th: jb(self.arrays, {k: jnp.asarray(th[k], jnp.float64) for k in self.names})
 
