@@ -201,10 +201,15 @@ def check(
     - `layout`: the device matrix every iterative solve runs its SpMV on:
       `"auto"` (CSR on a CPU; on a GPU the warp-segment layout that
       `jaxmc.layout.layout_kind` picks, run by the fused Pallas kernels, and
-      steady-state systems of 50k+ states solved by GMRES on the device), or
-      one of `"csr"`, `"ell"`, `"sell"`, `"warp"`, `"warp2"`, `"compact"`,
-      `"compact2"` (compact: rebuilt on the host per solve; warp where it
-      cannot hold the matrix), `"vector"` (CSR-vector, for long rows). The values do not depend on it beyond
+      steady-state systems of 50k+ states solved by GMRES on the device, on
+      the compact diagonal layout where it fits), or one of `"csr"`,
+      `"ell"`, `"sell"`, `"warp"`, `"warp2"`, `"compact"`, `"compact2"`
+      (compact: rebuilt on the host per solve; warp where it cannot hold
+      the matrix), `"vector"` (CSR-vector, for long rows), `"dia"` (compact
+      diagonals: the DTMC/CTMC solves run in PRISM's lexicographic state
+      order, where a box-shaped state space is a few diagonals; rebuilt on
+      the host per solve; compact where the matrix is not a few diagonals
+      in that order, and for MDPs). The values do not depend on it beyond
       rounding. `result.layout` says which layout the last solve used.
     - `precision`: `"fp64"` (default) or `"fp32"`, the float type of the
       matrix values and the iterate in the iterative solves (SpMV; Jacobi,

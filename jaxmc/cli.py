@@ -46,7 +46,7 @@ _METHOD_HELP = {
     "valiter": "value iteration (default for MDPs)",
     "ii": "interval iteration (sound lower/upper bounds)",
 }
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector")
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector", "dia")
 PRECISIONS = ("fp64", "fp32")
 
 
@@ -135,7 +135,10 @@ def _parser() -> argparse.ArgumentParser:
                      "on a GPU), csr, ell, sell (sliced ELLPACK), warp / warp2 "
                      "(warp-segment, full / half warp), compact / compact2 (their "
                      "compact-value variants), vector (CSR-vector, a warp per row, "
-                     "for long rows; default auto)"
+                     "for long rows), dia (compact diagonals in PRISM's state order, "
+                     "for box-shaped state spaces such as tandem's; compact where the "
+                     "matrix is not a few diagonals; auto picks it for GPU "
+                     "steady-state solves where it fits; default auto)"
                      f"{layout_note}")  # fmt: skip
     prec_note = "" if _api_supports("precision") else (
         "; NOTE: this version's jaxmc.check does not take a precision yet and "

@@ -59,7 +59,7 @@ rewards true : 1; endrewards
 MDP_PROPS = ["Pmax=? [ F x=4 ]", "Pmin=? [ F<=3 x=4 ]", "Rmin=? [ F x=4 ]",
              "Rmax=? [ F x=4 ]", "Pmin=? [ X x=1 ]"]
 
-LAYOUTS = ["ell", "warp", "warp2"] + [
+LAYOUTS = ["ell", "warp", "warp2", "dia"] + [
     pytest.param(k, marks=pytest.mark.slow) for k in ("sell", "compact", "vector")
 ]
 

@@ -11,7 +11,12 @@ from ._choose import (
     ordered_csr as ordered_csr,
     padding as padding,
 )
-from ._dia import CompactDIA as CompactDIA, lex_order as lex_order
+from ._dia import (
+    CompactDIA as CompactDIA,
+    dia_order as dia_order,
+    lex_order as lex_order,
+    ordered_dia as ordered_dia,
+)
 from ._matrix import (
     CSR as CSR,
     ELL as ELL,

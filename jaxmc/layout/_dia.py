@@ -27,6 +27,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._matrix import CSR
+from ._order import Permutation
 from ._warp import _stats, narrow_int
 
 
@@ -179,3 +180,43 @@ def lex_order(states) -> np.ndarray:
     if st.ndim != 2 or st.shape[1] == 0:
         return np.arange(st.shape[0] if st.ndim else 0)
     return np.lexsort(st.T[::-1])
+
+
+def dia_order(csr: CSR, rank, max_diags: int | None = None,
+              max_fill: float | None = None) -> Permutation | None:
+    """The permutation that sorts the rows (and columns) of the square
+    matrix `csr` by `rank` (for a model: each state's place in PRISM's
+    lexicographic order, `lex_order`), if the matrix is a few diagonals in
+    that order (`CompactDIA`'s limits, or `max_diags`/`max_fill`); else
+    None. One pass over the entries (a `bincount` of their offsets), so the
+    answer is cheap next to building the layout."""
+    n, m = csr.shape
+    if n != m or n == 0 or rank is None or len(rank) != n:
+        return None
+    order = np.argsort(np.asarray(rank), kind="stable")
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    indptr = np.asarray(csr.indptr, dtype=np.int64)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    keep = np.asarray(csr.data) != 0
+    off = pos[np.asarray(csr.indices, dtype=np.int64)[keep]] - pos[rows[keep]]
+    ndiag = int(np.count_nonzero(np.bincount(off + (n - 1), minlength=2 * n - 1)))
+    if ndiag == 0 or _misfit(ndiag, n, int(off.size), max_diags, max_fill):
+        return None
+    return Permutation(order)
+
+
+def ordered_dia(csr: CSR, rank, *, dtype=None, max_diags: int | None = None,
+                max_fill: float | None = None):
+    """`(CompactDIA of P A P^T, P)` with `P = dia_order(csr, rank, ...)`,
+    or None where the matrix is no few diagonals in that order or its
+    values do not fit the table. The caller runs its solve in the new
+    numbering (`P.apply` on every vector in, `P.undo` on the result)."""
+    perm = dia_order(csr, rank, max_diags, max_fill)
+    if perm is None:
+        return None
+    try:
+        return CompactDIA.from_csr(perm.csr(csr, host=True), dtype=dtype, max_diags=max_diags,
+                                   max_fill=max_fill), perm
+    except ValueError:  # too many distinct values, or repeated entries
+        return None

@@ -16,8 +16,15 @@ kernels). The compact layouts tabulate their values on the host, so they are
 rebuilt for each solve from the (host) masked values; "auto" never picks them
 (the host build costs seconds on large models), and where they cannot hold
 the matrix (not square, more than 65536 distinct values) the warp layout with
-the same lanes is used instead. `NumericResult.extra["layout"]` says which
-layout a solve ran on.
+the same lanes is used instead. `"dia"` (`jaxmc.layout.CompactDIA`) runs the
+solve in PRISM's lexicographic state order, where a model whose reachable
+states form a box is a few diagonals (a byte per row and diagonal, no
+columns); it applies to the square systems of DTMCs and CTMCs (Jacobi,
+power, BiCGStab, the steady-state solves) and falls back to `"compact"`
+where the matrix is not a few diagonals in that order (`ordered_dia`) and
+for MDPs. "auto" picks it on a GPU for the steady-state device solves,
+whose matrices are built on the host anyway (`steady._system_kind`).
+`NumericResult.extra["layout"]` says which layout a solve ran on.
 
 Precision (`precision=`, one of `PRECISIONS`): "fp64" (the default) or
 "fp32", the float type of the matrix values and the iterate during the
@@ -49,6 +56,7 @@ from ..lang.ast import ModelType
 from ..layout import (
     CSR,
     ELL,
+    CompactDIA,
     CompactWarpELL,
     SlicedELL,
     SparseModel,
@@ -56,8 +64,10 @@ from ..layout import (
     WarpELL,
     group_index,
     layout_kind,
+    lex_order,
     make_layout,
     ordered_csr,
+    ordered_dia,
 )
 from ._timing import stage
 from ..solvers import (
@@ -93,8 +103,11 @@ class NumericResult:
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The names `layout=` takes (see the module docstring).
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector")
+LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector", "dia")
 COMPACT = ("compact", "compact2")
+#: Layouts built on the host from each solve's values (the device matrix
+#: cached per model holds the structure only).
+HOST_BUILT = COMPACT + ("dia",)
 
 
 #: The names `precision=` takes (see the module docstring).
@@ -180,6 +193,8 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     if kind == "csr":
         return CSR.from_arrays(indptr, cols, vals, shape)
     host = _host_csr(indptr, cols, vals, shape)
+    if kind == "dia":  # (no state order given here: `build_ordered` takes one)
+        kind = "compact"
     if kind in COMPACT:
         lanes = 2 if kind == "compact2" else 1
         if shape[0] == shape[1]:
@@ -191,13 +206,34 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     return make_layout(host, kind)
 
 
-def build_ordered(indptr, cols, vals, shape, kind: str):
+def lex_rank(model: ExplicitModel) -> np.ndarray:
+    """Each state's place in PRISM's lexicographic state order (the order
+    of the diagonal layout; cached per model)."""
+    per = _CACHE.setdefault(model, {})
+    if "lex_rank" not in per:
+        order = lex_order(model.states)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        per["lex_rank"] = rank
+    return per["lex_rank"]
+
+
+def build_ordered(indptr, cols, vals, shape, kind: str, rank=None):
     """`(matrix, order)`: `build_matrix` of the host CSR, reordered first by
     `jaxmc.layout.ordered_csr` where that pays for `kind` (a warp-segment
     layout of a square matrix whose segments carry much padding; the rows
     sorted by length within short windows). `order` is that `Permutation`,
     or None: the caller applies it to every vector of the solve
-    (`order.apply`) and undoes it on the result (`order.undo`)."""
+    (`order.apply`) and undoes it on the result (`order.undo`).
+
+    `kind` "dia": the compact diagonal layout in the order of `rank` (each
+    row's lexicographic rank), where the matrix is a few diagonals in it;
+    else (or without `rank`) "compact"."""
+    if kind == "dia":
+        got = None if rank is None else ordered_dia(_host_csr(indptr, cols, vals, shape), rank)
+        if got is not None:
+            return got
+        kind = "compact"
     if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
         B, order = ordered_csr(_host_csr(indptr, cols, vals, shape), kind)
         if order is not None:
@@ -216,6 +252,8 @@ def layout_name(matrix) -> str:
         return "compact" if matrix.lanes == 1 else "compact2"
     if isinstance(matrix, VectorCSR):
         return "vector"
+    if isinstance(matrix, CompactDIA):
+        return "dia"
     return {CSR: "csr", ELL: "ell", SlicedELL: "sell"}.get(type(matrix), type(matrix).__name__)
 
 
@@ -226,7 +264,7 @@ def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
     choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
     n, m = len(choice_ptr) - 1, len(row_ptr) - 1
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
-    matrix = csr if kind in COMPACT + ("csr",) else build_matrix(row_ptr, col, val, (m, n), kind)
+    matrix = csr if kind in HOST_BUILT + ("csr",) else build_matrix(row_ptr, col, val, (m, n), kind)
     return SparseModel(
         csr=csr,
         matrix=matrix,
@@ -242,7 +280,7 @@ def sparse(model: ExplicitModel, kind: str = "csr") -> SparseModel:
     """The device matrix of `model` (cached per model and layout kind;
     `kind` may be "auto")."""
     kind = resolve_layout(model, kind)
-    key = "csr" if kind in COMPACT else kind
+    key = "csr" if kind in HOST_BUILT else kind
     per = _CACHE.setdefault(model, {})
     if key not in per:
         with stage("layout"):
@@ -267,13 +305,29 @@ def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseMod
     """`M` with entry values `vals` (host, CSR order) on layout `kind`: the
     compact layouts are built from them on the host (`indptr`, `cols`: the
     host structure), the others take them by `with_values` on the device."""
-    if kind not in COMPACT:
+    if kind not in HOST_BUILT:
         return M.with_values(jnp.asarray(vals))
+    kind = "compact" if kind == "dia" else kind  # (a non-square or MDP system)
     if indptr is None:
         _, _, cols, indptr = host_structure(None, M)
     mat = build_matrix(indptr, cols, vals, M.csr.shape, kind)
     return eqx.tree_at(lambda m: (m.csr, m.matrix), M,
                        (M.csr.with_values(jnp.asarray(vals)), mat))
+
+
+def square_matrix(M: SparseModel, kind: str, vals, indptr, cols, rank=None):
+    """`(matrix, order)` of a DTMC/CTMC system with entry values `vals`:
+    `valued`'s matrix and None, or for "dia" `build_ordered`'s diagonal
+    layout in the lexicographic order of `rank` and that `Permutation`."""
+    if kind == "dia":
+        return build_ordered(indptr, cols, vals, M.csr.shape, "dia", rank)
+    return valued(M, kind, vals, indptr, cols).matrix, None
+
+
+def undo_order(sol, order):
+    """A solver's solution with its value back in the model's numbering
+    (`order` a `Permutation`, or None)."""
+    return sol if order is None else eqx.tree_at(lambda s: s.value, sol, order.undo(sol.value))
 
 
 def state_of_entry(model: ExplicitModel) -> np.ndarray:
@@ -429,11 +483,17 @@ def solve_fixed(
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
         return NumericResult(values=fixed.copy(), method="jacobi" if method == AUTO else method)
+    rank = None
+    if kind == "dia":
+        if M.nondeterministic or M.n_states != model.num_states:
+            kind = "compact"  # (choices are not states: no square system)
+        else:
+            rank = lex_rank(model)
     with stage("solve"):
         out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
                             dict(epsilon=epsilon, relative=relative, max_iters=max_iters,
                                  throw=throw), precision,
-                            auto_ok=layout == "auto" and precision == "fp64")
+                            auto_ok=layout == "auto" and precision == "fp64", rank=rank)
     return out
 
 
@@ -467,7 +527,7 @@ def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
 
 
 def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
-                  precision="fp64", auto_ok=False):
+                  precision="fp64", auto_ok=False, rank=None):
     soc, rows, cols, indptr = host
     n = M.n_states
     state_row = soc[rows]
@@ -501,19 +561,27 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
         extra.update(layout="host", precision="fp64")  # a host solve, in float64
     if method == "gauss_seidel":
         pass  # solved above
-    elif method == "jacobi":
-        on_diag = cols == state_row
-        diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
-        A = mat(valued(M, kind, np.where(on_diag, 0.0, data), indptr, cols).matrix)
-        sol = jacobi(A, vec(diag), vec(bb), vec(x0), **kw)
+    elif method in ("jacobi", "power", "bicgstab"):
+        # (in the layout's numbering: `at` for every vector in, `undo_order`
+        # on the result; the identity but for "dia")
+        if method == "jacobi":
+            on_diag = cols == state_row
+            diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
+            A, order = square_matrix(M, kind, np.where(on_diag, 0.0, data), indptr, cols, rank)
+        else:
+            diag = np.ones(n)
+            A, order = square_matrix(M, kind, data, indptr, cols, rank)
+        at = (lambda v: v) if order is None else order.apply
+        A = mat(A)
+        if method == "jacobi":
+            sol = jacobi(A, vec(at(diag)), vec(at(bb)), vec(at(x0)), **kw)
+        elif method == "power":
+            sol = power(A, vec(at(bb)), vec(at(x0)), **kw)
+        else:
+            sol = bicgstab(A, vec(diag), vec(at(bb)), vec(at(x0)), **kw)
+        sol = undo_order(sol, order)
         if sweeps:
             sol = sol.__class__(sol.value, sol.status, sol.iterations + sweeps, sol.residual)
-    elif method == "power":
-        A = mat(valued(M, kind, data, indptr, cols).matrix)
-        sol = power(A, vec(bb), vec(x0), **kw)
-    elif method == "bicgstab":
-        A = mat(valued(M, kind, data, indptr, cols).matrix)
-        sol = bicgstab(A, vec(np.ones(n)), vec(bb), vec(x0), **kw)
     elif method == "value_iteration":
         A = mat(valued(M, kind, data, indptr, cols))
         sol = value_iteration(A, vec(bb), vec(x0), opt or "max", **kw)

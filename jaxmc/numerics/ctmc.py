@@ -27,7 +27,9 @@ from ..lang.ast import ModelType
 from ._common import (
     NumericResult,
     build_matrix,
+    build_ordered,
     layout_name,
+    lex_rank,
     exit_rates,
     host_structure,
     resolve_layout,
@@ -149,24 +151,35 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
     if weights_fn is not None:
         left, probs = weights_fn(left, probs, q)
     kind = resolve_layout(model, layout)
-    if transpose:
+    order = None  # (the diagonal layout's state order: every vector in it)
+    if transpose or kind == "dia":
         with stage("layout"):
-            perm = np.lexsort((rows, model.col))
-            indptr_t = np.concatenate(
-                [[0], np.cumsum(np.bincount(model.col, minlength=n))]
-            )
-            A = build_matrix(indptr_t, rows[perm], vals[perm], (n, n), kind)
+            if transpose:
+                perm = np.lexsort((rows, model.col))
+                indptr_t = np.concatenate(
+                    [[0], np.cumsum(np.bincount(model.col, minlength=n))]
+                )
+                if kind == "dia":
+                    A, order = build_ordered(indptr_t, rows[perm], vals[perm], (n, n), kind,
+                                             lex_rank(model))
+                else:
+                    A = build_matrix(indptr_t, rows[perm], vals[perm], (n, n), kind)
+            else:
+                _, _, cols, indptr = host_structure(model)
+                A, order = build_ordered(indptr, cols, vals, (n, n), kind, lex_rank(model))
     else:
         M = sparse(model, kind)
         with stage("layout"):
             _, _, cols, indptr = host_structure(model)
             A = valued(M, kind, vals, indptr, cols).matrix
+    at = (lambda v: v) if order is None else order.apply
     with stage("solve"):
         out = _weighted_sum(
-            A, jnp.asarray(e), jnp.asarray(q), jnp.asarray(x0), jnp.asarray(_pad(probs)),
+            A, jnp.asarray(at(e)), jnp.asarray(q), jnp.asarray(at(x0)), jnp.asarray(_pad(probs)),
             jnp.asarray(left, jnp.int32), jnp.asarray(right, jnp.int32),
         )
         out = np.asarray(out)
+        out = out if order is None else order.undo(out)
     return out, {"left": left, "right": right, "q": q, "layout": layout_name(A)}
 
 

@@ -1,0 +1,156 @@
+"""The compact diagonal layout through `jaxmc.check` (`layout="dia"`): the
+solves run in PRISM's lexicographic state order, where a box-shaped state
+space is a few diagonals, and give CSR's values; models that are no few
+diagonals in that order, and MDPs, fall back to the compact layout; on a
+GPU "auto" picks it for the steady-state device solves where it fits
+(checked here with the GPU test patched in); `dia_order`'s test against
+`CompactDIA`'s own limits."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import jaxmc
+from jaxmc.layout import CSR, CompactDIA, dia_order, ordered_dia
+from jaxmc.numerics import steady
+from jaxmc.numerics._common import lex_rank
+
+EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="../shared/models absent")
+
+# Two queues in tandem (the shape of PRISM's tandem, small): a 2-D box.
+TANDEM = """
+ctmc
+const int c = 6;
+module q1
+  s1 : [0..c] init 0;
+  [] s1<c -> 4:(s1'=s1+1);
+  [go] s1>0 -> 3:(s1'=s1-1);
+endmodule
+module q2
+  s2 : [0..c] init 0;
+  [go] s2<c -> 1:(s2'=s2+1);
+  [] s2>0 -> 2:(s2'=s2-1);
+endmodule
+rewards "cust" true : s1 + s2; endrewards
+"""
+PROPS = ["S=? [ s2=c ]", "R=? [ S ]", "P=? [ F<=1.5 s2=c ]", "P=? [ s1<c U>=0.5 s2=c ]",
+         "R=? [ F s2=c ]", "R=? [ C<=1 ]", "R=? [ I=2 ]"]
+
+
+@pytest.mark.parametrize("prop", PROPS)
+def test_dia_gives_csr_values(prop):
+    m = jaxmc.load_model_string(TANDEM)
+    ref = jaxmc.check(m, prop, layout="csr")
+    got = jaxmc.check(m, prop, layout="dia")
+    assert got.value == pytest.approx(ref.value, rel=1e-10)
+    assert got.layout == "dia", got.layout
+
+
+@pytest.mark.parametrize("method", ["jacobi", "power", "bicgstab"])
+def test_dia_linear_methods(method):
+    m = jaxmc.load_model_string(TANDEM)
+    ref = jaxmc.check(m, "R=? [ F s2=c ]", layout="csr", method=method, epsilon=1e-10)
+    got = jaxmc.check(m, "R=? [ F s2=c ]", layout="dia", method=method, epsilon=1e-10)
+    assert got.value == pytest.approx(ref.value, rel=1e-8)
+    assert got.layout == "dia"
+
+
+def test_dia_falls_back_where_it_does_not_fit():
+    # a ring of 3 with a jump: in lexicographic order the jumps make more
+    # diagonals than rows would pay for -> the compact layout
+    ring = """
+dtmc
+const int N = 40;
+module r
+  x : [0..N-1] init 0;
+  [] true -> 0.5:(x'=mod(x+1,N)) + 0.25:(x'=mod(3*x+7,N)) + 0.25:(x'=mod(5*x+1,N));
+endmodule
+"""
+    m = jaxmc.load_model_string(ring)
+    ref = jaxmc.check(m, "S=? [ x=0 ]", layout="csr")
+    got = jaxmc.check(m, "S=? [ x=0 ]", layout="dia")
+    assert got.value == pytest.approx(ref.value, rel=1e-10)
+    assert got.layout == "compact"
+
+
+def test_dia_on_an_mdp_is_the_compact_fallback():
+    mdp = """
+mdp
+module m
+  x : [0..4] init 0;
+  [a] x<4 -> 0.6:(x'=x+1) + 0.4:(x'=max(x-1,0));
+  [b] x<4 -> 0.9:(x'=x) + 0.1:(x'=4);
+  [] x=4 -> true;
+endmodule
+"""
+    m = jaxmc.load_model_string(mdp)
+    ref = jaxmc.check(m, "Pmin=? [ F<=3 x=4 ]", layout="csr")
+    got = jaxmc.check(m, "Pmin=? [ F<=3 x=4 ]", layout="dia")
+    assert got.value == pytest.approx(ref.value, rel=1e-12)
+    assert got.layout in ("warp", "compact")
+
+
+def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
+    """On a GPU (patched in), "auto" takes the diagonal layout for a steady
+    state system that is a few diagonals in lexicographic order, and a warp
+    layout for one that is not."""
+    m = jaxmc.build(jaxmc.load_model_string(TANDEM))
+    n = m.num_states
+    rows = m.state_of_choice()[m.row_of_entry()]
+    A = sp.csr_matrix((np.asarray(m.val), (np.asarray(m.col), rows)), shape=(n, n))
+    A.setdiag(0)
+    A.eliminate_zeros()
+    monkeypatch.setattr(steady, "on_gpu", lambda: True)
+    assert steady._system_kind(A, "auto", lex_rank(m)) == "dia"
+    assert steady._system_kind(A, "auto", None) in ("warp", "warp2")
+    shuffled = np.random.default_rng(0).permutation(n)
+    assert steady._system_kind(A, "auto", shuffled) in ("warp", "warp2")
+    assert steady._system_kind(A, "warp", lex_rank(m)) == "warp"
+
+
+def test_dia_order_agrees_with_the_layout():
+    """`dia_order` accepts exactly what `CompactDIA.from_csr` takes in that
+    order: a 2-D grid walk in a scrambled numbering (its row-major rank
+    recovers 5 diagonals) and the same matrix with random long jumps."""
+    side = 30
+    n = side * side
+    rng = np.random.default_rng(3)
+    i = np.arange(n)
+    r, c = [], []
+    for d, ok in ((1, i % side < side - 1), (-1, i % side > 0), (side, i < n - side), (-side, i >= side)):
+        r.append(i[ok])
+        c.append(i[ok] + d)
+    rows, cols = np.concatenate(r), np.concatenate(c)
+    scramble = rng.permutation(n)  # scramble[k]: the new index of grid cell k
+    A = sp.csr_matrix((rng.choice([0.5, 0.25], rows.size), (scramble[rows], scramble[cols])),
+                      shape=(n, n))
+    rank = np.empty(n, np.int64)
+    rank[scramble] = np.arange(n)  # each row's row-major place in the grid
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    perm = dia_order(csr, rank)
+    assert perm is not None
+    L, P = ordered_dia(csr, rank)
+    assert sorted(L.offsets) == [-side, -1, 1, side]
+    x = rng.standard_normal(n)
+    y = np.asarray(jaxmc.kernels.spmv(L, P.apply(x), impl="reference"))
+    np.testing.assert_allclose(P.undo(y), A @ x, rtol=1e-12, atol=1e-14)
+    assert dia_order(csr, rng.permutation(n)) is None  # a random order: no diagonals
+    jumps = A + sp.csr_matrix((np.ones(60), (rng.integers(0, n, 60), rng.integers(0, n, 60))),
+                              shape=(n, n))
+    csr2 = CSR.from_arrays(jumps.indptr, jumps.indices, jumps.data, jumps.shape)
+    assert dia_order(csr2, rank) is None
+    with pytest.raises(ValueError):
+        CompactDIA.from_csr(CSR.from_arrays(*(lambda B: (B.indptr, B.indices, B.data, B.shape))(
+            jumps[np.argsort(rank)][:, np.argsort(rank)].tocsr())))
+
+
+@needs_examples
+def test_prism_tandem_is_dia_in_lex_order():
+    m = jaxmc.load_model(str(EXAMPLES / "ctmcs" / "tandem" / "tandem.sm"), "c=15")
+    ref = jaxmc.check(m, 'R{"customers"}=? [ S ]', layout="csr")
+    got = jaxmc.check(m, 'R{"customers"}=? [ S ]', layout="dia")
+    assert got.layout == "dia"
+    assert got.value == pytest.approx(ref.value, rel=1e-10)
