@@ -42,10 +42,12 @@ PROPS = ["S=? [ s2=c ]", "R=? [ S ]", "P=? [ F<=1.5 s2=c ]", "P=? [ s1<c U>=0.5 
 
 @pytest.mark.parametrize("prop", PROPS)
 def test_dia_gives_csr_values(prop):
+    # (a tight epsilon: on a GPU the fused kernels take several Jacobi steps
+    # per loop trip, so the two layouts may stop a few steps apart)
     m = jaxmc.load_model_string(TANDEM)
-    ref = jaxmc.check(m, prop, layout="csr")
-    got = jaxmc.check(m, prop, layout="dia")
-    assert got.value == pytest.approx(ref.value, rel=1e-10)
+    ref = jaxmc.check(m, prop, layout="csr", epsilon=1e-12)
+    got = jaxmc.check(m, prop, layout="dia", epsilon=1e-12)
+    assert got.value == pytest.approx(ref.value, rel=1e-9)
     assert got.layout == "dia", got.layout
 
 
@@ -94,21 +96,63 @@ endmodule
 
 
 def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
-    """On a GPU (patched in), "auto" takes the diagonal layout for a steady
-    state system that is a few diagonals in lexicographic order, and a warp
-    layout for one that is not."""
+    """On a GPU (patched in), "auto" asks for the diagonal layout where the
+    states have lexicographic ranks, with the warp layout as the fallback
+    that `build_ordered` takes for a system that is no few diagonals; an
+    explicit layout stays (falling back to compact)."""
+    from jaxmc.numerics._common import build_ordered
+
     m = jaxmc.build(jaxmc.load_model_string(TANDEM))
     n = m.num_states
     rows = m.state_of_choice()[m.row_of_entry()]
     A = sp.csr_matrix((np.asarray(m.val), (np.asarray(m.col), rows)), shape=(n, n))
     A.setdiag(0)
     A.eliminate_zeros()
+    A.sort_indices()
     monkeypatch.setattr(steady, "on_gpu", lambda: True)
-    assert steady._system_kind(A, "auto", lex_rank(m)) == "dia"
-    assert steady._system_kind(A, "auto", None) in ("warp", "warp2")
+    assert steady._system_kind(A, "auto", lex_rank(m)) == ("dia", "auto")
+    assert steady._system_kind(A, "auto", None)[0] in ("warp", "warp2")
+    assert steady._system_kind(A, "warp", lex_rank(m)) == ("warp", "compact")
+    mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", lex_rank(m), "auto")
+    assert isinstance(mat, CompactDIA) and order is not None
     shuffled = np.random.default_rng(0).permutation(n)
-    assert steady._system_kind(A, "auto", shuffled) in ("warp", "warp2")
-    assert steady._system_kind(A, "warp", lex_rank(m)) == "warp"
+    mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", shuffled, "auto")
+    assert jaxmc.numerics._common.layout_name(mat) in ("warp", "warp2") and order is None
+
+
+def test_lex_rank_of_a_subset():
+    m = jaxmc.build(jaxmc.load_model_string(TANDEM))
+    full = lex_rank(m)
+    idx = np.flatnonzero(np.arange(m.num_states) % 3 != 1)
+    sub = lex_rank(m, idx)
+    assert sorted(sub) == list(range(idx.size))
+    np.testing.assert_array_equal(np.argsort(sub), np.argsort(full[idx]))
+
+
+@pytest.mark.parametrize("distinct", [4, 3000])
+def test_device_build_matches_host_build(distinct):
+    """`ordered_dia`'s device passes (run here by XLA on the CPU) build the
+    layout the host's numpy builds, also where the value table's sample
+    misses values."""
+    side = 40
+    n = side * side
+    rng = np.random.default_rng(7)
+    i = np.arange(n)
+    r = np.concatenate([i[i % side < side - 1], i[i >= side]])
+    c = np.concatenate([i[i % side < side - 1] + 1, i[i >= side] - side])
+    scramble = rng.permutation(n)
+    vals = rng.integers(1, distinct + 1, r.size) / 7.0
+    A = sp.csr_matrix((vals, (scramble[r], scramble[c])), shape=(n, n))
+    A.sort_indices()
+    rank = np.empty(n, np.int64)
+    rank[scramble] = np.arange(n)
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    host, p1 = ordered_dia(csr, rank, on_device=False)
+    dev, p2 = ordered_dia(csr, rank, on_device=True)
+    np.testing.assert_array_equal(p1.order, p2.order)
+    assert host.offsets == dev.offsets and host.zero == dev.zero and host.nnz == dev.nnz
+    for f in ("vidx", "table", "active"):
+        np.testing.assert_array_equal(np.asarray(getattr(host, f)), np.asarray(getattr(dev, f)))
 
 
 def test_dia_order_agrees_with_the_layout():

@@ -206,19 +206,28 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     return make_layout(host, kind)
 
 
-def lex_rank(model: ExplicitModel) -> np.ndarray:
+def lex_rank(model: ExplicitModel, states=None) -> np.ndarray:
     """Each state's place in PRISM's lexicographic state order (the order
-    of the diagonal layout; cached per model)."""
+    of the diagonal layout), or with `states` (indices) each one's place
+    among them: a permutation of `0..len(states)-1`, found in O(n) from the
+    model's order (cached per model)."""
     per = _CACHE.setdefault(model, {})
-    if "lex_rank" not in per:
-        order = lex_order(model.states)
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        per["lex_rank"] = rank
-    return per["lex_rank"]
+    if "lex_order" not in per:
+        per["lex_order"] = np.asarray(lex_order(model.states), dtype=np.int64)
+    order = per["lex_order"]
+    if states is None:
+        states = np.arange(len(order))
+    states = np.asarray(states, dtype=np.int64)
+    local = np.full(len(order), -1, dtype=np.int64)
+    local[states] = np.arange(len(states))
+    sub = local[order]
+    sub = sub[sub >= 0]  # the states, in lexicographic order
+    rank = np.empty(len(states), dtype=np.int64)
+    rank[sub] = np.arange(len(states))
+    return rank
 
 
-def build_ordered(indptr, cols, vals, shape, kind: str, rank=None):
+def build_ordered(indptr, cols, vals, shape, kind: str, rank=None, fallback: str = "compact"):
     """`(matrix, order)`: `build_matrix` of the host CSR, reordered first by
     `jaxmc.layout.ordered_csr` where that pays for `kind` (a warp-segment
     layout of a square matrix whose segments carry much padding; the rows
@@ -228,12 +237,14 @@ def build_ordered(indptr, cols, vals, shape, kind: str, rank=None):
 
     `kind` "dia": the compact diagonal layout in the order of `rank` (each
     row's lexicographic rank), where the matrix is a few diagonals in it;
-    else (or without `rank`) "compact"."""
+    else (or without `rank`) `fallback` ("auto": `layout_kind`'s choice on
+    a GPU)."""
     if kind == "dia":
-        got = None if rank is None else ordered_dia(_host_csr(indptr, cols, vals, shape), rank)
+        host = _host_csr(indptr, cols, vals, shape)
+        got = None if rank is None else ordered_dia(host, rank)
         if got is not None:
             return got
-        kind = "compact"
+        kind = layout_kind(host, "gpu") if fallback == "auto" else fallback
     if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
         B, order = ordered_csr(_host_csr(indptr, cols, vals, shape), kind)
         if order is not None:

@@ -67,7 +67,7 @@ from scipy.sparse import csgraph
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
-from ..layout import dia_order, layout_kind
+from ..layout import layout_kind
 from ..solvers import Status, jacobi
 from . import graph
 from ._common import (
@@ -130,21 +130,22 @@ def _device(k: int, layout: str, device: bool | None) -> bool:
     return layout not in ("auto", "csr") or (on_gpu() and k >= DEVICE_MIN_STATES)
 
 
-def _system_kind(A: sp.csr_matrix, layout: str, rank=None) -> str:
-    """The layout of a derived system matrix: `layout`, or for "auto" the
-    automatic choice for it: on a GPU the compact diagonal layout where the
-    matrix is a few diagonals in the lexicographic order of its states
-    (`rank`: their lexicographic ranks; tandem, whose fused Jacobi step
-    takes 76-80 µs on it against 88-93 on the compact warp layout and 140-150
-    on the warp layout, RESULTS.md), else a warp layout."""
+def _system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
+    """`(kind, fallback)`: the layout of a derived system matrix and, for
+    "dia", the one `build_ordered` takes where the matrix is no few
+    diagonals. `layout` as given (falling back to "compact"), or for "auto"
+    the automatic choice: on a GPU the compact diagonal layout where the
+    states have lexicographic ranks (`rank`; tandem's fused Jacobi step
+    takes 76-80 µs on it against 88-93 on the compact warp layout and
+    140-150 on the warp layout, RESULTS.md), else and as its fallback
+    `layout_kind`'s warp layout; CSR on a CPU."""
     if layout != "auto":
-        return layout
+        return layout, "compact"
     if not on_gpu():
-        return "csr"
-    host = _host_csr(A.indptr, A.indices, A.data, A.shape)
-    if rank is not None and dia_order(host, rank) is not None:
-        return "dia"
-    return layout_kind(host, "gpu")
+        return "csr", "csr"
+    if rank is not None:
+        return "dia", "auto"
+    return layout_kind(_host_csr(A.indptr, A.indices, A.data, A.shape), "gpu"), "compact"
 
 
 def _canonical(A) -> sp.csr_matrix:
@@ -160,9 +161,10 @@ def _device_solve(off, b, layout, max_iters, norm=None, rank=None):
     the unknowns' lexicographic ranks, for the diagonal layout). Returns
     the `Solution` (not raised on failure) and the layout's name."""
     off = _canonical(off)
-    kind = _system_kind(off, layout, rank)
+    kind, fallback = _system_kind(off, layout, rank)
     with stage("layout"):
-        A, order = build_ordered(off.indptr, off.indices, off.data, off.shape, kind, rank)
+        A, order = build_ordered(off.indptr, off.indices, off.data, off.shape, kind, rank,
+                                 fallback)
         # In the layout's numbering (`order`: see `build_ordered`).
         at = (lambda v: v) if order is None else order.apply
         if norm is None:
@@ -338,9 +340,9 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
         vals = np.concatenate([vals, diag])
         d = 2.0 * diag
     A = _canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
+    kind, fallback = _system_kind(A, layout, rank)
     with stage("layout"):
-        mat, order = build_ordered(A.indptr, A.indices, A.data, (k, k),
-                                   _system_kind(A, layout, rank), rank)
+        mat, order = build_ordered(A.indptr, A.indices, A.data, (k, k), kind, rank, fallback)
     x0 = 1.0 / sizes[lab]
     if order is not None:
         d, x0 = order.apply(d), order.apply(x0)
@@ -398,7 +400,7 @@ def stationary_distributions(
         reps = np.unique(lab, return_index=True)[1]
     kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
     on_device = _device(k, layout, device)
-    rank = lex_rank(model)[idx]  # (the diagonal layout's order)
+    rank = lex_rank(model, idx)  # (the diagonal layout's order)
     if precision == "fp64":
         with stage("solve"):
             x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
@@ -478,7 +480,7 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp6
         idx, P, (r, c, v) = _transient_system(model, trans)
         rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
         y, info = (None, None) if precision != "fp64" else _solve_transient(
-            P, rhs, kw["max_iters"], False, layout, device, lex_rank(model)[idx])
+            P, rhs, kw["max_iters"], False, layout, device, lex_rank(model, idx))
     if y is not None:
         x = fixed.copy()
         x[idx] = y
@@ -584,7 +586,7 @@ def steady_state(
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
         y, _ = _solve_transient(P, init[idx], max_iters, True, layout, device,
-                                lex_rank(model)[idx])
+                                lex_rank(model, idx))
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
         else:
@@ -605,8 +607,8 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
     At = _canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
     rank = lex_rank(model)
-    mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n),
-                               _system_kind(At, layout, rank), rank)
+    kind, fallback = _system_kind(At, layout, rank)
+    mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n), kind, rank, fallback)
     at = (lambda v: v) if order is None else order.apply
     y0 = at(np.where(trans, init, 0.0))
     sol = jacobi(mat, jnp.asarray(at(np.where(trans, diag, 1.0))), jnp.asarray(y0),
