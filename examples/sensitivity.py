@@ -13,6 +13,13 @@ rho = lambda/mu, so its derivatives are checked exactly; the time-bounded
 probability (uniformisation, differentiated also w.r.t. the time bound `T`)
 is checked by central finite differences.
 
+Then a PRISM case study, Herman's self-stabilising ring (`models/herman5.pm`,
+whose coins have the bias `p`, a `const double` as in PRISM's herman
+examples): how the expected number of steps to stabilise, and the
+probability to be stable within 3 steps, change with the bias (at p = 1/2
+both derivatives are 0 by symmetry, so the example looks at p = 0.3), each
+checked by central finite differences.
+
     python examples/sensitivity.py
 """
 
@@ -78,6 +85,23 @@ def main() -> dict[str, float]:
     out["idle_exact_dlambda"] = float(exact["lambda"])
     out["idle_exact_dmu"] = float(exact["mu"])
     out.update({f"fd_d{k}": v for k, v in fd.items()})
+
+    # Herman's ring from three adjacent tokens (one initial state, so that
+    # each result is a scalar), the coin's bias `p` as the parameter.
+    text = (MODELS / "herman5.pm").read_text().replace(
+        "init true endinit", "init x1=0&x2=0&x3=0&x4=0&x5=1 endinit")
+    herman = jaxmc.load_model_string(text, params={"p": 0.3})
+    print("\nHerman's ring (N=5), from three adjacent tokens, coin bias p = 0.3")
+    for name, prop in (("steps", 'R{"steps"}=? [ F "stable" ]'),
+                       ("within3", 'P=? [ F<=3 "stable" ]')):
+        f = lambda th, prop=prop: jaxmc.solve(herman, prop, params=th)  # noqa: E731
+        value = float(f({"p": 0.3}))
+        grad = float(jax.grad(f)({"p": 0.3})["p"])
+        fd_p = (float(f({"p": 0.3 + h})) - float(f({"p": 0.3 - h}))) / (2 * h)
+        print(f"{prop:34s} {value:12.8f}   d/dp {grad:12.8f}   (finite differences {fd_p:.8f})")
+        out[f"herman_{name}"] = value
+        out[f"herman_{name}_dp"] = grad
+        out[f"herman_{name}_fd"] = fd_p
     return out
 
 

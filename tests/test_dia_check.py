@@ -198,3 +198,18 @@ def test_prism_tandem_is_dia_in_lex_order():
     got = jaxmc.check(m, 'R{"customers"}=? [ S ]', layout="dia")
     assert got.layout == "dia"
     assert got.value == pytest.approx(ref.value, rel=1e-10)
+
+
+def test_sampled_refusal():
+    """A matrix with many diagonals is refused from a sample of its entries
+    (no full pass); one with few is not, whatever the sample."""
+    from jaxmc.layout._dia import _too_many_offsets
+
+    n = 200_000
+    rng = np.random.default_rng(11)
+    few = sp.diags([np.full(n - 1, 0.5), np.full(n - 7, 0.25)], [1, 7], format="csr")
+    many = sp.csr_matrix((np.ones(n), (np.arange(n), rng.integers(0, n, n))), shape=(n, n))
+    ident = np.arange(n)
+    assert not _too_many_offsets(CSR.from_arrays(few.indptr, few.indices, few.data, few.shape), ident, None)
+    assert _too_many_offsets(CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident, None)
+    assert ordered_dia(CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident) is None

@@ -84,6 +84,11 @@ def test_sensitivity_example(capsys):
     for k in ("lambda", "mu", "T"):
         assert values[f"full_by_T_d{k}"] == pytest.approx(values[f"fd_d{k}"], rel=1e-5)
     assert "d/dlambda" in printed
+    # Herman's ring at p = 1/2 takes 12/5 steps from three adjacent tokens
+    # (herman5.pm.props); at p = 0.3 the gradients match finite differences
+    for k in ("steps", "within3"):
+        assert values[f"herman_{k}_dp"] == pytest.approx(values[f"herman_{k}_fd"], rel=1e-5)
+    assert values["herman_steps"] > 12 / 5 and values["herman_steps_dp"] < 0
 
 
 def test_sweep_example(tmp_path):

@@ -10,6 +10,9 @@
 
 dtmc
 
+// the bias of each process's coin (PRISM's herman examples have it too)
+const double p = 0.5;
+
 formula t1 = x1=x5;
 formula t2 = x2=x1;
 formula t3 = x3=x2;
@@ -19,7 +22,7 @@ formula tokens = (t1?1:0) + (t2?1:0) + (t3?1:0) + (t4?1:0) + (t5?1:0);
 
 module p1
 	x1 : [0..1];
-	[step]  t1 -> 0.5 : (x1'=0) + 0.5 : (x1'=1);
+	[step]  t1 -> p : (x1'=0) + 1-p : (x1'=1);
 	[step] !t1 -> (x1'=x5);
 endmodule
 
