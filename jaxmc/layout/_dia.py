@@ -298,12 +298,12 @@ def ordered_dia(csr: CSR, rank, *, dtype=None, max_diags: int | None = None,
     n, m = csr.shape
     if n != m or n == 0 or rank is None or len(rank) != n:
         return None
+    order, pos = _rank_order(rank, n)
+    if _too_many_offsets(csr, pos, max_diags):  # (first: the cheapest refusal)
+        return None
     try:
         _check_no_repeats(csr)
     except ValueError:
-        return None
-    order, pos = _rank_order(rank, n)
-    if _too_many_offsets(csr, pos, max_diags):
         return None
     if on_device is None:
         on_device = jax.default_backend() == "gpu"

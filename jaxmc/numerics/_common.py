@@ -239,6 +239,7 @@ def build_ordered(indptr, cols, vals, shape, kind: str, rank=None, fallback: str
     row's lexicographic rank), where the matrix is a few diagonals in it;
     else (or without `rank`) `fallback` ("auto": `layout_kind`'s choice on
     a GPU)."""
+    host = None
     if kind == "dia":
         host = _host_csr(indptr, cols, vals, shape)
         got = None if rank is None else ordered_dia(host, rank)
@@ -246,7 +247,8 @@ def build_ordered(indptr, cols, vals, shape, kind: str, rank=None, fallback: str
             return got
         kind = layout_kind(host, "gpu") if fallback == "auto" else fallback
     if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
-        B, order = ordered_csr(_host_csr(indptr, cols, vals, shape), kind)
+        B, order = ordered_csr(host if host is not None else _host_csr(indptr, cols, vals, shape),
+                               kind)
         if order is not None:
             B = _host_csr(B.indptr, B.indices, B.data, shape)
             return build_matrix(B.indptr, B.indices, B.data, shape, kind), order
