@@ -44,14 +44,16 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
 
 
 #: XLA options for the differentiable solves (`jaxmc.diff`) on the CPU
-#: backend. Why: XLA CPU's newer fusion emitters split each fused loop over
-#: the intra-op thread pool; a solve is thousands of small passes (10^5
-#: entries each), so every pass pays a fork/join, and two solves at once
-#: (`jaxmc.sweep`'s `workers`) fight over the same pool. With the older
-#: emitters a pass runs on one thread. Measured on the 2-core box, walk of
-#: 10^5 states (benchmarks/RESULTS.md): one solve on one core 89 -> 61 ms;
-#: a 1024-point sweep on both cores 72 -> 33 ms per point. `jaxmc.check`'s
-#: solvers keep the defaults (mixed there: some models slower).
+#: backend: XLA CPU's older fusion emitters. Why: a solve is thousands of
+#: small passes (10^5 entries each); with the newer emitters one solve ran
+#: 45% slower on one core, and two at once in one process (`jaxmc.sweep`'s
+#: `workers`) took twice as long each, although two processes did not slow
+#: each other: they contend inside XLA's runtime (its intra-op thread pool
+#: runs the kernels; what differs was not established: the optimised HLO
+#: is the same). Measured on the 2-core box, walk of 10^5 states
+#: (benchmarks/RESULTS.md): one solve on one core 89 -> 61 ms; a 1024-point
+#: sweep 72 -> 35 ms per point. `jaxmc.check`'s solvers keep the defaults
+#: (mixed there: some models slower).
 CPU_SOLVER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
