@@ -1,7 +1,8 @@
 """The compact diagonal layout through `jaxmc.check` (`layout="dia"`): the
 solves run in PRISM's lexicographic state order, where a box-shaped state
 space is a few diagonals, and give CSR's values; models that are no few
-diagonals in that order, and MDPs, fall back to the compact layout; on a
+diagonals in that order fall back to the compact layout (MDPs too:
+tests/test_api_layouts.py); on a
 GPU "auto" picks it for the steady-state device solves where it fits
 (checked here with the GPU test patched in); `dia_order`'s test against
 `CompactDIA`'s own limits."""
@@ -61,8 +62,8 @@ def test_dia_linear_methods(method):
 
 
 def test_dia_falls_back_where_it_does_not_fit():
-    # a ring of 3 with a jump: in lexicographic order the jumps make more
-    # diagonals than rows would pay for -> the compact layout
+    # a ring of 40 states with two jumps of varying length: in lexicographic
+    # order they make more diagonals than the layout allows -> compact
     ring = """
 dtmc
 const int N = 40;
@@ -76,23 +77,6 @@ endmodule
     got = jaxmc.check(m, "S=? [ x=0 ]", layout="dia")
     assert got.value == pytest.approx(ref.value, rel=1e-10)
     assert got.layout == "compact"
-
-
-def test_dia_on_an_mdp_is_the_compact_fallback():
-    mdp = """
-mdp
-module m
-  x : [0..4] init 0;
-  [a] x<4 -> 0.6:(x'=x+1) + 0.4:(x'=max(x-1,0));
-  [b] x<4 -> 0.9:(x'=x) + 0.1:(x'=4);
-  [] x=4 -> true;
-endmodule
-"""
-    m = jaxmc.load_model_string(mdp)
-    ref = jaxmc.check(m, "Pmin=? [ F<=3 x=4 ]", layout="csr")
-    got = jaxmc.check(m, "Pmin=? [ F<=3 x=4 ]", layout="dia")
-    assert got.value == pytest.approx(ref.value, rel=1e-12)
-    assert got.layout in ("warp", "compact")
 
 
 def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):

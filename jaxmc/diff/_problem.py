@@ -86,6 +86,11 @@ def _checkpointed_scan(step, x0, xs, length: int):
     return x
 
 
+def _concrete(tree) -> bool:
+    """No leaf of `tree` is a tracer (a call outside any transformation)."""
+    return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(tree))
+
+
 class Problem:
     """One property on one parametric model.
 
@@ -157,20 +162,17 @@ class Problem:
         fwd_jit = jax.jit(lambda a, th: jax.vjp(lambda t: self._run(a, t), th), compiler_options=opts)
         bwd_jit = jax.jit(lambda vjp_fn, g: vjp_fn(g)[0], compiler_options=opts)
 
-        def concrete(tree):
-            return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(tree))
-
         @jax.custom_vjp
         def reverse(th):
             return self._jit_nested(self.arrays, th)
 
         def fwd(th):
-            if concrete(th):
+            if _concrete(th):
                 return fwd_jit(self.arrays, th)
             return jax.vjp(lambda t: self._jit_nested(self.arrays, t), th)
 
         def bwd(vjp_fn, g):
-            if concrete((vjp_fn, g)):
+            if _concrete((vjp_fn, g)):
                 return (bwd_jit(vjp_fn, g),)
             return (vjp_fn(g)[0],)
 
@@ -187,7 +189,7 @@ class Problem:
                 f"`{extra[0]}` is not a parameter of the model (parameters: {', '.join(self.names)})"
             )
         th = {k: _f64(theta[k]) for k in self.names}
-        if not any(isinstance(v, jax.core.Tracer) for v in th.values()):
+        if _concrete(th):
             return self._jit(self.arrays, th)
         if self._reverse is not None:
             try:

@@ -323,7 +323,8 @@ def _too_many_offsets(csr: CSR, pos, max_diags, sample: int = 1 << 16) -> bool:
         return False
     at = np.arange(0, nnz, nnz // sample, dtype=np.int64)
     rows = np.searchsorted(indptr, at, side="right") - 1
-    at, rows = at[np.asarray(csr.data)[at] != 0], rows[np.asarray(csr.data)[at] != 0]
+    live = np.asarray(csr.data)[at] != 0
+    at, rows = at[live], rows[live]
     off = pos[np.asarray(csr.indices, dtype=np.int64)[at]] - pos[rows]
     return np.unique(off).size > (MAX_DIAGS if max_diags is None else max_diags)
 

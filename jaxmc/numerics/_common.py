@@ -22,8 +22,9 @@ states form a box is a few diagonals (a byte per row and diagonal, no
 columns); it applies to the square systems of DTMCs and CTMCs (Jacobi,
 power, BiCGStab, the steady-state solves) and falls back to `"compact"`
 where the matrix is not a few diagonals in that order (`ordered_dia`) and
-for MDPs. "auto" picks it on a GPU for the steady-state device solves,
-whose matrices are built on the host anyway (`steady._system_kind`).
+for MDPs. It is rebuilt for each solve (on the GPU where there is one:
+`ordered_dia`); "auto" picks it on a GPU for the steady-state device solves,
+whose system matrices are built per solve anyway (`steady._system_kind`).
 `NumericResult.extra["layout"]` says which layout a solve ran on.
 
 Precision (`precision=`, one of `PRECISIONS`): "fp64" (the default) or

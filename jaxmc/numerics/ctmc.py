@@ -156,17 +156,14 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
         with stage("layout"):
             if transpose:
                 perm = np.lexsort((rows, model.col))
-                indptr_t = np.concatenate(
-                    [[0], np.cumsum(np.bincount(model.col, minlength=n))]
-                )
-                if kind == "dia":
-                    A, order = build_ordered(indptr_t, rows[perm], vals[perm], (n, n), kind,
-                                             lex_rank(model))
-                else:
-                    A = build_matrix(indptr_t, rows[perm], vals[perm], (n, n), kind)
+                indptr = np.concatenate([[0], np.cumsum(np.bincount(model.col, minlength=n))])
+                cols, vals = rows[perm], vals[perm]
             else:
                 _, _, cols, indptr = host_structure(model)
+            if kind == "dia":
                 A, order = build_ordered(indptr, cols, vals, (n, n), kind, lex_rank(model))
+            else:
+                A = build_matrix(indptr, cols, vals, (n, n), kind)
     else:
         M = sparse(model, kind)
         with stage("layout"):

@@ -148,6 +148,15 @@ def _system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
     return layout_kind(_host_csr(A.indptr, A.indices, A.data, A.shape), "gpu"), "compact"
 
 
+def _dia_rank(model: ExplicitModel, layout: str, states=None):
+    """The lexicographic ranks of `states` (`lex_rank`) where `layout` can
+    end up as the diagonal layout ("dia", or "auto" on a GPU), else None:
+    no O(n) pass on the CPU's default path."""
+    if layout == "dia" or (layout == "auto" and on_gpu()):
+        return lex_rank(model, states)
+    return None
+
+
 def _canonical(A) -> sp.csr_matrix:
     A = sp.csr_matrix(A)
     A.sum_duplicates()
@@ -175,8 +184,6 @@ def _device_solve(off, b, layout, max_iters, norm=None, rank=None):
                           jnp.asarray(at(weight), jnp.float64), int(ng))
     sol, method = _device_krylov(op, at(b), min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
     return undo_order(sol, order), method, layout_name(A)
-
-
 
 
 def _device_krylov(op, b, max_iters):
@@ -400,7 +407,7 @@ def stationary_distributions(
         reps = np.unique(lab, return_index=True)[1]
     kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
     on_device = _device(k, layout, device)
-    rank = lex_rank(model, idx)  # (the diagonal layout's order)
+    rank = _dia_rank(model, layout, idx)
     if precision == "fp64":
         with stage("solve"):
             x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
@@ -480,7 +487,7 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp6
         idx, P, (r, c, v) = _transient_system(model, trans)
         rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
         y, info = (None, None) if precision != "fp64" else _solve_transient(
-            P, rhs, kw["max_iters"], False, layout, device, lex_rank(model, idx))
+            P, rhs, kw["max_iters"], False, layout, device, _dia_rank(model, layout, idx))
     if y is not None:
         x = fixed.copy()
         x[idx] = y
@@ -586,7 +593,7 @@ def steady_state(
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
         y, _ = _solve_transient(P, init[idx], max_iters, True, layout, device,
-                                lex_rank(model, idx))
+                                _dia_rank(model, layout, idx))
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
         else:
@@ -606,7 +613,7 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     off = np.where(tt & ~diag_e, p, 0.0)
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
     At = _canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
-    rank = lex_rank(model)
+    rank = _dia_rank(model, layout)
     kind, fallback = _system_kind(At, layout, rank)
     mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n), kind, rank, fallback)
     at = (lambda v: v) if order is None else order.apply
