@@ -507,7 +507,7 @@ def _run(args: argparse.Namespace) -> int:
         show.model(run, explicit)
         if args.export_model:
             _export(args.export_model, explicit, jaxmc, show)
-        props = _properties(args, model, setting, jaxmc)
+        props, sources = _properties(args, model, setting, jaxmc)
         if props is None:
             continue
         chosen = _selected(args, props, jaxmc)
@@ -522,7 +522,7 @@ def _run(args: argparse.Namespace) -> int:
                 )  # fmt: skip
                 entry.update(_result_entry(result))
             except jaxmc.JaxmcError as e:
-                entry["error"] = str(e)
+                entry["error"] = str(sources.relocate(e))
                 status = 1
             run["properties"].append(entry)
             show.result(entry)
@@ -616,19 +616,20 @@ def _plain(v: Any) -> Any:
 
 
 def _properties(args, model, setting, jaxmc):
-    texts = []
+    from ._cli.props import PropertySources
+
+    text = None
     if args.props_file:
         with open(args.props_file, encoding="utf-8", errors="surrogateescape") as f:
-            texts.append(f.read())
-    texts.extend(p if p.rstrip().endswith(";") else p + ";" for p in args.prop)
-    if not texts:
+            text = f.read()
+    sources = PropertySources(args.props_file, text, args.prop)
+    if not sources:
         if args.property:
             raise jaxmc.ModelCheckingError(
                 "--property given but no properties file or --prop",
             )
-        return None
-    file = args.props_file if not args.prop else None
-    return jaxmc.parse_properties("\n".join(texts), model, setting, file=file, errors="keep")
+        return None, sources
+    return sources.parse(jaxmc, model, setting), sources
 
 
 def _selected(args, props, jaxmc):
