@@ -427,10 +427,6 @@ def _guard(fn) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # the last resort: a bug, reported without a traceback
-        from ._cli.crash import report
-
-        return report(e)
 
 
 def _prism_switches(args: argparse.Namespace) -> int:
