@@ -657,63 +657,16 @@ def _selected(args, props, jaxmc):
 # ------------------------------------------------------ explicit import/export
 
 
-def _split_explicit(spec: str) -> tuple[str, list[str]]:
-    """PRISM's `BASE.tra,sta,lab` / `BASE.all` / `BASE` → (BASE, parts)."""
-    head, *rest = spec.split(",")
-    base, dot, ext = head.rpartition(".")
-    every = ["tra", "sta", "lab", "srew", "trew"]
-    if not dot or ext not in every + ["all"]:
-        return spec, every
-    parts = [ext, *rest]
-    return base, every if "all" in parts else parts
-
-
 def _export(spec: str, explicit, jaxmc, show) -> None:
-    base, parts = _split_explicit(spec)
-    written = jaxmc.explore.export_explicit(explicit, base, parts=parts)
-    show.note("Exported model to " + ", ".join(str(p) for p in written))
+    from ._cli.explicit import export
+
+    export(spec, explicit, show)
 
 
 def _import_model(args, jaxmc):
-    """An explicit model read with `jaxmc.explore.import_explicit`, wrapped
-    as a `jaxmc.Model` whose checked program declares only what properties
-    can refer to: the `.sta` variables, the `.lab` labels and the reward
-    structures. (This belongs in the API as `jaxmc.import_model`; it lives
-    here until the API has it.)"""
-    from .lang import ast
-    from .semantics.program import CheckedProgram, CheckedRewardStruct, CheckedVar
+    from ._cli.explicit import import_model
 
-    base, parts = _split_explicit(args.import_model)
-    all_parts = "all" in args.import_model.rsplit(",", 1)[-1] or "," not in args.import_model
-    files = {}
-    for part in ("tra", "sta", "lab", "srew", "trew"):
-        path = f"{base}.{part}"
-        if part in parts and (not all_parts or part == "tra" or os.path.exists(path)):
-            files[part] = path
-    t0 = time.perf_counter()
-    explicit = jaxmc.explore.import_explicit(
-        files["tra"], files.get("sta"), files.get("lab"), files.get("srew"),
-        files.get("trew"), model_type=args.import_type,
-    )  # fmt: skip
-    seconds = time.perf_counter() - t0
-    builtin = {"init", "deadlock"}
-    checked = CheckedProgram(
-        program=ast.Program(model_type=explicit.model_type),
-        model_type=explicit.model_type,
-        constants={},
-        variables=tuple(
-            CheckedVar(v.name, None, v.is_bool, v.low, v.high, None)
-            for v in explicit.variables
-        ),
-        modules=(),
-        init=None,
-        labels={k: ast.BoolLit(True) for k in explicit.labels if k not in builtin},
-        rewards=tuple(CheckedRewardStruct(r.name, ()) for r in explicit.rewards),
-        system=None,
-        file=files["tra"],
-    )
-    return jaxmc.Model(checked=checked, path=files["tra"], _explicit=explicit,
-                       build_time=seconds)  # fmt: skip
+    return import_model(args.import_model, args.import_type, jaxmc)
 
 
 # ----------------------------------------------------------------- printing
