@@ -435,18 +435,20 @@ def test_ctmc_deadlock_self_loop_has_rate_one(tmp_path):
 
 
 def test_deadlocks_error_option():
-    with pytest.raises(ExplorationError, match=r"deadlock in state \(x=2\)"):
+    with pytest.raises(ExplorationError, match=r"1 deadlock state .*\n  \(x=2\)"):
         _build_text(DEADLOCK, deadlocks="error")
 
 
 def test_max_states_and_progress():
     text = "dtmc\nmodule m\n  x : [0..100] init 0;\n  [] x<100 -> (x'=x+1);\n  [] x=100 -> true;\nendmodule\n"
-    with pytest.raises(ExplorationError, match="more than 50 states; raise max_states"):
+    with pytest.raises(ExplorationError, match=r"more than 50 states \(max_states\)"):
         _build_text(text, max_states=50)
     calls = []
-    m = _build_text(text, progress=lambda *a: calls.append(a))
+    m = _build_text(text, progress=calls.append)
     assert m.num_states == 101
-    assert calls and calls[-1][0] == 101 and calls[-1][1] == 0
+    assert calls and calls[-1].states == 101 and calls[-1].queued == 0
+    assert calls[-1].done
+    assert calls[-1].levels == 101
 
 
 def test_zero_probability_updates_are_dropped(tmp_path):
