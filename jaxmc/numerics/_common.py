@@ -619,6 +619,18 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
     return _result(sol, method, extra)
 
 
+def expand_result(res: NumericResult, rep: np.ndarray, **extra) -> NumericResult:
+    """`res`, solved on a quotient (`quotient`), read back on the original
+    states: values and per-state extras (interval-iteration bounds) at
+    `rep[s]`; `extra` added."""
+    lifted = {k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
+              for k, v in (res.extra or {}).items()}
+    lifted.update(extra)
+    return NumericResult(
+        res.values[rep], res.status, res.iterations, res.residual, res.method, lifted
+    )
+
+
 def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "csr"):
     """Collapse end components: every state with `labels[s] = k >= 0` becomes
     one state; choices inside (`inside[c]`) are dropped, the others kept with

@@ -14,6 +14,7 @@ from ._common import (
     check_precision,
     check_type,
     default_method,
+    expand_result,
     probabilities,
     quotient,
     solve_fixed,
@@ -104,11 +105,7 @@ def until_probabilities(
             res = solve_fixed(
                 model, qprobs, maybe2, fixed2, b[keep], upper=np.ones(n2), M=M, **kw
             )
-            vals = res.values[rep]
-            return NumericResult(
-                vals, res.status, res.iterations, res.residual, res.method,
-                {"no": no, "yes": yes},
-            )
+            return expand_result(res, rep, no=no, yes=yes)
     res = solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
     res.extra.update(no=no, yes=yes)
     return res
