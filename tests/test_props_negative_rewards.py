@@ -123,3 +123,14 @@ def test_cli_reports_the_error_and_exits_1(tmp_path):
     assert proc.returncode == 1
     assert "negative state reward" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_differentiable_solve_refuses_them_too(tmp_path):
+    model = _load(
+        tmp_path, "p.pm",
+        "dtmc\nconst double p = 0.3;\nmodule m\n  s : [0..1] init 0;\n"
+        "  [] s=0 -> p : (s'=1) + 1-p : (s'=0);\n  [] s=1 -> true;\nendmodule\n"
+        "rewards\n  s=0 : -1;\nendrewards\n",
+    )  # fmt: skip
+    with pytest.raises(ModelCheckingError, match="negative state reward"):
+        jaxmc.solve(model, "R=? [ F s=1 ]", params={"p": 0.5})
