@@ -78,7 +78,8 @@ def until_probabilities(
         if precompute:
             no, yes = prob01_sets(model, phi, psi, opt)
         else:
-            no = graph.prob0E(model, phi, psi) if opt == "min" else graph.prob0(model, phi, psi)
+            prob0 = graph.prob0E if opt == "min" else graph.prob0
+            no = prob0(model, phi, psi)
             yes = psi.copy()
     maybe = ~no & ~yes
     fixed = yes.astype(np.float64)

@@ -27,8 +27,8 @@ from ._common import (
     check_type,
     choice_rewards,
     default_method,
-    expand_result,
     exit_rates,
+    expand_result,
     probabilities,
     quotient,
     solve_fixed,
@@ -86,7 +86,9 @@ def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
         if key in extra:
             extra[key] = np.where(inf, np.inf, extra[key])
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(vals, res.status, res.iterations, res.residual, res.method, extra)
+    return NumericResult(
+        vals, res.status, res.iterations, res.residual, res.method, extra
+    )
 
 
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
@@ -189,9 +191,8 @@ def total_rewards(
     if model.model_type == ModelType.CTMC:
         e = exit_rates(model)
         st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-        reward = RewardStructure(
-            reward.name, np.divide(st, e, out=np.zeros(n), where=e > 0), reward.transition
-        )
+        rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
+        reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
     kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
              precision)
