@@ -32,13 +32,14 @@ from .. import numerics
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
-from ..lang.ast import BinaryOp, TemporalOp, TimeBoundKind
+from ..lang.ast import BinaryOp, TemporalOp
 from ..numerics._timing import collect
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
 from .result import CheckOptions, CheckResult
 from .rewards import describe_state, require_nonnegative
 from .threshold import compare, undecided_error
+from .timebounds import normalise_time_bound
 
 
 _FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
@@ -318,37 +319,7 @@ class _Checker:
         normalised to inclusive integer bounds."""
         low = self._scalar(bound.low) if bound.low is not None else 0
         high = self._scalar(bound.high) if bound.high is not None else math.inf
-        kind = bound.kind
-        if kind == TimeBoundKind.EQ:
-            high = low
-        for v, e in ((low, bound.low), (high, bound.high)):
-            if e is not None and v < 0:
-                raise ModelCheckingError(f"negative time bound {v}", e.span)
-        if bound.kind == TimeBoundKind.INTERVAL and high < low:
-            raise ModelCheckingError(
-                f"empty time interval [{low}, {high}]", bound.span
-            )
-        if not self.is_ctmc:
-            if any(
-                e is not None and float(v) != int(v)
-                for v, e in ((low, bound.low), (high, bound.high))
-            ):
-                raise ModelCheckingError(
-                    "step bounds of a discrete-time model must be integers",
-                    bound.span,
-                )
-            if kind == TimeBoundKind.LT:
-                high = high - 1
-                if high < 0:
-                    raise ModelCheckingError(
-                        "the bound <0 admits no step", bound.span,
-                        hint="a strict upper bound must be at least 1",
-                    )  # fmt: skip
-            elif kind == TimeBoundKind.GT:
-                low = low + 1
-        elif kind == TimeBoundKind.LT and high <= 0:
-            raise ModelCheckingError("the time bound <0 is empty", bound.span)
-        return low, high
+        return normalise_time_bound(bound, low, high, self.is_ctmc)
 
     # --------------------------------------------------------------- numerics
 
