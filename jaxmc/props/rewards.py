@@ -9,8 +9,11 @@ export accept them). jaxmc refuses them the same way, before any solve: with
 negative rewards value iteration from 0 stops at a wrong value (Storm issue
 #1061), and the interval-iteration bounds assume rewards of one sign.
 
-The check covers every reachable state's reward and every transition
-reward, as PRISM's does.
+The check covers the reward of every reachable state and every transition
+reward. PRISM checks each item of the structure where its guard holds;
+`ExplicitModel` keeps only their sums per state (per transition entry), so
+a negative item cancelled by positive ones in the same state is not seen
+here.
 """
 
 from __future__ import annotations
