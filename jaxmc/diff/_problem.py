@@ -49,6 +49,7 @@ from ..lang.ast import ModelType, TemporalOp, TimeBoundKind
 from ..numerics import graph
 from ..props.check import _Checker
 from ..props.result import CheckOptions
+from ..props.rewards import require_nonnegative
 from ._expr import evaluate_scalar, mentions
 from ._linalg import Options, Pattern, linear_solve, spmv, spmv_t
 from ._values import StateRewards, TransitionValues
@@ -275,6 +276,7 @@ class Problem:
             if isinstance(key, ast.Node):
                 key = int(self.checker._scalar(key))
             rs = self.model.reward_structure(key)
+            require_nonnegative(self.model, rs, e.span)
             ridx = next(i for i, r in enumerate(self.model.rewards) if r is rs)
             return self._reward(e.path, ridx, opt)
         if isinstance(e, ast.SteadyOp):
