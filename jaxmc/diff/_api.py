@@ -151,14 +151,17 @@ def parametric(
         point = _build_point(model, theta, build_params)
     except ValueError:
         point = None  # traced values: reuse a problem built earlier, if any
-    if isinstance(prop, str):
+    if isinstance(prop, (str, int)) and properties is not None:
+        checked_prop = properties.get(prop)
+        key_prop = id(checked_prop)
+    elif isinstance(prop, str):
         checked_prop, properties = _resolve_property(model, prop)
         key_prop = prop
     else:
-        checked_prop = prop if properties is None or isinstance(prop, object) else prop
-        if isinstance(prop, (int,)) and properties is not None:
-            checked_prop = properties.get(prop)
+        checked_prop, properties = _resolve_property(model, prop)
         key_prop = id(checked_prop)
+    if getattr(checked_prop, "properties", None) is not None:
+        properties = checked_prop.properties
     if getattr(checked_prop, "error", None) is not None:
         raise checked_prop.error
     opts = Options(

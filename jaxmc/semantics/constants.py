@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,61 @@ ConstSpec = ConstValue | ConstRange
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*$")
 _INT = re.compile(r"[+-]?\d+$")
+#: A value as PRISM's `-const` reads it: a Boolean, or a number (Java's
+#: `Double.parseDouble` syntax, possibly with a `d`/`f` suffix), or a
+#: fraction of such numbers (`1/3`).
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[dDfF]?|[+-]?(?:NaN|Infinity)"
+_LITERAL = re.compile(rf"(?:true|false|(?:{_NUMBER})(?:\s*/\s*(?:{_NUMBER}))*)$")
+
+#: How a constant setting is written (the hint of every syntax error).
+SYNTAX_HINT = (
+    "write constants as `N=3,p=0.5,b=true` (names of undefined constants, "
+    "one `=` each, values separated by commas; a range: `N=1:10` or `N=1:2:10`)"
+)
+
+
+class MissingConstantsError(SemanticError):
+    """Undefined constants that were given no value.
+
+    The error carries the constants as data (`names`, and their declared
+    `types`; `in_properties` says whether they belong to a properties file),
+    so that each front end can say how to give them values: the default hint
+    is the command line's (`--const N=...`, PRISM's `-const`), and
+    `jaxmc.api` replaces it with the Python form (`constants={"N": ...}`)
+    through `rehint`.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        span: ast.Span | None = None,
+        *,
+        types: Mapping[str, object] | None = None,
+        in_properties: bool = False,
+        source: str | None = None,
+    ):
+        self.names = tuple(names)
+        self.types = dict(types or {})
+        self.in_properties = in_properties
+        shown = ", ".join(f"`{n}`" for n in self.names)
+        plural = "s" if len(self.names) > 1 else ""
+        super().__init__(
+            f"undefined constant{plural} {shown} must be given a value",
+            span,
+            source=source,
+            hint=command_line_hint(self.names),
+        )
+
+    def rehint(self, hint: str) -> MissingConstantsError:
+        """Replace the hint (e.g. by the one of another front end)."""
+        self.hint = hint
+        self.args = (self._render(),)
+        return self
+
+
+def command_line_hint(names: Sequence[str]) -> str:
+    """How to give `names` values on jaxmc's command line (PRISM's `-const`)."""
+    return "use --const " + ",".join(f"{n}=..." for n in names)
 
 
 def parse_constants(text: str | Iterable[str] | None) -> dict[str, ConstSpec]:
@@ -84,19 +140,33 @@ def parse_constants(text: str | Iterable[str] | None) -> dict[str, ConstSpec]:
         name, eq, rhs = part.partition("=")
         name, rhs = name.strip(), rhs.strip()
         if not eq or not name or not rhs:
+            what = "a name" if not name else "a value" if eq else "`=`"
             raise SemanticError(
-                f"invalid constant definition `{part}`",
-                hint="write constants as `--const N=3,p=0.5` (ranges: `N=1:10` or `N=1:2:10`)",
+                f"invalid constant definition `{part}`: {what} is missing", hint=SYNTAX_HINT
             )
         if not _NAME.match(name):
-            raise SemanticError(f"invalid constant name `{name}` in `{part}`")
+            raise SemanticError(f"invalid constant name `{name}` in `{part}`", hint=SYNTAX_HINT)
+        if "=" in rhs:
+            raise SemanticError(
+                f"invalid constant definition `{part}`: more than one `=`", hint=SYNTAX_HINT
+            )
         if rhs.endswith(":"):
-            raise SemanticError(f"invalid range `{rhs}` for constant `{name}`")
+            raise SemanticError(
+                f"invalid range `{rhs}` for constant `{name}`",
+                hint="a range is `low:high` or `low:step:high`",
+            )
         args = [a.strip() for a in rhs.split(":")]
         if any(not a for a in args) or len(args) > 3:
             raise SemanticError(
                 f"invalid range `{rhs}` for constant `{name}`",
                 hint="a range is `low:high` or `low:step:high`",
+            )
+        bad = next((a for a in args if not _LITERAL.match(a)), None)
+        if bad is not None:
+            raise SemanticError(
+                f"invalid value `{bad}` for constant `{name}` in `{part}`: "
+                "expected a number or `true`/`false`",
+                hint=SYNTAX_HINT,
             )
         if name in out:
             raise SemanticError(f"duplicate definitions for constant `{name}`")
@@ -254,3 +324,58 @@ def expand_constants(
     names += [n for n in specs if n not in names]
     axes = [range_values(n, specs[n], types.get(n)) for n in names]
     return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
+
+
+def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, object]:
+    """A constant setting (a `-const` string `"N=3,p=0.2"` or a mapping name →
+    value) as name → value, checked: names are identifiers, values are
+    numbers, Booleans or their spellings (`ConstValue`), and no constant is
+    given a range (expand ranges into settings with `expand_constants`).
+
+    **Raises:** `SemanticError` with a hint showing the syntax.
+    """
+    if constants is None:
+        return {}
+    if isinstance(constants, str):
+        specs: Mapping[str, object] = parse_constants(constants)
+    elif isinstance(constants, Mapping):
+        specs = constants
+    else:
+        raise SemanticError(
+            f"constants should be a string like \"N=3,p=0.5\" or a mapping, not "
+            f"{type(constants).__name__}",
+            hint=SYNTAX_HINT,
+        )
+    out: dict[str, object] = {}
+    for name, v in specs.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise SemanticError(f"invalid constant name {name!r}", hint=SYNTAX_HINT)
+        if isinstance(v, ConstRange):
+            step = f"{v.step}:" if v.step is not None else ""
+            raise SemanticError(
+                f"constant `{name}` is given a range `{v.low}:{step}{v.high}`, but here "
+                "each constant takes one value",
+                hint="load once per value (`jaxmc.semantics.expand_constants` lists the "
+                "settings of a range); the command line runs ranges as experiments",
+            )
+        if isinstance(v, str):
+            if not _LITERAL.match(v.strip()):
+                raise SemanticError(
+                    f"invalid value {v!r} for constant `{name}`: expected a number or "
+                    "`true`/`false`",
+                    hint=SYNTAX_HINT,
+                )
+            v = ConstValue(v.strip())
+        elif isinstance(v, bool) or isinstance(v, ConstValue):
+            pass
+        elif isinstance(v, numbers.Integral):
+            v = int(v)
+        elif isinstance(v, numbers.Real):
+            v = float(v)
+        else:
+            raise SemanticError(
+                f"invalid value {v!r} for constant `{name}`: expected a number or a Boolean",
+                hint=SYNTAX_HINT,
+            )
+        out[name] = v
+    return out
