@@ -25,7 +25,13 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
-from .constants import ConstRange, ConstValue, MissingConstantsError, coerce_value, parse_constants
+from .constants import (
+    ConstRange,
+    ConstValue,
+    MissingConstantsError,
+    coerce_value,
+    parse_constants,
+)
 from .evaluate import Value, fold, is_literal, literal, literal_value
 from .program import (
     CheckedCommand,

@@ -33,10 +33,10 @@ from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
 from .check import BUILTIN_LABELS, ConstantResolver, FormulaTable, _Names, attach_source
 from .constants import ConstValue, coerce_value, constant_setting
-from .evaluate import fold, is_literal, literal, literal_value
+from .evaluate import fold, is_literal, literal_value
 from .program import CheckedProgram
 from .rewrite import idents
-from .types import Type, can_assign, is_numeric, suggest, type_of, unknown_identifier
+from .types import Type, can_assign, is_numeric, suggest, type_of
 
 
 @dataclass(frozen=True)
