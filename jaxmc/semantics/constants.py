@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from ..errors import SemanticError
 from ..lang import ast
+from .program import CheckedProgram
+from .types import suggest
 
 
 Value = int | float | bool
@@ -369,3 +371,63 @@ def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, 
             )
         out[name] = v
     return out
+
+
+def _settable(checked: CheckedProgram, pf: ast.PropertiesFile) -> str:
+    names = [c.name for c in checked.program.constants if c.value is None]
+    names += [c.name for c in pf.constants if c.value is None]
+    if not names:
+        return "neither the model nor the properties have undefined constants"
+    return "the undefined constants are: " + ", ".join(f"`{n}`" for n in names)
+
+
+def check_setting(
+    pf: ast.PropertiesFile,
+    checked: CheckedProgram,
+    explicit: Mapping[str, object],
+    merged: Mapping[str, object],
+    known: Iterable[str],
+) -> None:
+    """PRISM's `-const` rules across a model and a properties file `pf`:
+    a name of `explicit` (the setting given with the properties) that the
+    model declares must be one of its undefined constants, with the value the
+    model was checked with; every name of `merged` (the model's setting and
+    `explicit`) must be declared by the model, by `pf` or be in `known`
+    (declared by other properties files of the model). Values for constants
+    `pf` defines are refused when its constants are resolved.
+
+    **Raises:** `SemanticError` naming the constants that can be set."""
+    model = {c.name: c for c in checked.program.constants}
+    for name, v in explicit.items():
+        d = model.get(name)
+        if d is None:
+            continue
+        if d.value is not None:
+            raise SemanticError(
+                f"constant `{name}` is defined in the model, so it cannot be given a value",
+                hint=_settable(checked, pf),
+            )
+        if name in checked.parameters:
+            raise SemanticError(
+                f"constant `{name}` is a parameter of the model (symbolic): its values "
+                "go in `params=`, not in the constants",
+            )
+        if coerce_value(name, v, d.type) != checked.constants.get(name):
+            shown = v.text if isinstance(v, ConstValue) else v
+            raise SemanticError(
+                f"constant `{name}` of the model was set to {checked.constants.get(name)} "
+                f"when the model was loaded; it cannot be changed to {shown} for the properties",
+                hint="load the model again with the new value",
+            )
+    declared = {c.name for c in pf.constants} | set(model) | set(known)
+    unknown = [n for n in merged if n not in declared]
+    if unknown:
+        shown = ", ".join(f"`{n}`" for n in unknown)
+        raise SemanticError(
+            f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the model "
+            "nor the properties declare "
+            + ("them" if len(unknown) > 1 else "it"),
+            hint=" ".join(
+                h for h in (suggest(unknown[0], declared - set(known)), _settable(checked, pf)) if h
+            ),
+        )

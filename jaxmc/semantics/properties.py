@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
 from .check import BUILTIN_LABELS, ConstantResolver, FormulaTable, _Names, attach_source
-from .constants import ConstValue, coerce_value, constant_setting
+from .constants import check_setting, constant_setting
 from .evaluate import fold, is_literal, literal_value
 from .program import CheckedProgram
 from .rewrite import idents
@@ -160,54 +160,6 @@ def check_properties(
         raise attach_source(err, source, file) from None
 
 
-def _settable(checked: CheckedProgram, pf: ast.PropertiesFile) -> str:
-    names = [c.name for c in checked.program.constants if c.value is None]
-    names += [c.name for c in pf.constants if c.value is None]
-    if not names:
-        return "neither the model nor the properties have undefined constants"
-    return "the undefined constants are: " + ", ".join(f"`{n}`" for n in names)
-
-
-def _check_setting(pf, checked: CheckedProgram, explicit, merged, known) -> None:
-    """PRISM's `-const` rules across the two files: a name the model declares
-    must be one of its undefined constants, with the model's value; every
-    other name must be declared (undefined) by the properties file."""
-    model = {c.name: c for c in checked.program.constants}
-    for name, v in explicit.items():
-        d = model.get(name)
-        if d is None:
-            continue
-        if d.value is not None:
-            raise SemanticError(
-                f"constant `{name}` is defined in the model, so it cannot be given a value",
-                hint=_settable(checked, pf),
-            )
-        if name in checked.parameters:
-            raise SemanticError(
-                f"constant `{name}` is a parameter of the model (symbolic): its values "
-                "go in `params=`, not in the constants",
-            )
-        if coerce_value(name, v, d.type) != checked.constants.get(name):
-            shown = v.text if isinstance(v, ConstValue) else v
-            raise SemanticError(
-                f"constant `{name}` of the model was set to {checked.constants.get(name)} "
-                f"when the model was loaded; it cannot be changed to {shown} for the properties",
-                hint="load the model again with the new value",
-            )
-    declared = {c.name for c in pf.constants} | set(model) | set(known)
-    unknown = [n for n in merged if n not in declared]
-    if unknown:
-        shown = ", ".join(f"`{n}`" for n in unknown)
-        raise SemanticError(
-            f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the model "
-            "nor the properties declare "
-            + ("them" if len(unknown) > 1 else "it"),
-            hint=" ".join(
-                h for h in (suggest(unknown[0], declared - set(known)), _settable(checked, pf)) if h
-            ),
-        )
-
-
 class _PropsChecker:
     def __init__(self, pf, checked, constants, source, file, errors, known=()):
         if errors not in ("raise", "keep"):
@@ -216,7 +168,7 @@ class _PropsChecker:
         self.m: CheckedProgram = checked
         explicit = constant_setting(constants)
         self.overrides = {**checked.constant_setting, **explicit}
-        _check_setting(pf, checked, explicit, self.overrides, known)
+        check_setting(pf, checked, explicit, self.overrides, known)
         self.source = source
         self.file = file
         self.errors = errors
