@@ -419,7 +419,7 @@ def _guard(fn) -> int:
     try:
         return fn()
     except JaxmcError as e:
-        print(str(e), file=sys.stderr)
+        print(_error_text(e), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
@@ -437,6 +437,16 @@ def _prism_switches(args: argparse.Namespace) -> int:
     for note in apply(args):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _error_text(e) -> str:
+    """The error as the command line shows it: constants are given values
+    with `--const` here (the API's hint names its `constants=` argument)."""
+    from .semantics.constants import MissingConstantsError, command_line_hint
+
+    if isinstance(e, MissingConstantsError):
+        e.rehint(command_line_hint(e.names))
+    return str(e)
 
 
 def _select_device(device: str | None) -> str | None:
@@ -518,7 +528,7 @@ def _run(args: argparse.Namespace) -> int:
                 )  # fmt: skip
                 entry.update(_result_entry(result))
             except jaxmc.JaxmcError as e:
-                entry["error"] = str(sources.relocate(e))
+                entry["error"] = _error_text(sources.relocate(e))
                 status = 1
             run["properties"].append(entry)
             show.result(entry)
@@ -624,6 +634,7 @@ def _properties(args, model, setting, jaxmc):
             raise jaxmc.ModelCheckingError(
                 "--property given but no properties file or --prop",
             )
+        jaxmc.parse_properties("", model, setting)  # reports constants no file declares
         return None, sources
     return sources.parse(jaxmc, model, setting), sources
 
