@@ -107,6 +107,16 @@ def test_active_error_in_a_property():
         jaxmc.check(model, "filter(forall, s>3 | mod(4, s) = 0)")
 
 
+def test_unfiltered_property_is_evaluated_in_the_initial_states():
+    # PRISM's states of interest: `pow(2, 2-s)` fails only where s>2, not at init
+    model = _model()
+    assert int(jaxmc.check(model, "pow(2, 2-s)").value) == 4
+    with pytest.raises(JaxmcError, match=r"negative exponent.*s=3"):
+        jaxmc.check(model, "filter(forall, pow(2, 2-s) > 0)")
+    with pytest.raises(JaxmcError, match=r"negative exponent.*s=3"):
+        jaxmc.check(model, "P=? [ F pow(2, 2-s) > 3 ]")  # the operand: every state
+
+
 def test_lowered_masks_and_operand_order():
     states = np.array([[0], [1], [3]])
     bad = _bin(">", _pow(_int(2), _bin("-", S, _int(1))), _int(0))

@@ -29,8 +29,11 @@ def evaluate_plain(
     e: ast.Expr,
     model: ExplicitModel,
     operator: Callable[[ast.Expr], np.ndarray],
+    active: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The value of `e` in each of the model's states (a vector of length n)."""
+    """The value of `e` in each of the model's states (a vector of length n);
+    evaluation errors count only in the `active` states (default: all), as with
+    PRISM's states of interest (elsewhere the values are meaningless)."""
     n = model.num_states
     index = {v.name: i for i, v in enumerate(model.variables)}
     bools = frozenset(v.name for v in model.variables if v.is_bool)
@@ -50,4 +53,4 @@ def evaluate_plain(
     lowered = lower(
         e, index, bools=bools, ranges=ranges, error=ModelCheckingError, opaque=opaque
     )
-    return lowered.on_columns(cols, n)
+    return lowered.on_columns(cols, n, active)
