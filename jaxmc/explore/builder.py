@@ -58,7 +58,7 @@ from ..lang.ast import ModelType
 from ..semantics.program import CheckedCommand, CheckedProgram
 from . import memory
 from .growth import BuildProgress, Growth, describe
-from .lower import INVALID_INT, Codegen, Kind, Lowered, lower
+from .lower import Codegen, Kind, Lowered, lower
 from .model import ExplicitModel, RewardStructure, StateVar
 from .statetable import Encoding, StateTable
 
@@ -169,9 +169,10 @@ class _Compiled:
         self.names = [v.name for v in self.vars]
         index = {n: i for i, n in enumerate(self.names)}
         bools = {v.name for v in self.vars if v.is_bool}
+        self.ranges = {v.name: (v.low, v.high) for v in self.vars if not v.is_bool}
 
         def low(e: ast.Expr) -> Lowered:
-            return lower(e, index, bools=bools, params=params)
+            return lower(e, index, bools=bools, params=params, ranges=self.ranges)
 
         self.lower = low
         self.lows = np.array([v.low for v in self.vars], dtype=np.int64)
@@ -227,7 +228,7 @@ class _Compiled:
     def _fuse(self, u, index, bools, params) -> Callable:
         """One function computing an update's probability, range check and
         packed-key delta on a batch (see `Codegen`)."""
-        cg = Codegen(index, bools=bools, params=params)
+        cg = Codegen(index, bools=bools, params=params, ranges=self.ranges)
         p_code, _ = cg.expr(u.prob)
         body = [f"p = {p_code}"]
         bad, words, names = [], {}, []
@@ -514,7 +515,12 @@ def build(
     # Both branches of `c ? a : b` are evaluated, so floating-point warnings
     # are expected; the results actually used are checked explicitly.
     with np.errstate(all="ignore"):
-        return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
+        try:
+            return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
+        except ExplorationError as err:  # evaluation errors of lowered expressions
+            if err.source is None and checked.source is not None:
+                err.with_source(checked.source, checked.file)
+            raise
 
 
 class _Builder:
@@ -869,7 +875,9 @@ class _Builder:
                 g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)[c_src]
                 hit = match & g
                 if hit.any():
-                    v = _as_float(item.value.unchecked(cols, n))[c_src]
+                    active = np.zeros(n, dtype=bool)
+                    active[c_src[hit]] = True
+                    v = _as_float(item.value.unchecked(cols, n, active))[c_src]
                     r_choice[hit] += v[hit]
             contrib = (val * r_choice[e_choice])[order]
             num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
@@ -889,9 +897,8 @@ class _Builder:
         comp = self.comp
         v = comp.vars[vi]
         c = cmd.cmd
-        what = "an invalid value (mod/pow error)" if value == INVALID_INT else str(value)
         raise comp.error(
-            f"update of command in module `{c.module}` assigns `{v.name}` = {what}, "
+            f"update of command in module `{c.module}` assigns `{v.name}` = {value}, "
             f"outside its range [{v.low}..{v.high}], in state {comp.witness(state)}",
             c.span or u.span,
             hint=f"widen the range of `{v.name}` or guard the command",
@@ -971,7 +978,7 @@ class _Builder:
                         continue
                     g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)
                     if g.any():
-                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n)), 0.0)
+                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n, g)), 0.0)
             trans_r = None
             if ri in self.trew_structs:
                 trans_r = np.concatenate(self.trews[self.trew_structs.index(ri)])

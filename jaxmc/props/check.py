@@ -64,6 +64,9 @@ def check_property(
             if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
                 values, is_filter, value = value, False, None
         else:
+            # PRISM evaluates an unfiltered property in the initial states only
+            checker.active = np.zeros(model.num_states, dtype=bool)
+            checker.active[np.asarray(model.initial_states)] = True
             values, value, is_filter = checker.eval(expr), None, False
     checker.stats["total"] = time.perf_counter() - start
     for name in ("precompute", "layout", "solve"):
@@ -119,11 +122,14 @@ class _Checker:
         #: they were evaluated under.
         self._label_cache: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._resolving: set[str] = set()
+        #: States where a plain top-level expression must evaluate without error.
+        self.active: np.ndarray | None = None
 
     # ------------------------------------------------------------ expressions
 
     def eval(self, e: ast.Expr) -> np.ndarray:
         """The value of `e` in every state."""
+        active, self.active = self.active, None  # only for the top-level `e`
         if isinstance(e, ast.ProbOp):
             return self.prob_op(e)
         if isinstance(e, ast.RewardOp):
@@ -148,7 +154,7 @@ class _Checker:
                 "a path formula must appear inside P[...], R[...], E[...] or A[...]",
                 e.span,
             )
-        return evaluate_plain(e, self.model, self.eval)
+        return evaluate_plain(e, self.model, self.eval, active)
 
     def bool(self, e: ast.Expr) -> np.ndarray:
         v = self.eval(e)
