@@ -22,6 +22,10 @@ from ..errors import ModelCheckingError
 _SQRT2PI = math.sqrt(2.0 * math.pi)
 
 
+#: The most uniformisation steps (Poisson terms) a bounded CTMC property may
+#: take: PRISM counts them in a 32-bit int.
+_MAX_STEPS = 2**31 - 1
+
 def _right_k(lam: float, eps: float) -> float:
     # Corollary 1 (right truncation), with lambda replaced by max(lambda, 400).
     lam = max(lam, 400.0)
@@ -62,6 +66,13 @@ def fox_glynn(
     """
     if not q_t > 0 or not math.isfinite(q_t):
         raise ModelCheckingError(f"Fox-Glynn needs a positive finite rate*time, got {q_t}")
+    if q_t > _MAX_STEPS:
+        raise ModelCheckingError(
+            f"uniformisation would need more than {_MAX_STEPS:,} steps "
+            f"(rate * time = {q_t:.6g})",
+            hint="a time bound this large is beyond transient analysis; "
+            "an unbounded F/U (or S for the long run) may be what is meant",
+        )
     mode = int(math.floor(q_t))
     if q_t < 25.0:
         if math.exp(-q_t) < underflow:

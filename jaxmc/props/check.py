@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
-from ..errors import ModelCheckingError, UnsupportedError
+from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp
@@ -45,6 +45,20 @@ from .timebounds import normalise_time_bound
 _FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
 
 
+def _located(e: JaxmcError, prop: Any, properties: Any) -> JaxmcError:
+    """`e` located at the property being checked, if it has no place of its
+    own (a numerical failure, a limit reached): the user sees which property
+    of which file it came from."""
+    span = getattr(prop, "span", None)
+    if e.span is None and span is not None:
+        e.span = span
+        source = getattr(properties, "source", None)
+        if source is not None:
+            return e.with_source(source, getattr(properties, "file", None))
+        e.args = (e._render(),)
+    return e
+
+
 def check_property(
     model: ExplicitModel, prop: Any, properties: Any, options: CheckOptions
 ) -> CheckResult:
@@ -53,21 +67,24 @@ def check_property(
     start = time.perf_counter()
     expr = prop.expr
     text = getattr(prop, "text", None) or _format(expr)
-    with collect() as stages:
-        if not isinstance(expr, ast.Filter):
-            # Without a filter, PRISM reports the value in the initial states.
-            checker.needed = np.zeros(checker.n, dtype=bool)
-            checker.needed[np.asarray(model.initial_states)] = True
-        if isinstance(expr, ast.Filter):
-            value = checker.filter(expr)
-            values, is_filter = None, True
-            if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
-                values, is_filter, value = value, False, None
-        else:
-            # PRISM evaluates an unfiltered property in the initial states only
-            checker.active = np.zeros(model.num_states, dtype=bool)
-            checker.active[np.asarray(model.initial_states)] = True
-            values, value, is_filter = checker.eval(expr), None, False
+    try:
+        with collect() as stages:
+            if not isinstance(expr, ast.Filter):
+                # Without a filter, PRISM reports the value in the initial states.
+                checker.needed = np.zeros(checker.n, dtype=bool)
+                checker.needed[np.asarray(model.initial_states)] = True
+            if isinstance(expr, ast.Filter):
+                value = checker.filter(expr)
+                values, is_filter = None, True
+                if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
+                    values, is_filter, value = value, False, None
+            else:
+                # PRISM evaluates an unfiltered property in the initial states only
+                checker.active = np.zeros(model.num_states, dtype=bool)
+                checker.active[np.asarray(model.initial_states)] = True
+                values, value, is_filter = checker.eval(expr), None, False
+    except JaxmcError as e:
+        raise _located(e, prop, properties) from None
     checker.stats["total"] = time.perf_counter() - start
     for name in ("precompute", "layout", "solve"):
         checker.stats[name] = stages.get(name, 0.0)
