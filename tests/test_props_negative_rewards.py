@@ -134,3 +134,20 @@ def test_differentiable_solve_refuses_them_too(tmp_path):
     )  # fmt: skip
     with pytest.raises(ModelCheckingError, match="negative state reward"):
         jaxmc.solve(model, "R=? [ F s=1 ]", params={"p": 0.5})
+
+
+@pytest.mark.parametrize(
+    "items",
+    ["true : 2; s<2 : -1;", "[] true : 2; [] s=1 : -0.5;"],
+)
+def test_a_negative_item_is_refused_even_where_the_sum_is_not(tmp_path, items):
+    # PRISM checks each reward item where its guard holds, not their sum.
+    text = DTMC + f'rewards "mixed"\n  {items}\nendrewards\n'
+    model = jaxmc.load_model_string(text)
+    explicit = jaxmc.build(model)
+    mixed = explicit.reward_structure("mixed")
+    total = mixed.state if mixed.state is not None else mixed.transition
+    assert (total >= 0).all()
+    with pytest.raises(ModelCheckingError, match="negative reward item"):
+        jaxmc.check(model, 'R{"mixed"}=? [ C<=3 ]')
+    assert jaxmc.check(model, 'R{"pos"}=? [ C<=3 ]').value > 0

@@ -539,6 +539,9 @@ class _Builder:
         self.cols: list[np.ndarray] = []
         self.vals: list[np.ndarray] = []
         self.trews: list[list[np.ndarray]] = [[] for _ in self.trew_structs]
+        # States where a reward item is negative, per structure (PRISM
+        # refuses those even where the items' sum is not).
+        self.negative_at: dict[int, list[np.ndarray]] = {}
         self.actions: list[np.ndarray] = []
         self.contrib_per_entry: list[np.ndarray] = []
         self.contrib_code: list[np.ndarray] = []
@@ -879,6 +882,9 @@ class _Builder:
                     active[c_src[hit]] = True
                     v = _as_float(item.value.unchecked(cols, n, active))[c_src]
                     r_choice[hit] += v[hit]
+                    if (v[hit] < 0).any():
+                        bad = hit & (v < 0)
+                        self.negative_at.setdefault(ri, []).append(lo + c_src[bad])
             contrib = (val * r_choice[e_choice])[order]
             num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
             with np.errstate(all="ignore"):
@@ -978,11 +984,18 @@ class _Builder:
                         continue
                     g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)
                     if g.any():
-                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n, g)), 0.0)
+                        v = np.where(g, _as_float(item.value.unchecked(cols, n, g)), 0.0)
+                        state_r += v
+                        if (v < 0).any():
+                            self.negative_at.setdefault(ri, []).append(np.flatnonzero(v < 0))
             trans_r = None
             if ri in self.trew_structs:
                 trans_r = np.concatenate(self.trews[self.trew_structs.index(ri)])
-            rewards.append(RewardStructure(r.name, state_r, trans_r))
+            negative = None
+            if ri in self.negative_at:
+                negative = np.zeros(n, dtype=bool)
+                negative[np.concatenate(self.negative_at[ri])] = True
+            rewards.append(RewardStructure(r.name, state_r, trans_r, negative))
         choice_action = None
         if self.nd:
             labs = np.concatenate(self.actions)

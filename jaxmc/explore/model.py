@@ -46,11 +46,15 @@ class RewardStructure:
       into one distribution, an entry produced by several commands carries their
       probability-weighted mean, so that the expected one-step reward is exact.
     Either may be None (no rewards of that kind).
+    - `negative_items[s]`: some reward item (state or transition) is
+      negative in state `s`, even where the items' sum is not; None if none
+      is (PRISM refuses such structures in its `R` operators).
     """
 
     name: str | None
     state: np.ndarray | None = None
     transition: np.ndarray | None = None
+    negative_items: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)

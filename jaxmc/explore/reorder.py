@@ -64,6 +64,7 @@ def permuted(model: ExplicitModel, order: np.ndarray) -> ExplicitModel:
             r.name,
             None if r.state is None else np.asarray(r.state)[order],
             entries(r.transition),
+            None if r.negative_items is None else np.asarray(r.negative_items)[order],
         )
         for r in model.rewards
     )

@@ -10,10 +10,10 @@ negative rewards value iteration from 0 stops at a wrong value (Storm issue
 #1061), and the interval-iteration bounds assume rewards of one sign.
 
 The check covers the reward of every reachable state and every transition
-reward. PRISM checks each item of the structure where its guard holds;
-`ExplicitModel` keeps only their sums per state (per transition entry), so
-a negative item cancelled by positive ones in the same state is not seen
-here.
+reward, and, as PRISM checks each item of the structure where its guard
+holds, the builder's record of negative items (`RewardStructure.
+negative_items`): a negative item cancelled by positive ones in the same
+state is refused too.
 """
 
 from __future__ import annotations
@@ -64,3 +64,10 @@ def require_nonnegative(
                 f"{describe_state(model, s)}",
                 span, hint=hint,
             )  # fmt: skip
+    if reward.negative_items is not None and np.any(reward.negative_items):
+        s = int(np.argmax(reward.negative_items))
+        raise ModelCheckingError(
+            f"reward structure {name} has a negative reward item in state "
+            f"{describe_state(model, s)} (the items' sum there may not be)",
+            span, hint=hint,
+        )  # fmt: skip
