@@ -77,8 +77,7 @@ def load_model(
     **Returns:** a [`jaxmc.Model`][]; the state space is built lazily.
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = lang.read_source(path)
     return load_model_string(
         text, constants, file=path, parameters=parameters, **build_options
     )
@@ -124,8 +123,7 @@ def load_properties(
     or look one up by name with `.get(name)`.
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = lang.read_source(path)
     return parse_properties(text, model, constants, file=path, errors=errors)
 
 

@@ -553,8 +553,7 @@ def _plain(v: Any) -> Any:
 def _properties(args, model, setting, jaxmc):
     texts = []
     if args.props_file:
-        with open(args.props_file, encoding="utf-8", errors="surrogateescape") as f:
-            texts.append(f.read())
+        texts.append(jaxmc.lang.read_source(args.props_file))
     texts.extend(p if p.rstrip().endswith(";") else p + ";" for p in args.prop)
     if not texts:
         if args.property:

@@ -20,6 +20,7 @@ from ..errors import JaxmcError, PrismSyntaxError, UnsupportedError
 from . import ast
 from ._errors import translate_lark_error
 from .grammar import ReservedName, get_parser
+from .source import read_source
 
 
 __all__ = [
@@ -53,7 +54,7 @@ def parse_model(text: str, file: str | None = None) -> ast.Program:
 def parse_model_file(path: str | Path) -> ast.Program:
     """Read and parse a model file; spans carry its path."""
     path = Path(path)
-    return parse_model(_read(path), str(path))
+    return parse_model(read_source(path), str(path))
 
 
 def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
@@ -69,7 +70,7 @@ def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
 def parse_properties_file(path: str | Path) -> ast.PropertiesFile:
     """Read and parse a property file; spans carry its path."""
     path = Path(path)
-    return parse_properties(_read(path), str(path))
+    return parse_properties(read_source(path), str(path))
 
 
 def parse_expression(text: str, file: str | None = None) -> ast.Expr:
@@ -82,16 +83,6 @@ def parse_expression(text: str, file: str | None = None) -> ast.Expr:
 
 
 # ------------------------------------------------------------------- driving
-
-
-def _read(path: Path) -> str:
-    """The text of `path`: UTF-8, or Latin-1 for the older PRISM files that
-    have accented names in comments."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
 
 
 def _parse(grammar: str, text: str, file: str | None, start: str) -> lark.Tree:
