@@ -117,6 +117,8 @@ def _build(tree, text: str, file: str | None, props: bool = False):
 # ------------------------------------------------------------------- builder
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+#: PRISM's `int` is Java's 32-bit int.
+_INT_MAX = 2**31 - 1
 
 _BINARY = {op.value: op for op in ast.BinaryOp}
 _TEMPORAL = {op.value: op for op in ast.TemporalOp}
@@ -185,7 +187,17 @@ class _Builder(Transformer):
         span = self._span(meta)
         if any(c in text for c in ".eE"):
             return ast.RealLit(float(text), text=text, span=span)
-        return ast.IntLit(int(text), span=span)
+        value = int(text)
+        if value > _INT_MAX:
+            # As PRISM ("Invalid integer literal"): an int is 32-bit, whatever
+            # the constant's declared type.
+            raise PrismSyntaxError(
+                f"integer literal {text} does not fit in PRISM's 32-bit int "
+                f"(at most {_INT_MAX})",
+                span,
+                hint=f"write a double, `{text}.0`, if a large value is meant",
+            )
+        return ast.IntLit(value, span=span)
 
     def true(self, meta, children):
         return ast.BoolLit(True, span=self._span(meta))
