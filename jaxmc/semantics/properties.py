@@ -31,8 +31,16 @@ from dataclasses import dataclass, field
 
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
-from .check import BUILTIN_LABELS, ConstantResolver, FormulaTable, _Names, attach_source, normalize_overrides
-from .evaluate import fold, is_literal, literal, literal_value
+from .check import (
+    BUILTIN_LABELS,
+    ConstantResolver,
+    FormulaTable,
+    _Names,
+    attach_source,
+    fold,
+    normalize_overrides,
+)
+from .evaluate import is_literal, literal_value
 from .program import CheckedProgram
 from .rewrite import idents
 from .types import Type, can_assign, is_numeric, suggest, type_of, unknown_identifier
@@ -603,8 +611,16 @@ def _quote(e: ast.Expr, limit: int = 60) -> str:
 def _has_path_outside_operators(e: ast.Expr) -> bool:
     """Whether `e` contains a temporal operator not enclosed in its own
     P/R/S/E/A operator (i.e. a nested path formula: LTL)."""
-    if isinstance(e, (ast.Temporal, ast.RewardPath)):
-        return True
-    if isinstance(e, (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)):
-        return False
-    return any(_has_path_outside_operators(c) for c in ast.children(e) if not isinstance(c, (ast.TimeBound, ast.Threshold)))
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Temporal, ast.RewardPath)):
+            return True
+        if isinstance(n, _OPERATORS):
+            continue
+        bounds = (ast.TimeBound, ast.Threshold)
+        stack.extend(c for c in ast.children(n) if not isinstance(c, bounds))
+    return False
+
+
+_OPERATORS = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)
