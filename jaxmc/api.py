@@ -8,9 +8,10 @@ beyond caching the built model and timing the stages.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ from . import lang, semantics
 from .errors import JaxmcError, ModelCheckingError
 from .explore import ExplicitModel, build as _build
 from .lang import ast
+from .semantics.constants import MissingConstantsError, constant_setting
+from .semantics.properties import CheckedProperty
 
 
 ConstantsArg = str | Mapping[str, Any] | None
@@ -36,6 +39,10 @@ class Model:
     build_options: dict[str, Any] = field(default_factory=dict)
     _explicit: ExplicitModel | None = field(default=None, repr=False)
     build_time: float | None = None
+    #: Constants declared by the properties loaded for this model so far
+    #: (the names of its constant setting that are not the model's may
+    #: belong to any of them).
+    _declared_by_properties: set[str] = field(default_factory=set, repr=False)
 
     @property
     def model_type(self) -> ast.ModelType:
@@ -44,6 +51,13 @@ class Model:
     @property
     def constants(self) -> Mapping[str, Any]:
         return self.checked.constants
+
+    @property
+    def constant_setting(self) -> Mapping[str, Any]:
+        """The constants given to [`jaxmc.load_model`][], names for the
+        properties included (they serve the properties files loaded for
+        this model)."""
+        return self.checked.constant_setting
 
     def build(self, **options: Any) -> ExplicitModel:
         """Explore the state space (once; later calls return the cached model
@@ -68,8 +82,13 @@ def load_model(
 
     **Arguments:**
     - `path`: a `.pm` (DTMC), `.sm` (CTMC), `.nm` (MDP) or `.prism` file.
-    - `constants`: values for undefined (or overridden) constants, either as
-      PRISM's `-const` string `"N=3,p=0.2"` or as a mapping.
+    - `constants`: values for undefined constants, either as PRISM's
+      `-const` string `"N=3,p=0.2"` or as a mapping. As with PRISM's
+      `-const`, one setting serves the model and its properties: names the
+      model does not declare are kept for the properties files loaded with
+      [`jaxmc.load_properties`][] (and property strings given to
+      [`jaxmc.check`][]), which report a name that none of them declares. A
+      value for a constant the file defines is an error (as in PRISM).
     - `parameters`: constants to keep symbolic (for gradients).
     - `build_options`: passed to the builder when the model is built
       (`max_states`, `deadlocks="fix"|"error"`, `progress`).
@@ -92,15 +111,39 @@ def load_model_string(
     **build_options: Any,
 ) -> Model:
     """Like [`jaxmc.load_model`][] but from the model's text."""
-    program = lang.parse_model(text, file=file)
-    checked = semantics.check_program(
-        program,
-        constants,
-        source=text,
-        file=file,
-        parameters=parameters,
-    )
+    with _api_hints():
+        setting = constant_setting(constants)
+        program = lang.parse_model(text, file=file)
+        checked = semantics.check_program(
+            program,
+            setting,
+            source=text,
+            file=file,
+            parameters=parameters,
+        )
     return Model(checked=checked, path=file, build_options=dict(build_options))
+
+
+def python_hint(err: MissingConstantsError) -> str:
+    """How to give the constants of `err` values from Python."""
+    values = ", ".join(f'"{n}": ...' for n in err.names)
+    if err.in_properties:
+        return f"pass constants={{{values}}} to jaxmc.load_properties (or to jaxmc.load_model)"
+    hint = f"pass constants={{{values}}} to jaxmc.load_model"
+    doubles = [n for n in err.names if str(getattr(err.types.get(n), "value", "")) == "double"]
+    if doubles:
+        names = ", ".join(f'"{n}"' for n in doubles)
+        hint += f" (or parameters=({names},) to keep {'them' if len(doubles) > 1 else 'it'} symbolic, for gradients)"
+    return hint
+
+
+@contextlib.contextmanager
+def _api_hints() -> Iterator[None]:
+    """Errors about undefined constants say how to give them values in Python."""
+    try:
+        yield
+    except MissingConstantsError as err:
+        raise err.rehint(python_hint(err)) from None
 
 
 def build(model: Model | ExplicitModel, **options: Any) -> ExplicitModel:
@@ -119,8 +162,13 @@ def load_properties(
 ) -> semantics.CheckedProperties:
     """Parse and check a property file against `model`.
 
+    The file's undefined constants take their values from the model's
+    constant setting (`jaxmc.load_model(path, constants)`), as with PRISM's
+    `-const`; `constants` here adds to it or overrides it for this file.
+
     **Returns:** the checked properties, in file order; index them by position
-    or look one up by name with `.get(name)`.
+    or look one up by name with `.get(name)`. Each property can also be
+    passed by itself to [`jaxmc.check`][] / [`jaxmc.solve`][].
     """
     path = os.fspath(path)
     text = lang.read_source(path)
@@ -140,10 +188,17 @@ def parse_properties(
     With `errors="keep"`, a property that fails its checks is kept with its
     error, which is raised when that property is checked (so one bad property
     does not hide the others of a file)."""
-    pf = lang.parse_properties(text, file=file)
-    return semantics.check_properties(
-        pf, model.checked, constants, source=text, file=file, errors=errors
-    )
+    with _api_hints():
+        pf = lang.parse_properties(text, file=file)
+        props = semantics.check_properties(
+            pf, model.checked, constants, source=text, file=file, errors=errors,
+            known=sorted(model._declared_by_properties),
+        )  # fmt: skip
+    for p in props:
+        if isinstance(p.error, MissingConstantsError):
+            p.error.rehint(python_hint(p.error))
+    model._declared_by_properties.update(c.name for c in pf.constants)
+    return props
 
 
 def _resolve_property(model: Model, prop: Any) -> tuple[Any, semantics.CheckedProperties]:
@@ -156,12 +211,14 @@ def _resolve_property(model: Model, prop: Any) -> tuple[Any, semantics.CheckedPr
                 hint="pass one property at a time, or use load_properties",
             )
         return props[0], props
+    if isinstance(prop, CheckedProperty):
+        return prop, prop.properties
     if isinstance(prop, tuple) and len(prop) == 2:
         props, key = prop
         return props.get(key), props
     raise TypeError(
-        "`prop` should be a property string like 'P=? [ F \"goal\" ]', or a "
-        "(properties, name_or_index) pair from `jaxmc.load_properties`."
+        "`prop` should be a property string like 'P=? [ F \"goal\" ]', a property "
+        "from `jaxmc.load_properties`, or a (properties, name_or_index) pair."
     )
 
 
@@ -182,10 +239,11 @@ def check(
 
     **Arguments:**
     - `model`: from [`jaxmc.load_model`][] (built on first use).
-    - `prop`: a property string, a checked property, or the name/index of one
-      in `properties`.
-    - `properties`: the property file `prop` refers into (for names and
-      references between properties).
+    - `prop`: a property string, a checked property (from
+      [`jaxmc.load_properties`][]; it carries its file's constants, formulas,
+      labels and the properties it refers to), or the name/index of one in
+      `properties`.
+    - `properties`: the properties to look `prop` up in, by name or index.
     - `method`: `"jacobi"`, `"power"`, `"gauss_seidel"`, `"bicgstab"`,
       `"value_iteration"` (default for MDPs), `"interval_iteration"`. The
       default for DTMCs/CTMCs is Gauss-Seidel in topological order (on the
@@ -236,12 +294,10 @@ def check(
             if isinstance(prop, int):
                 raise
             checked_prop, properties = _resolve_property(model, prop)
-    elif isinstance(prop, str):
-        checked_prop, properties = _resolve_property(model, prop)
     else:
-        checked_prop = prop
-    if properties is None:
-        raise TypeError("a checked property needs its `properties` collection")
+        checked_prop, properties = _resolve_property(model, prop)
+    if checked_prop.properties is not None:
+        properties = checked_prop.properties
     if checked_prop.error is not None:
         raise checked_prop.error
     explicit = build(model)

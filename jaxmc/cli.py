@@ -46,6 +46,13 @@ _METHOD_HELP = {
     "valiter": "value iteration (default for MDPs)",
     "ii": "interval iteration (sound lower/upper bounds)",
 }
+#: PRISM's other spellings of the method switches.
+_METHOD_ALIASES = {
+    "jacobi": ("-jac",),
+    "gaussseidel": ("-gs",),
+    "power": ("-pow", "-pwr"),
+    "ii": ("-intervaliter",),
+}
 LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector", "dia")
 PRECISIONS = ("fp64", "fp32")
 
@@ -62,7 +69,9 @@ def _api_supports(name: str) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from ._cli.switches import PrismArgumentParser
+
+    p = PrismArgumentParser(
         prog="jaxmc",
         usage="jaxmc MODEL [PROPS_FILE] [options]\n"
         "       jaxmc -importmodel BASE.tra,sta,lab [PROPS_FILE] [options]\n"
@@ -101,22 +110,22 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     num = p.add_argument_group("numerical methods (PRISM's switches)")
-    num.add_argument("-epsilon", "--epsilon", type=float, default=1e-6,
+    num.add_argument("-epsilon", "--epsilon", "-e", type=float, default=1e-6,
                      help="convergence threshold (default 1e-6)")  # fmt: skip
     num.add_argument("-maxiters", "--max-iters", type=int, default=10000,
                      dest="max_iters", metavar="N",
                      help="iteration limit (default 10000); reaching it is an "
                      "error (exit 1) naming the iterations and the residual")  # fmt: skip
     crit = num.add_mutually_exclusive_group()
-    crit.add_argument("-relative", "--relative", dest="relative",
+    crit.add_argument("-relative", "--relative", "-rel", dest="relative",
                       action="store_true", default=True,
                       help="relative convergence criterion (default)")  # fmt: skip
-    crit.add_argument("-absolute", "--absolute", dest="relative",
+    crit.add_argument("-absolute", "--absolute", "-abs", dest="relative",
                       action="store_false", help="absolute convergence criterion")
     meth = num.add_mutually_exclusive_group()
     for flag, method in METHODS.items():
-        meth.add_argument(f"-{flag}", f"--{flag}", dest="method",
-                          action="store_const", const=method,
+        meth.add_argument(f"-{flag}", f"--{flag}", *_METHOD_ALIASES.get(flag, ()),
+                          dest="method", action="store_const", const=method,
                           help=_METHOD_HELP[flag])  # fmt: skip
 
     dev = p.add_argument_group("device and data layout")
@@ -147,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--precision", choices=PRECISIONS, default="fp64",
                      help=f"floating-point precision (default fp64){prec_note}")
 
+    p.add_argument("--max-states", type=int, default=None, metavar="N",
+                   help="stop exploring after N states with an error naming the "
+                   "variables whose range keeps growing (default: no limit; the "
+                   "build stops anyway when it would run out of memory)")  # fmt: skip
+
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true",
                      help="print the model summaries and results as one JSON "
@@ -155,8 +169,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="print a timing breakdown (parse, build, and each "
                      "property's stages) after the results")  # fmt: skip
     out.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress on stderr (progress for state-space "
-                     "exploration is only shown when stderr is a terminal)")  # fmt: skip
+                     help="no progress on stderr (exploration progress is a line "
+                     "updated in place on a terminal, else a plain line every few "
+                     "seconds of a long build)")  # fmt: skip
 
     io = p.add_argument_group("model import/export (PRISM's explicit files)")
     io.add_argument("-exportmodel", "--export-model", metavar="BASE[.tra,sta,...|.all]",
@@ -174,11 +189,20 @@ def _parser() -> argparse.ArgumentParser:
                         action="store_const", const=kind,
                         help=f"with -importmodel: the files hold a {kind.upper()} "
                         "(default: from the .tra header)")  # fmt: skip
+    _add_prism_switches(p, meth)
     return p
 
 
+def _add_prism_switches(p: argparse.ArgumentParser, meth) -> None:
+    from ._cli.switches import add_switches
+
+    add_switches(p, meth)
+
+
 def _plot_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from ._cli.switches import PrismArgumentParser
+
+    p = PrismArgumentParser(
         prog="jaxmc plot-matrix",
         description="Draw the non-zero pattern of a model's transition matrix, "
         "side by side: in PRISM's state order (lexicographic in the variable "
@@ -199,7 +223,9 @@ def _plot_parser() -> argparse.ArgumentParser:
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from ._cli.switches import PrismArgumentParser
+
+    p = PrismArgumentParser(
         prog="jaxmc sweep",
         usage="jaxmc sweep MODEL --prop PROP --param NAME=VALUES [--param ...] [options]",
         description="One property at every point of a grid of parameter values, "
@@ -222,7 +248,7 @@ def _sweep_parser() -> argparse.ArgumentParser:
                    "all combinations, the last parameter varying fastest)")
     p.add_argument("--const", "-const", action="append", default=[], metavar="N=3",
                    help="values of the model's other undefined constants (no ranges)")
-    p.add_argument("-epsilon", "--epsilon", type=float, default=1e-6,
+    p.add_argument("-epsilon", "--epsilon", "-e", type=float, default=1e-6,
                    help="relative convergence threshold (default 1e-6, PRISM's)")
     p.add_argument("-maxiters", "--max-iters", type=int, default=200_000,
                    help="iteration limit per point (default 200000)")
@@ -330,8 +356,19 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); returns the
-    exit status."""
+    exit status: 0 ok, 1 an error in the input (a located message), 2 a usage
+    error, 3 an internal error (one line and the path of a crash report,
+    never a traceback), 130 interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except Exception as e:  # the last resort: a bug, reported without a traceback
+        from ._cli.crash import report
+
+        return report(e, argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "plot-matrix":
         args = _plot_parser().parse_args(argv[1:])
         return _guard(lambda: _plot(args))
@@ -345,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
         return _guard(lambda: _sweep(args))
     parser = _parser()
     args = parser.parse_args(argv)
+    status = _guard(lambda: _prism_switches(args))
+    if status:
+        return status
     if args.import_model:
         if args.props_file is not None:
             parser.error("with -importmodel give only PROPS_FILE, not a model file")
@@ -379,7 +419,7 @@ def _guard(fn) -> int:
     try:
         return fn()
     except JaxmcError as e:
-        print(str(e), file=sys.stderr)
+        print(_error_text(e), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
@@ -387,6 +427,26 @@ def _guard(fn) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _prism_switches(args: argparse.Namespace) -> int:
+    """Apply PRISM's engine/method switches (`jaxmc._cli.switches`) and print
+    a note for each that jaxmc does not implement."""
+    from ._cli.switches import apply
+
+    for note in apply(args):
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _error_text(e) -> str:
+    """The error as the command line shows it: constants are given values
+    with `--const` here (the API's hint names its `constants=` argument)."""
+    from .semantics.constants import MissingConstantsError, command_line_hint
+
+    if isinstance(e, MissingConstantsError):
+        e.rehint(command_line_hint(e.names))
+    return str(e)
 
 
 def _select_device(device: str | None) -> str | None:
@@ -437,7 +497,8 @@ def _run(args: argparse.Namespace) -> int:
             names = None if model is None else _model_constant_names(model)
             key = None if names is None else {k: v for k, v in setting.items() if k in names}
             if model is None or key != model_key:
-                model = jaxmc.load_model(args.model, setting, progress=show.progress)
+                options = _build_options(args, show)
+                model = jaxmc.load_model(args.model, setting, **options)
                 model_key = {k: v for k, v in setting.items() if k in _model_constant_names(model)}
             parse_time = time.perf_counter() - t0
         explicit = jaxmc.build(model)
@@ -452,7 +513,7 @@ def _run(args: argparse.Namespace) -> int:
         show.model(run, explicit)
         if args.export_model:
             _export(args.export_model, explicit, jaxmc, show)
-        props = _properties(args, model, setting, jaxmc)
+        props, sources = _properties(args, model, setting, jaxmc)
         if props is None:
             continue
         chosen = _selected(args, props, jaxmc)
@@ -467,7 +528,7 @@ def _run(args: argparse.Namespace) -> int:
                 )  # fmt: skip
                 entry.update(_result_entry(result))
             except jaxmc.JaxmcError as e:
-                entry["error"] = str(e)
+                entry["error"] = _error_text(sources.relocate(e))
                 status = 1
             run["properties"].append(entry)
             show.result(entry)
@@ -485,6 +546,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.timing:
             show.timing(runs)
     return status
+
+
+def _build_options(args, show) -> dict[str, Any]:
+    """The builder's options from the command line (see `jaxmc.load_model`)."""
+    options: dict[str, Any] = {"progress": show.progress}
+    if not args.fixdl:
+        options["deadlocks"] = "error"
+    if args.max_states is not None:
+        options["max_states"] = args.max_states
+    return options
 
 
 def _api_options(args) -> dict[str, Any]:
@@ -551,18 +622,20 @@ def _plain(v: Any) -> Any:
 
 
 def _properties(args, model, setting, jaxmc):
-    texts = []
+    from ._cli.props import PropertySources
+
+    text = None
     if args.props_file:
-        texts.append(jaxmc.lang.read_source(args.props_file))
-    texts.extend(p if p.rstrip().endswith(";") else p + ";" for p in args.prop)
-    if not texts:
+        text = jaxmc.lang.read_source(args.props_file)
+    sources = PropertySources(args.props_file, text, args.prop)
+    if not sources:
         if args.property:
             raise jaxmc.ModelCheckingError(
                 "--property given but no properties file or --prop",
             )
-        return None
-    file = args.props_file if not args.prop else None
-    return jaxmc.parse_properties("\n".join(texts), model, setting, file=file, errors="keep")
+        jaxmc.parse_properties("", model, setting)  # reports constants no file declares
+        return None, sources
+    return sources.parse(jaxmc, model, setting), sources
 
 
 def _selected(args, props, jaxmc):
@@ -594,63 +667,16 @@ def _selected(args, props, jaxmc):
 # ------------------------------------------------------ explicit import/export
 
 
-def _split_explicit(spec: str) -> tuple[str, list[str]]:
-    """PRISM's `BASE.tra,sta,lab` / `BASE.all` / `BASE` → (BASE, parts)."""
-    head, *rest = spec.split(",")
-    base, dot, ext = head.rpartition(".")
-    every = ["tra", "sta", "lab", "srew", "trew"]
-    if not dot or ext not in every + ["all"]:
-        return spec, every
-    parts = [ext, *rest]
-    return base, every if "all" in parts else parts
-
-
 def _export(spec: str, explicit, jaxmc, show) -> None:
-    base, parts = _split_explicit(spec)
-    written = jaxmc.explore.export_explicit(explicit, base, parts=parts)
-    show.note("Exported model to " + ", ".join(str(p) for p in written))
+    from ._cli.explicit import export
+
+    export(spec, explicit, show)
 
 
 def _import_model(args, jaxmc):
-    """An explicit model read with `jaxmc.explore.import_explicit`, wrapped
-    as a `jaxmc.Model` whose checked program declares only what properties
-    can refer to: the `.sta` variables, the `.lab` labels and the reward
-    structures. (This belongs in the API as `jaxmc.import_model`; it lives
-    here until the API has it.)"""
-    from .lang import ast
-    from .semantics.program import CheckedProgram, CheckedRewardStruct, CheckedVar
+    from ._cli.explicit import import_model
 
-    base, parts = _split_explicit(args.import_model)
-    all_parts = "all" in args.import_model.rsplit(",", 1)[-1] or "," not in args.import_model
-    files = {}
-    for part in ("tra", "sta", "lab", "srew", "trew"):
-        path = f"{base}.{part}"
-        if part in parts and (not all_parts or part == "tra" or os.path.exists(path)):
-            files[part] = path
-    t0 = time.perf_counter()
-    explicit = jaxmc.explore.import_explicit(
-        files["tra"], files.get("sta"), files.get("lab"), files.get("srew"),
-        files.get("trew"), model_type=args.import_type,
-    )  # fmt: skip
-    seconds = time.perf_counter() - t0
-    builtin = {"init", "deadlock"}
-    checked = CheckedProgram(
-        program=ast.Program(model_type=explicit.model_type),
-        model_type=explicit.model_type,
-        constants={},
-        variables=tuple(
-            CheckedVar(v.name, None, v.is_bool, v.low, v.high, None)
-            for v in explicit.variables
-        ),
-        modules=(),
-        init=None,
-        labels={k: ast.BoolLit(True) for k in explicit.labels if k not in builtin},
-        rewards=tuple(CheckedRewardStruct(r.name, ()) for r in explicit.rewards),
-        system=None,
-        file=files["tra"],
-    )
-    return jaxmc.Model(checked=checked, path=files["tra"], _explicit=explicit,
-                       build_time=seconds)  # fmt: skip
+    return import_model(args.import_model, args.import_type, jaxmc)
 
 
 # ----------------------------------------------------------------- printing
@@ -678,6 +704,12 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
+def _exploration_progress(args):
+    from ._cli.progress import ExplorationProgress
+
+    return ExplorationProgress(sys.stderr.isatty(), enabled=not args.quiet)
+
+
 class _Printer:
     """Human-readable output in PRISM's style on stdout, progress on stderr
     (only on a terminal); silent under --json except for errors."""
@@ -687,6 +719,7 @@ class _Printer:
         self.tty = sys.stderr.isatty() and not args.quiet
         self.quiet = args.json
         self._line = False
+        self._explore = _exploration_progress(args)
         self._checking = ""
         self._solve_progress = None
 
@@ -697,13 +730,12 @@ class _Printer:
     def note(self, text: str) -> None:
         print(text, file=sys.stderr if self.quiet else sys.stdout)
 
-    def progress(self, found: int, frontier: int, elapsed: float) -> None:
-        if self.tty:
-            msg = f"exploring: {found:,} states, {frontier:,} queued, {elapsed:.1f} s"
-            print(f"\r{msg:<70}", end="", file=sys.stderr, flush=True)
-            self._line = True
+    def progress(self, p) -> None:
+        """The exploration's progress (`jaxmc._cli.progress`)."""
+        self._explore(p)
 
     def end_progress(self) -> None:
+        self._explore.end()
         if self._line:
             print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
             self._line = False

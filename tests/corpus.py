@@ -27,25 +27,78 @@ EXAMPLES = SHARED_MODELS / "prism-examples"
 TESTS = SHARED_MODELS / "prism-tests"
 
 EXAMPLE_DIRS = ("dtmcs", "ctmcs", "mdps", "simple")
+#: Folders of `prism-tests` holding DTMC/CTMC/MDP tests, read recursively.
+#: Left out (other model types or engines): `functionality/verify/{ptas,
+#: poptas,pomdps,idtmcs,imdps,ltss,sim}`, `functionality/verify/mdps/{ltl,
+#: ltl-fair,multi-*,coalition}` (LTL / multi-objective / games) and
+#: `functionality/export/{idtmc,imdp,lts,pomdp}`.
 TEST_DIRS = (
     "functionality/verify/dtmcs",
     "functionality/verify/ctmcs",
+    "functionality/verify/ctl",
+    "functionality/verify/exact",
     "functionality/verify/mdps/reach",
     "functionality/verify/mdps/rewards",
     "functionality/verify/mdps/pctl",
+    "functionality/verify/mdps/bounded-reach",
     "functionality/verify/param",
+    "functionality/language",
+    "functionality/testing",
+    "functionality/import",
+    "functionality/compute",
+    "functionality/export/results",
+    "functionality/export/target",
+    "functionality/export/vector",
+    "functionality/export/dtmc",
+    "functionality/export/ctmc",
+    "functionality/export/mdp",
+    "functionality/export/dot",
     "pmc",
     "papers",
     "bugfixes",
     "contrib",
 )
+#: Folders whose own files are in scope but whose subfolders are not (all
+#: of them in scope are in `TEST_DIRS`): `functionality/verify` holds
+#: `ctmc_csl.sm`, `multiple_bsccs_ss*`, `close_bounds.prism`, ... next to
+#: `ptas/`, `pomdps/`, `sim/`, ...
+TEST_DIRS_FLAT = ("functionality/verify",)
 MODEL_SUFFIXES = (".pm", ".sm", ".nm", ".prism")
 PROPS_SUFFIXES = (".props", ".pctl", ".csl")
 _TYPE_RE = re.compile(
     r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic|pta|pomdp|popta|imdp|idtmc|lts)\b",
     re.M,
 )
-IN_SCOPE_TYPES = {"dtmc", "ctmc", "mdp", "probabilistic", "stochastic", "nondeterministic"}
+_INTERVAL_RE = re.compile(r"\[\s*[\d.eE+-]+\s*,\s*[\d.eE+-]+\s*\]\s*:")
+IN_SCOPE_TYPES = {
+    "dtmc",
+    "ctmc",
+    "mdp",
+    "probabilistic",
+    "stochastic",
+    "nondeterministic",
+}
+
+
+def test_files() -> list[Path]:
+    """Every file of the in-scope `prism-tests` folders (`TEST_DIRS`
+    recursively, `TEST_DIRS_FLAT` without their subfolders), sorted."""
+    out: list[Path] = []
+    for d in TEST_DIRS:
+        root = TESTS / d
+        if root.is_dir():
+            out += [p for p in root.rglob("*") if p.is_file()]
+    for d in TEST_DIRS_FLAT:
+        root = TESTS / d
+        if root.is_dir():
+            out += [p for p in root.iterdir() if p.is_file()]
+    return sorted(set(out))
+
+
+def in_scope_type(path: Path) -> bool:
+    """Is `path` a DTMC/CTMC/MDP model (no keyword: PRISM reads an MDP)?"""
+    kw = model_type_keyword(path)
+    return kw is None or kw in IN_SCOPE_TYPES
 
 
 def available() -> bool:
@@ -55,7 +108,15 @@ def available() -> bool:
 def model_type_keyword(path: Path) -> str | None:
     text = _strip_comments(path.read_text(errors="replace"))
     m = _TYPE_RE.search(text)
-    return m.group(1) if m else None
+    keyword = m.group(1) if m else None
+    # interval probabilities `[0.8,0.9] : ...` make PRISM read an interval
+    # DTMC/MDP (no keyword: an MDP)
+    if _INTERVAL_RE.search(text):
+        if keyword in (None, "mdp", "nondeterministic"):
+            return "imdp"
+        if keyword in ("dtmc", "probabilistic"):
+            return "idtmc"
+    return keyword
 
 
 def _strip_comments(text: str) -> str:
@@ -68,17 +129,13 @@ def in_scope_models() -> tuple[Path, ...]:
     reads as MDPs, are included)."""
     if not available():
         return ()
-    roots = [EXAMPLES / d for d in EXAMPLE_DIRS] + [TESTS / d for d in TEST_DIRS]
-    out = []
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and p.suffix in MODEL_SUFFIXES:
-                kw = model_type_keyword(p)
-                if kw is None or kw in IN_SCOPE_TYPES:
-                    out.append(p)
-    return tuple(out)
+    files = []
+    for d in EXAMPLE_DIRS:
+        root = EXAMPLES / d
+        if root.is_dir():
+            files += sorted(p for p in root.rglob("*") if p.is_file())
+    files += test_files()
+    return tuple(p for p in files if p.suffix in MODEL_SUFFIXES and in_scope_type(p))
 
 
 def props_for(model: Path) -> list[Path]:
@@ -90,7 +147,9 @@ def props_for(model: Path) -> list[Path]:
     out = sorted(
         p
         for p in folder.iterdir()
-        if p.is_file() and p.name.startswith(model.name + ".") and p.suffix in PROPS_SUFFIXES
+        if p.is_file()
+        and p.name.startswith(model.name + ".")
+        and p.suffix in PROPS_SUFFIXES
     )
     if out or _is_suite(model):
         return out
@@ -111,7 +170,9 @@ def props_for(model: Path) -> list[Path]:
     named = [p for p in dict.fromkeys(named) if p.is_file()]
     if named:
         return named
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in PROPS_SUFFIXES)
+    return sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix in PROPS_SUFFIXES
+    )
 
 
 def _is_suite(path: Path) -> bool:
@@ -140,7 +201,11 @@ def constant_settings(model: Path, props: Path | None = None) -> list[str]:
         for cmd in _auto_commands(model.parent):
             if model.name not in cmd:
                 continue
-            if props is not None and any(a.endswith(PROPS_SUFFIXES) for a in cmd) and props.name not in cmd:
+            if (
+                props is not None
+                and any(a.endswith(PROPS_SUFFIXES) for a in cmd)
+                and props.name not in cmd
+            ):
                 continue
             c = _consts_of(cmd)
             if c:
@@ -186,7 +251,9 @@ def _auto_commands(folder: Path) -> tuple[tuple[str, ...], ...]:
     return tuple(cmds)
 
 
-def merged_constants(model: Path, props: Path | None = None, siblings: bool = True) -> str:
+def merged_constants(
+    model: Path, props: Path | None = None, siblings: bool = True
+) -> str:
     """One `-const` string covering as many constants as the scripts give:
     the settings for `model` (and `props`), merged (first value of each name
     wins; a range keeps its first value); with `siblings`, settings of other

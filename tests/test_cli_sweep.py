@@ -48,14 +48,15 @@ def test_sweep_json_with_constant(capsys, tmp_path):
     np.testing.assert_allclose(got, [empty(1, 2), empty(1, 5)], rtol=1e-6)
 
 
-def test_sweep_warns_about_ignored_constant(capsys):
-    """A value for a constant the file defines is ignored, as in PRISM,
-    with a warning (also under -q)."""
+def test_sweep_refuses_value_for_defined_constant(capsys):
+    """A value for a constant the file defines is an error, as in PRISM
+    ("Constant ... has already been defined")."""
     rc = main(["sweep", str(QUEUE), "--prop", 'S=? [ "empty" ]', "--param", "mu=4",
                "--const", "lambda=1", "-q"])
     out, err = capsys.readouterr()
-    assert rc == 0 and "Warning: constant `lambda` is defined in the file" in err
-    assert float(out.splitlines()[-1].split()[-1]) == pytest.approx(empty(2, 4), rel=1e-6)
+    assert rc == 1 and out == ""
+    assert "constant `lambda` is defined in the file, so it cannot be given a value" in err
+    assert "queue.sm:9:1" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("param, message", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxmc.explore.lower import INVALID_INT, Kind, lower
+from jaxmc.explore.lower import Kind, lower
 from jaxmc.lang import ast as A
 
 
@@ -45,7 +45,8 @@ def test_lower_functions():
     call = lambda f, *a: A.Call(f, a)  # noqa: E731
     # PRISM's mod is non-negative for a positive divisor.
     assert _ev(call("mod", X, A.IntLit(4))) == (Kind.INT, [0, 3, 1, 1])
-    assert _ev(call("mod", X, Y))[1][1] == INVALID_INT  # negative divisor
+    with pytest.raises(ExplorationError, match=r"non-positive divisor: mod\(3, -2\) in state \(x=3, y=-2, b=false\)"):
+        _ev(call("mod", X, Y))  # PRISM rejects a non-positive divisor
     assert _ev(call("max", X, Y, A.IntLit(2))) == (Kind.INT, [2, 3, 5, 4])
     assert _ev(call("min", X, A.RealLit(0.5))) == (Kind.DOUBLE, [0, 0.5, 0.5, -7])
     assert _ev(call("min", X)) == (Kind.INT, [0, 3, 5, -7])
@@ -55,7 +56,8 @@ def test_lower_functions():
     assert _ev(call("floor", half)) == (Kind.INT, [0, 1, 2, -4])
     assert _ev(call("ceil", half)) == (Kind.INT, [0, 2, 3, -3])
     assert _ev(call("pow", X, A.IntLit(2))) == (Kind.INT, [0, 9, 25, 49])
-    assert _ev(_bin("^", A.IntLit(2), Y))[1] == [2, INVALID_INT, 1, 16]
+    with pytest.raises(ExplorationError, match=r"negative exponent .* in state \(x=3, y=-2"):
+        _ev(_bin("^", A.IntLit(2), Y))
     assert _ev(_bin("^", A.RealLit(2.0), Y)) == (Kind.DOUBLE, [2, 0.25, 1, 16])
     kind, out = _ev(call("log", A.IntLit(8), A.IntLit(2)))
     assert kind == Kind.DOUBLE and np.allclose(out, 3.0)
@@ -435,18 +437,20 @@ def test_ctmc_deadlock_self_loop_has_rate_one(tmp_path):
 
 
 def test_deadlocks_error_option():
-    with pytest.raises(ExplorationError, match=r"deadlock in state \(x=2\)"):
+    with pytest.raises(ExplorationError, match=r"1 deadlock state .*\n  \(x=2\)"):
         _build_text(DEADLOCK, deadlocks="error")
 
 
 def test_max_states_and_progress():
     text = "dtmc\nmodule m\n  x : [0..100] init 0;\n  [] x<100 -> (x'=x+1);\n  [] x=100 -> true;\nendmodule\n"
-    with pytest.raises(ExplorationError, match="more than 50 states; raise max_states"):
+    with pytest.raises(ExplorationError, match=r"more than 50 states \(max_states\)"):
         _build_text(text, max_states=50)
     calls = []
-    m = _build_text(text, progress=lambda *a: calls.append(a))
+    m = _build_text(text, progress=calls.append)
     assert m.num_states == 101
-    assert calls and calls[-1][0] == 101 and calls[-1][1] == 0
+    assert calls and calls[-1].states == 101 and calls[-1].queued == 0
+    assert calls[-1].done
+    assert calls[-1].levels == 101
 
 
 def test_zero_probability_updates_are_dropped(tmp_path):

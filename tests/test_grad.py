@@ -227,8 +227,13 @@ def test_parameter_in_guard_is_rejected():
 
 def test_vanishing_transition_is_rejected_and_rebuild_works():
     model = jaxmc.load_model(PARAM / "param-simple.prism", parameters=("p",))
+    # a build point asked for explicitly, where a transition vanishes
     with pytest.raises(UnsupportedError, match="is 0 at the build point"):
-        jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0})
+        jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0}, build_params={"p": 0.0})
+    # else the structure is built at a generic point, and the value at p = 0
+    # is the one of the model built there
+    fresh = jaxmc.load_model(PARAM / "param-simple.prism", parameters=("p",))
+    assert float(jaxmc.solve(fresh, "P=? [ F s=1 ]", params={"p": 0.0})) == 0.0
     v = jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0}, rebuild=True)
     assert float(v) == 0.0
     # Built at a generic point, the structure is kept at p = 0 (Storm's semantics).

@@ -268,9 +268,9 @@ def test_constant_overrides_and_types():
     text = "dtmc const int N; const double p; const int D = 5;\nmodule m x:[0..N]; endmodule"
     c = check(text, {"N": 2, "p": 1})
     assert c.constants["p"] == 1.0 and isinstance(c.constants["p"], float)
-    # PRISM ignores a value given for a constant defined in the file
-    c = check(text, "N=2,p=0.1,D=9")
-    assert c.constants["D"] == 5 and any("`D` is defined" in w for w in c.warnings)
+    # PRISM: "Constant ... has already been defined" (UndefinedConstants.defineConstant)
+    with pytest.raises(SemanticError, match="`D` is defined in the file, so it cannot be given a value"):
+        check(text, "N=2,p=0.1,D=9")
     with pytest.raises(SemanticError, match="not a valid integer"):
         check(text, "N=2.5,p=0.1")
     with pytest.raises(SemanticError, match="range"):
@@ -482,8 +482,9 @@ def test_property_constants_per_property():
         props(DIE, text)
     ps = props(DIE, text, errors="keep")
     assert ps[0].error is None and "`k`" in str(ps[1].error)
-    # model constants in the same mapping are ignored
-    assert props(DIE, text, {"k": 1, "p": 0.3}).constants == {"k": 1}
+    # a defined model constant cannot be given a value (PRISM)
+    with pytest.raises(SemanticError, match="`p` is defined in the model"):
+        props(DIE, text, {"k": 1, "p": 0.3})
 
 
 def test_property_model_type_rules():
@@ -532,6 +533,9 @@ def test_corpus_models_and_properties():
             continue
         consts = expand_constants(corpus.merged_constants(m))[0]
         undefined = [c.name for c in prog.constants if c.value is None and c.name not in consts]
+        # the corpus merges the settings of several command lines: give each
+        # file only the constants it declares (PRISM's -const of one command)
+        consts = {k: v for k, v in consts.items() if k in {c.name for c in prog.constants}}
         try:
             checked = check_program(prog, consts, source=text, file=str(m), parameters=undefined)
         except JaxmcError as e:
@@ -545,6 +549,7 @@ def test_corpus_models_and_properties():
             pc = expand_constants(corpus.merged_constants(m, pfile))[0]
             try:
                 pf = parse_properties(ptext, file=str(pfile))
+                pc = {k: v for k, v in pc.items() if k in {c.name for c in pf.constants}}
                 cps = check_properties(pf, checked, pc, source=ptext, file=str(pfile), errors="keep")
             except JaxmcError as e:
                 # parse errors are the parser's; a file-level semantic error is ours

@@ -17,10 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import semantics
-from ..errors import ModelCheckingError, SemanticError
+from ..errors import ExplorationError, ModelCheckingError, SemanticError
 from ..explore import build as _build
 from ._linalg import Options, raise_if_nan
 from ._problem import Problem
+from ._structure import generic_points
+from ._values import VanishingAtBuildPoint
 
 
 _PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -43,11 +45,55 @@ def concrete(v) -> float | None:
     return None
 
 
+def check_values(params, batch: bool = False) -> None:
+    """Every value of `params` is a number (or, with `batch`, an array of
+    numbers), a JAX tracer included."""
+    if not isinstance(params, Mapping):
+        raise SemanticError(
+            f"`params` should be a mapping name -> value, not {type(params).__name__}",
+            hint='e.g. params={"p": 0.3}',
+        )
+    for k, v in params.items():
+        if isinstance(v, jax.core.Tracer):
+            ok = jnp.issubdtype(v.dtype, jnp.number) and not jnp.issubdtype(v.dtype, jnp.bool_)
+        elif isinstance(v, (str, bytes, bool, np.bool_)) or v is None:
+            ok = False
+        else:
+            try:
+                a = np.asarray(v)
+            except Exception:  # noqa: BLE001 - anything numpy cannot read is not a number
+                ok = False
+            else:
+                ok = a.dtype.kind in "iuf" and (batch or a.ndim == 0)
+        if not ok:
+            what = "a number or an array of numbers" if batch else "a number"
+            raise SemanticError(f"parameter `{k}`: expected {what}, got {v!r}")
+
+
+def _parameter_names(checked) -> list[str]:
+    """The constants that can be parameters: the model's `double`s."""
+    return [d.name for d in checked.program.constants if d.type.value == "double"]
+
+
+def _derived(model, checked, build_options):
+    """A `Model` for `checked`, derived from `model` (its properties and
+    constant setting carried over)."""
+    from ..api import Model
+
+    setting = {k: v for k, v in model.checked.constant_setting.items()
+               if k not in {d.name for d in checked.program.constants}}  # fmt: skip
+    if setting:
+        checked = dataclasses.replace(
+            checked, constant_setting={**setting, **checked.constant_setting}
+        )
+    out = Model(checked=checked, path=model.path, build_options=build_options)
+    out._declared_by_properties = model._declared_by_properties
+    return out
+
+
 def with_parameters(model, names) -> Any:
     """`model` with `names` as its parameters: the model itself if they are,
     else the program re-checked with them left symbolic (cached)."""
-    from ..api import Model
-
     have = tuple(model.checked.parameters)
     decls = {d.name: d for d in model.checked.program.constants}
     if set(names) == set(have) and all(p in decls and decls[p].value is None for p in names):
@@ -60,9 +106,11 @@ def with_parameters(model, names) -> Any:
     decls = {d.name: d for d in checked.program.constants}
     for p in names:
         if p not in decls:
+            cands = _parameter_names(checked)
             raise SemanticError(
-                f"`{p}` is not a constant of the model",
-                hint="`params` names undefined constants (`const double p;`)",
+                f"`{p}` is not a constant of the model, so it cannot be a parameter",
+                hint=f"the model's `double` constants (possible parameters): {', '.join(cands)}"
+                if cands else "the model has no `double` constants",
             )
     consts = {
         k: v for k, v in checked.constants.items()
@@ -70,7 +118,10 @@ def with_parameters(model, names) -> Any:
     }
     for p in have:
         if p not in names:
-            raise ValueError(f"`params` lacks a value for parameter `{p}`")
+            raise SemanticError(
+                f"`params` lacks a value for parameter `{p}`",
+                hint=f"the parameters are: {', '.join(have)}",
+            )
     # A constant defined in the file (`const double p = 0.3;`) named in
     # `params` is made undefined, so that it stays symbolic; its defined value
     # is the default build point.
@@ -91,7 +142,7 @@ def with_parameters(model, names) -> Any:
     if defined or model.build_options.get("params"):
         point = {**{k: float(v) for k, v in defined.items()}, **(model.build_options.get("params") or {})}
         opts["params"] = {k: v for k, v in point.items() if k in names}
-    out = Model(checked=rechecked, path=model.path, build_options=opts)
+    out = _derived(model, rechecked, opts)
     per[key] = out
     return out
 
@@ -144,6 +195,7 @@ def parametric(
     """
     from ..api import _resolve_property
 
+    check_values(params or {})
     theta = dict(params or {})
     names = tuple(build_params or theta)
     model = with_parameters(model, names)
@@ -151,14 +203,17 @@ def parametric(
         point = _build_point(model, theta, build_params)
     except ValueError:
         point = None  # traced values: reuse a problem built earlier, if any
-    if isinstance(prop, str):
+    if isinstance(prop, (str, int)) and properties is not None:
+        checked_prop = properties.get(prop)
+        key_prop = id(checked_prop)
+    elif isinstance(prop, str):
         checked_prop, properties = _resolve_property(model, prop)
         key_prop = prop
     else:
-        checked_prop = prop if properties is None or isinstance(prop, object) else prop
-        if isinstance(prop, (int,)) and properties is not None:
-            checked_prop = properties.get(prop)
+        checked_prop, properties = _resolve_property(model, prop)
         key_prop = id(checked_prop)
+    if getattr(checked_prop, "properties", None) is not None:
+        properties = checked_prop.properties
     if getattr(checked_prop, "error", None) is not None:
         raise checked_prop.error
     opts = Options(
@@ -180,11 +235,33 @@ def parametric(
         # The structure does not depend on the point: reuse the compiled problem.
         return per[any_key]
     if key not in per:
-        bopts = {k: v for k, v in model.build_options.items() if k != "params"}
-        explicit = _build(model.checked, params=point, **bopts)
-        per[key] = Problem(model.checked, explicit, checked_prop, properties, point, opts)
+        pinned = build_params is not None
+        per[key] = _problem(model, checked_prop, properties, point, opts, pinned)
     per[any_key] = per[key]
     return per[key]
+
+
+def _problem(model, prop, properties, point, opts, pinned: bool) -> Problem:
+    """The problem built at `point`; where a parameter-dependent probability
+    is 0 there (its transitions would be missing from the structure) and the
+    point was not asked for explicitly, at a generic point instead."""
+    bopts = {k: v for k, v in model.build_options.items() if k != "params"}
+
+    def at(p):
+        return Problem(model.checked, _build(model.checked, params=p, **bopts), prop, properties, p, opts)
+
+    try:
+        return at(point)
+    except VanishingAtBuildPoint:
+        if pinned:
+            raise
+        first = sys.exc_info()[1]
+    for p in generic_points(point):
+        try:
+            return at(p)
+        except (VanishingAtBuildPoint, ExplorationError, SemanticError):
+            continue
+    raise first
 
 
 def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
@@ -199,29 +276,83 @@ def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
     if kwargs:
         raise TypeError(f"unexpected argument `{next(iter(kwargs))}` with `params`")
     problem.ensure({k: params[k] for k in problem.names})
+    point = {k: concrete(params[k]) for k in problem.names if k in params}
+    if all(v is not None for v in point.values()) and len(point) == len(problem.names):
+        differs = problem.structure_differs(point)
+        if differs is not None:
+            if not _concrete(params):
+                raise _structure_error(problem, point, differs, prop)
+            # the transitions that vanish here change the graph: check the
+            # model built at this point (the value, not differentiable here)
+            return rebuild_solve(model, prop, point)
     out = problem(params)
     raise_if_nan(out, "the parametric solve")
     return out
 
 
+def _concrete(params) -> bool:
+    return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(dict(params)))
+
+
+def _structure_error(problem, point, differs, prop) -> ModelCheckingError:
+    span = getattr(prop, "span", None)
+    return ModelCheckingError(
+        f"at {point} some probabilities/rates are 0, which changes the graph of the "
+        f"model from the one built at {problem.build_params}: its precomputation "
+        f"(`{differs}`) differs, so the result is not differentiable there",
+        span,
+        hint="differentiate at a point where every parameter-dependent probability is "
+        "positive; `jaxmc.solve(..., params=...)` without jax.grad gives the value there",
+    )
+
+
 def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
     """Rebuild the state space with `params` as plain constants and check
     (any parameter position allowed; not differentiable)."""
-    from ..api import Model, check
+    from ..api import check
 
+    check_values(params)
     checked = model.checked
     decls = {d.name: d for d in checked.program.constants}
+    for k in params:
+        if k not in decls:
+            cands = _parameter_names(checked)
+            raise SemanticError(
+                f"`{k}` is not a constant of the model",
+                hint=f"the model's `double` constants: {', '.join(cands)}"
+                if cands else "the model has no `double` constants",
+            )
     consts = {
         k: v for k, v in checked.constants.items()
         if k in decls and decls[k].value is None and k not in params
     }
     consts.update({k: float(v) for k, v in params.items()})
-    rechecked = semantics.check_program(
-        checked.program, consts, source=checked.source, file=checked.file
+    # a constant the file defines, named in `params`, takes the value given
+    program = dataclasses.replace(
+        checked.program,
+        constants=tuple(
+            dataclasses.replace(d, value=None) if d.name in params else d
+            for d in checked.program.constants
+        ),
     )
+    rechecked = semantics.check_program(program, consts, source=checked.source, file=checked.file)
     opts = {k: v for k, v in model.build_options.items() if k != "params"}
-    m2 = Model(checked=rechecked, path=model.path, build_options=opts)
+    m2 = _derived(model, rechecked, opts)
     return jnp.asarray(check(m2, prop, **kwargs).value)
+
+
+def _off_structure(model, prop, problem, flat, total, chunk) -> dict[int, float]:
+    """The values at the points where vanishing transitions change the
+    graph's precomputation: each from the model built at that point."""
+    step = max(1, min(total, int(chunk or total), 1 << 12))
+    out: dict[int, float] = {}
+    for lo in range(0, total, step):
+        th = {k: flat[k][lo : lo + step] for k in problem.names}
+        for i in np.flatnonzero(problem.vanishing(th)):
+            point = {k: float(flat[k][lo + i]) for k in problem.names}
+            if problem.structure_differs(point) is not None:
+                out[lo + int(i)] = float(rebuild_solve(model, prop, point))
+    return out
 
 
 def _cpu_workers() -> int:
@@ -277,8 +408,17 @@ def sweep(
 
     **Returns:** a numpy array of the points' shape.
     """
+    check_values(params, batch=True)
     arrs = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
-    shape = np.broadcast_shapes(*(a.shape for a in arrs.values()))
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrs.values()))
+    except ValueError:
+        shapes = ", ".join(f"`{k}` {a.shape}" for k, a in arrs.items())
+        raise SemanticError(
+            f"the arrays of `params` have shapes that do not broadcast together: {shapes}",
+            hint="give every parameter an array of one common shape (scalars broadcast), "
+            "e.g. from np.meshgrid for a grid",
+        ) from None
     flat = {k: np.broadcast_to(a, shape).reshape(-1) for k, a in arrs.items()}
     total = int(np.prod(shape, dtype=np.int64))
     if total == 0:
@@ -290,8 +430,12 @@ def sweep(
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:
-        raise ValueError(f"`params` lacks values for parameter `{missing[0]}`")
+        raise SemanticError(
+            f"`params` lacks values for parameter `{missing[0]}`",
+            hint=f"the parameters are: {', '.join(problem.names)}",
+        )
     problem.ensure(flat)
+    rebuilt = _off_structure(model, prop, problem, flat, total, chunk)
     batched = problem.batched()
     if chunk is None:
         # The multi-vector solve holds a few `[nnz, chunk]` arrays: bound
@@ -355,6 +499,8 @@ def sweep(
         with ThreadPoolExecutor(workers, thread_name_prefix="jaxmc-sweep") as pool:
             for res in pool.map(solve_chunk, starts[1:]):
                 finish(res)
+    for i, v in rebuilt.items():
+        out[i] = v
     if np.isnan(out).any():
         raise ModelCheckingError(
             f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",

@@ -58,6 +58,8 @@ _ARITH = {
     ast.BinaryOp.DIV: jnp.divide,
     ast.BinaryOp.POW: jnp.power,
 }
+_ARITH.update({op.value: f for op, f in list(_ARITH.items())})
+_ARITH["pow"] = jnp.power
 
 
 def compile_expr(
@@ -80,9 +82,16 @@ def compile_expr(
     - `what`: how to name `e` in error messages ("the probability of ...").
     - `error`: `error(message, span, hint) -> Exception`, to attach the model
       source to rejections.
+
+    The tree is walked with an explicit stack and the result is a list of
+    instructions run in a loop (no recursion at compile or trace time), so
+    expressions of any depth compile. Host subtrees under `c ? a : b` are
+    evaluated lazily, as PRISM does: an error in `a` counts only in states
+    where `c` holds.
     """
     index = {v: i for i, v in enumerate(variables)}
     leaves: list = []
+    uses = _param_nodes(e, params)
 
     def fail(msg, node):
         hint = (
@@ -94,66 +103,136 @@ def compile_expr(
             return error(msg, node.span or e.span, hint)
         return UnsupportedError(msg, node.span or e.span, hint=hint)
 
-    def host(node) -> int:
+    def host(node, active) -> int:
         """Evaluate a parameter-free subtree on the host; a leaf slot."""
         lo = lower(node, index, bools=bools)
         if lo.is_constant:
             v = lo.on_columns(cols, 1)[0]
             leaves.append(float(v) if lo.kind.value == "double" else v.item())
         else:
-            leaves.append(np.asarray(lo.on_columns(cols, n)))
+            leaves.append(np.asarray(lo.on_columns(cols, n, active)))
         return len(leaves) - 1
 
-    def go(node):
-        p = mentions(node, params)
+    program: list[tuple] = []  # (op, *operands): operands are program indices
+    out: list[int] = []  # program index of each finished node
+    stack = [(e, None, False)]
+    while stack:
+        node, active, done = stack.pop()
+        p = uses.get(id(node))
         if p is None:
-            slot = host(node)
-            return lambda L, th, slot=slot: L[slot]
+            program.append(("leaf", host(node, active)))
+            out.append(len(program) - 1)
+            continue
         if isinstance(node, ast.Ident):
-            name = node.name
-            return lambda L, th, name=name: jnp.asarray(th[name], jnp.float64)
-        if isinstance(node, ast.Unary) and node.op == ast.UnaryOp.NEG:
-            f = go(node.operand)
-            return lambda L, th: -f(L, th)
-        if isinstance(node, ast.Binary) and node.op in _ARITH:
-            op = _ARITH[node.op]
-            f, g = go(node.left), go(node.right)
-            return lambda L, th: op(
-                jnp.asarray(f(L, th), jnp.float64), jnp.asarray(g(L, th), jnp.float64)
-            )
+            program.append(("param", node.name))
+            out.append(len(program) - 1)
+            continue
         if isinstance(node, ast.Ite):
-            if mentions(node.cond, params):
+            if uses.get(id(node.cond)) is not None:
                 raise fail(
-                    f"parameter `{mentions(node.cond, params)}` appears in the "
+                    f"parameter `{uses[id(node.cond)]}` appears in the "
                     f"condition of `? :` in {what}",
                     node.cond,
                 )
-            c = host(node.cond)
-            f, g = go(node.then), go(node.else_)
-            return lambda L, th: jnp.where(L[c], f(L, th), g(L, th))
-        if isinstance(node, ast.Call) and node.func in ("min", "max", "pow", "log"):
-            fs = [go(a) for a in node.args]
-            if node.func == "pow":
-                return lambda L, th: jnp.power(
-                    jnp.asarray(fs[0](L, th), jnp.float64), fs[1](L, th)
-                )
-            if node.func == "log":
-                return lambda L, th: jnp.log(jnp.asarray(fs[0](L, th), jnp.float64)) / jnp.log(
-                    jnp.asarray(fs[1](L, th), jnp.float64)
-                )
-            red = jnp.minimum if node.func == "min" else jnp.maximum
+            if not done:
+                c = host(node.cond, active)
+                cv = np.asarray(leaves[c], dtype=bool)
+                on = cv if active is None else active & cv
+                off = ~cv if active is None else active & ~cv
+                stack.append((node, c, True))
+                stack.append((node.else_, off, False))
+                stack.append((node.then, on, False))
+                continue
+            b, a = out.pop(), out.pop()
+            program.append(("ite", active, a, b))  # `active` holds the slot here
+            out.append(len(program) - 1)
+            continue
+        kids = _smooth_children(node)
+        if kids is None:
+            raise fail(f"parameter `{p}` is in a non-smooth position in {what}", node)
+        if not done:
+            stack.append((node, active, True))
+            stack.extend((k, active, False) for k in reversed(kids))
+            continue
+        args = out[len(out) - len(kids):]
+        del out[len(out) - len(kids):]
+        program.append((_op_name(node), *args))
+        out.append(len(program) - 1)
 
-            def mm(L, th):
-                out = jnp.asarray(fs[0](L, th), jnp.float64)
-                for h in fs[1:]:
-                    out = red(out, h(L, th))
-                return out
+    return Compiled(_Program(tuple(program)), leaves)
 
-            return mm
-        raise fail(f"parameter `{p}` appears in a non-smooth position in {what}", node)
 
-    fn = go(e)
-    return Compiled(fn, leaves)
+def _param_nodes(e: ast.Expr, params) -> dict[int, str]:
+    """`id(node) -> a parameter it mentions`, for the nodes that mention one."""
+    found: dict[int, str] = {}
+    if not params:
+        return found
+    order, stack = [], [e]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(ast.children(node))
+    for node in reversed(order):  # children before parents
+        if isinstance(node, ast.Ident) and node.name in params:
+            found[id(node)] = node.name
+            continue
+        for c in ast.children(node):
+            if id(c) in found:
+                found[id(node)] = found[id(c)]
+                break
+    return found
+
+
+def _smooth_children(node) -> tuple | None:
+    if isinstance(node, ast.Unary) and node.op == ast.UnaryOp.NEG:
+        return (node.operand,)
+    if isinstance(node, ast.Binary) and node.op in _ARITH:
+        return (node.left, node.right)
+    if isinstance(node, ast.Call) and node.func in ("min", "max", "pow", "log"):
+        return tuple(node.args)
+    return None
+
+
+def _op_name(node) -> str:
+    if isinstance(node, ast.Unary):
+        return "neg"
+    if isinstance(node, ast.Binary):
+        return node.op.value
+    return node.func
+
+
+def _f64(x):
+    return jnp.asarray(x, jnp.float64)
+
+
+class _Program:
+    """Runs the instructions of `compile_expr` in order: `fn(leaves, theta)`."""
+
+    def __init__(self, program: tuple):
+        self.program = program
+
+    def __call__(self, L, th):
+        vals: list = []
+        for op, *a in self.program:
+            if op == "leaf":
+                v = L[a[0]]
+            elif op == "param":
+                v = jnp.asarray(th[a[0]], jnp.float64)
+            elif op == "ite":
+                v = jnp.where(L[a[0]], vals[a[1]], vals[a[2]])
+            elif op == "neg":
+                v = -vals[a[0]]
+            elif op in ("min", "max"):
+                red = jnp.minimum if op == "min" else jnp.maximum
+                v = _f64(vals[a[0]])
+                for i in a[1:]:
+                    v = red(v, vals[i])
+            elif op == "log":
+                v = jnp.log(_f64(vals[a[0]])) / jnp.log(_f64(vals[a[1]]))
+            else:  # + - * / ^ pow
+                v = _ARITH[op](_f64(vals[a[0]]), _f64(vals[a[1]]))
+            vals.append(v)
+        return vals[-1]
 
 
 def evaluate_scalar(e: ast.Expr, params: frozenset[str], theta, *, what="expression"):

@@ -40,17 +40,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import numerics
 from .._config import cpu_solver_options
-from ..errors import ModelCheckingError, UnsupportedError
+from ..errors import ModelCheckingError, SemanticError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import ModelType, TemporalOp, TimeBoundKind
 from ..numerics import graph
 from ..props.check import _Checker
 from ..props.result import CheckOptions
+from ..props.rewards import require_nonnegative
 from ._expr import evaluate_scalar, mentions
 from ._linalg import Options, Pattern, linear_solve, spmv, spmv_t
+from ._structure import GraphLog
 from ._values import StateRewards, TransitionValues
 
 
@@ -115,6 +116,8 @@ class Problem:
         self.build_params = {k: float(build_params[k]) for k in self.names}
         self.tv = TransitionValues(checked, model, build_params)
         self.checker = _Checker(model, properties, CheckOptions())
+        #: the qualitative precomputations, recorded to compare other points' graphs
+        self.graph = GraphLog(model)
         m = model
         self.n = m.num_states
         self.mtype = m.model_type
@@ -182,10 +185,13 @@ class Problem:
     def __call__(self, theta):
         missing = [k for k in self.names if k not in theta]
         if missing:
-            raise ValueError(f"`params` lacks a value for parameter `{missing[0]}`")
+            raise SemanticError(
+                f"`params` lacks a value for parameter `{missing[0]}`",
+                hint=f"the parameters are: {', '.join(self.names)}",
+            )
         extra = [k for k in theta if k not in self.params]
         if extra:
-            raise ValueError(
+            raise SemanticError(
                 f"`{extra[0]}` is not a parameter of the model (parameters: {', '.join(self.names)})"
             )
         th = {k: _f64(theta[k]) for k in self.names}
@@ -215,6 +221,26 @@ class Problem:
             self.statics["K"] = _poisson_terms(1.25 * lam)
             self._make_jits()
             self._batched = None
+
+    def structure_differs(self, point) -> str | None:
+        """At the concrete parameter point `point`, None if the entries
+        positive there give the same qualitative precomputation as the
+        built structure (then the compiled values are the model's at that
+        point); else the name of the precomputation that differs."""
+        th = {k: jnp.asarray(float(point[k]), jnp.float64) for k in self.names}
+        if getattr(self, "_tv_jit", None) is None:
+            self._tv_jit = jax.jit(self.tv.__call__)
+        return self.graph.differs(np.asarray(self._tv_jit(self.arrays["tv"], th)))
+
+    def vanishing(self, theta) -> np.ndarray:
+        """For a batch `theta` (name -> [k] arrays), whether some entry is 0
+        (or negative) at each point: only there can the graph differ."""
+        if getattr(self, "_vanish_jit", None) is None:
+            self._vanish_jit = jax.jit(
+                jax.vmap(lambda a, t: jnp.any(self.tv(a, t) <= 0), in_axes=(None, 0))
+            )
+        th = {k: jnp.asarray(theta[k], jnp.float64) for k in self.names}
+        return np.asarray(self._vanish_jit(self.arrays["tv"], th))
 
     def batched(self):
         """`theta (name -> [k] arrays) -> [k] values`: `jax.vmap` of the
@@ -275,6 +301,7 @@ class Problem:
             if isinstance(key, ast.Node):
                 key = int(self.checker._scalar(key))
             rs = self.model.reward_structure(key)
+            require_nonnegative(self.model, rs, e.span)
             ridx = next(i for i, r in enumerate(self.model.rewards) if r is rs)
             return self._reward(e.path, ridx, opt)
         if isinstance(e, ast.SteadyOp):
@@ -369,11 +396,10 @@ class Problem:
             if k < 0:
                 raise ModelCheckingError("the bound admits no step", bound.span)
             return self._bounded(phi, psi, k, opt)
-        m = self.model
         if self.is_mdp:
-            no, yes = (graph.prob01_max if opt == "max" else graph.prob01_min)(m, phi, psi)
+            no, yes = self.graph(graph.prob01_max if opt == "max" else graph.prob01_min, phi, psi)
         else:
-            no, yes = graph.prob01(m, phi, psi)
+            no, yes = self.graph(graph.prob01, phi, psi)
         maybe = ~no & ~yes
         fixed = yes.astype(np.float64)
         if self.is_mdp:
@@ -575,7 +601,7 @@ class Problem:
     # ------------------------------------------------------------ bounded
 
     def _bounded(self, phi, psi, k, opt):
-        no = graph.prob0(self.model, phi, psi) if not self.is_mdp else graph.prob0A(self.model, phi, psi)
+        no = self.graph(graph.prob0 if not self.is_mdp else graph.prob0A, phi, psi)
         maybe = phi & ~psi & ~no
         tag = self._put(f"bnd{len(self.host)}", {
             "maybe": maybe, "psi": psi.astype(np.float64),
@@ -597,7 +623,7 @@ class Problem:
         return plan
 
     def _ctmc_bounded(self, phi, psi, high):
-        no = graph.prob0(self.model, phi, psi)
+        no = self.graph(graph.prob0, phi, psi)
         maybe = phi & ~psi & ~no
         km = np.flatnonzero(maybe[self.soe])
         tag = self._put(f"ctmc{len(self.host)}", {
@@ -689,7 +715,7 @@ class Problem:
             target = self._mask(path.right)
             if self.is_mdp:
                 self.host.setdefault("coc", self.coc.astype(np.int32))
-                finite = (graph.prob1A if opt == "max" else graph.prob1E)(m, true, target)
+                finite = self.graph(graph.prob1A if opt == "max" else graph.prob1E, true, target)
                 inf = ~finite
                 maybe = ~target & finite
                 disabled = None
@@ -699,7 +725,7 @@ class Problem:
                     disabled = leaves & maybe[self.coc]
                 inner = self._mdp(maybe, np.zeros(n), self._reward_fn(ridx, True), disabled, opt)
             else:
-                finite = graph.prob1(m, true, target)
+                finite = self.graph(graph.prob1, true, target)
                 inf = ~finite
                 maybe = ~target & finite
                 inner = self._dtmc_linear(maybe, np.zeros(n), self._reward_fn(ridx, False))
@@ -757,8 +783,8 @@ class Problem:
 
     def _steady(self, f):
         """`sum_B P(reach B) sum_{s in B} pi_B(s) f(s)` at every state."""
-        m, n = self.model, self.n
-        labels, count = graph.bsccs(m)
+        n = self.n
+        labels, count = self.graph(graph.bsccs)
         inb = labels >= 0
         soe, col = self.soe, self.col
         kin = np.flatnonzero(inb[soe])  # entries inside BSCCs (rows in a BSCC)
@@ -787,7 +813,7 @@ class Problem:
             h = arrays[tag]
             P, val = self._probs(arrays, theta)
             W = (val if ctmc else P)[h["kin"]]
-            rows, cols = h["pat"]["rows"], h["pat"]["cols"]
+            rows = h["pat"]["rows"]
             E = jax.ops.segment_sum(W, rows, num_segments=n, indices_are_sorted=True)
 
             def flow(pi):  # pi (D - W)  as a column vector: D pi - W^T pi

@@ -51,9 +51,14 @@ from ..semantics.program import CheckedProgram
 from ._expr import compile_expr, mentions
 
 
-def _err(checked: CheckedProgram):
+class VanishingAtBuildPoint(UnsupportedError):
+    """A parameter-dependent probability/rate is 0 at the build point, so the
+    built structure lacks transitions that other points have."""
+
+
+def _err(checked: CheckedProgram, kind=UnsupportedError):
     def make(message, span, hint=None):
-        err = UnsupportedError(message, span, hint=hint)
+        err = kind(message, span, hint=hint)
         if checked.source is not None:
             err.with_source(checked.source, checked.file)
         return err
@@ -161,6 +166,8 @@ class TransitionValues:
             col = gids[:, m]
             order = np.argsort(col, kind="stable")
             sc = col[order]
+            if sc.size == 0:  # no contributions (e.g. every transition vanished)
+                continue
             cuts = np.flatnonzero(np.diff(sc)) + 1
             where = None  # [c]: slot of contribution j's factor of column m
             for a, b in zip(np.r_[0, cuts], np.r_[cuts, sc.size]):
@@ -193,6 +200,11 @@ class TransitionValues:
         # Factor slot `slot` is the constant 1 (contributions without a
         # parameter-dependent factor in that column).
         src = [np.where(w < 0, slot, w).astype(np.int32) for w in src]
+        # every command with a parameter-dependent update, not only those with
+        # contributions: a command whose transitions all vanished has none
+        dep_cmds |= {
+            i for i, c in cmds.items() if any(mentions(u.prob, ctx.params) is not None for u in c.updates)
+        }
         self._check_vanishing(ctx, [cmds[c] for c in sorted(dep_cmds)], build_params)
         self.nnz = nnz
         self.merged = base.size != nnz
@@ -227,7 +239,7 @@ class TransitionValues:
                     continue
                 v = ctx.host(u.prob, rows, build)
                 if np.any(v == 0):
-                    raise ctx.err(
+                    raise _err(ctx.checked, VanishingAtBuildPoint)(
                         f"this probability/rate is 0 at the build point "
                         f"{build}, so its transitions are missing from the built "
                         "structure",

@@ -2,6 +2,7 @@
 expression lowering, and PRISM's explicit model files."""
 
 from .builder import Provenance as Provenance, build as build
+from .growth import BuildProgress as BuildProgress
 from .formats import (
     export_explicit as export_explicit,
     format_lab as format_lab,

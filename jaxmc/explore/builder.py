@@ -56,13 +56,21 @@ from ..errors import ExplorationError, UnsupportedError
 from ..lang import ast
 from ..lang.ast import ModelType
 from ..semantics.program import CheckedCommand, CheckedProgram
-from .lower import INVALID_INT, Codegen, Kind, Lowered, lower
+from . import memory
+from .growth import BuildProgress, Growth, describe
+from .lower import Codegen, Kind, Lowered, lower
 from .model import ExplicitModel, RewardStructure, StateVar
 from .statetable import Encoding, StateTable
 
 
 #: PRISM's default tolerance for probabilities summing to one.
 SUM_TOLERANCE = 1e-5
+#: Deadlock states named by the error of `deadlocks="error"`.
+MAX_DEADLOCK_EXAMPLES = 5
+#: Per-batch output arrays are joined every this many batches (`compact`).
+COMPACT_EVERY = 1024
+#: Seconds between two calls of the `progress` callback.
+PROGRESS_INTERVAL = 0.5
 #: Largest number of valuations enumerated for an `init ... endinit` block.
 MAX_INIT_ENUMERATION = 1 << 27
 
@@ -161,9 +169,10 @@ class _Compiled:
         self.names = [v.name for v in self.vars]
         index = {n: i for i, n in enumerate(self.names)}
         bools = {v.name for v in self.vars if v.is_bool}
+        self.ranges = {v.name: (v.low, v.high) for v in self.vars if not v.is_bool}
 
         def low(e: ast.Expr) -> Lowered:
-            return lower(e, index, bools=bools, params=params)
+            return lower(e, index, bools=bools, params=params, ranges=self.ranges)
 
         self.lower = low
         self.lows = np.array([v.low for v in self.vars], dtype=np.int64)
@@ -219,7 +228,7 @@ class _Compiled:
     def _fuse(self, u, index, bools, params) -> Callable:
         """One function computing an update's probability, range check and
         packed-key delta on a batch (see `Codegen`)."""
-        cg = Codegen(index, bools=bools, params=params)
+        cg = Codegen(index, bools=bools, params=params, ranges=self.ranges)
         p_code, _ = cg.expr(u.prob)
         body = [f"p = {p_code}"]
         bad, words, names = [], {}, []
@@ -461,7 +470,7 @@ def build(
     *,
     max_states: int | None = None,
     deadlocks: str = "fix",
-    progress: Callable[[int, int, float], None] | None = None,
+    progress: Callable[[BuildProgress], None] | None = None,
     params: Mapping[str, int | float | bool] | None = None,
     prob_checks: bool = True,
     chunk_size: int = 1 << 17,
@@ -471,11 +480,21 @@ def build(
     **Arguments:**
 
     - `checked`: the output of `jaxmc.semantics.check_program`.
-    - `max_states`: stop with `ExplorationError` once more states are found.
+    - `max_states`: stop with `ExplorationError` once more states are found;
+      the message names the variables whose range keeps widening across BFS
+      levels (with the values seen so far) and the levels explored.
     - `deadlocks`: `"fix"` (PRISM's default: self-loop and warning) or
-      `"error"` (raise `ExplorationError` naming a deadlock state).
-    - `progress`: called as `progress(states_found, queued, elapsed_s)` about
-      every 0.5 s and once at the end.
+      `"error"` (PRISM's `-nofixdl`: after exploring, raise
+      `ExplorationError` with the number of deadlock states and the
+      valuations of the first few).
+    - `progress`: called with a `jaxmc.explore.BuildProgress` (states found,
+      queued, BFS levels done, seconds) every `PROGRESS_INTERVAL` seconds and
+      once at the end (`done=True`).
+
+    Before its large allocations (the visited-state table, the transition
+    arrays) the build compares what they need with the memory the machine
+    has available, and stops with an `ExplorationError` saying both rather
+    than being killed by the operating system.
     - `params`: values of the constants left symbolic (`checked.parameters`).
     - `prob_checks`: check that the probabilities of every DTMC/MDP choice sum
       to one (PRISM's `-noprobchecks` turns this off; DTMC rows are then
@@ -496,7 +515,12 @@ def build(
     # Both branches of `c ? a : b` are evaluated, so floating-point warnings
     # are expected; the results actually used are checked explicitly.
     with np.errstate(all="ignore"):
-        return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
+        try:
+            return _Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
+        except ExplorationError as err:  # evaluation errors of lowered expressions
+            if err.source is None and checked.source is not None:
+                err.with_source(checked.source, checked.file)
+            raise
 
 
 class _Builder:
@@ -523,6 +547,9 @@ class _Builder:
         self.nondet_states = 0
         self.label_names: list[str | None] = [None]
         self.label_id: dict[str | None, int] = {None: 0}
+        self.dead_examples: list[np.ndarray] = []  # deadlocks="error": the first few
+        self.growth = Growth(len(comp.vars))
+        self.done = 0  # states expanded (the queue is [done, len(table)))
 
     # -------------------------------------------------------------- initial
     def initial(self) -> np.ndarray:
@@ -567,15 +594,49 @@ class _Builder:
         return np.concatenate(found)
 
     def too_many(self) -> ExplorationError:
-        return ExplorationError(
-            f"more than {self.max_states} states; raise max_states",
-            hint="pass a larger `max_states` to build() (or None for no limit)",
+        found = len(self.table)
+        why, var = describe(self.growth, self.comp.vars, found, found - self.done)
+        span = self.comp.vars[var].span if var is not None else None
+        return self.comp.error(
+            f"more than {self.max_states:,} states (max_states): {why}",
+            span,
+            hint="bound the variables that keep growing (a counter that only grows "
+            "makes the state space as large as its range), or raise max_states "
+            "(--max-states; None for no limit)",
         )
 
     def add_states(self, keys: np.ndarray) -> np.ndarray:
         if self.max_states is not None and len(self.table) + keys.shape[0] > self.max_states:
             raise self.too_many()
+        need = self.table.growth_bytes(keys.shape[0])
+        at = f"at {len(self.table):,} states"
+        memory.ensure(need, "the table of visited states", at)
         return self.table.add(keys)
+
+    def compact(self) -> None:
+        """Join the per-batch arrays: a model explored one state per batch (a
+        long chain) would otherwise hold a dozen small numpy arrays per state,
+        whose headers outweigh their data many times."""
+        names = ("n_choices", "row_len", "cols", "vals", "actions", "deadlock")
+        for name in names + ("contrib_per_entry", "contrib_code", "contrib_weight"):
+            lst = getattr(self, name)
+            if len(lst) > 1:
+                lst[:] = [np.concatenate(lst)]
+        for lst in self.trews:
+            if len(lst) > 1:
+                lst[:] = [np.concatenate(lst)]
+
+    def held_bytes(self) -> int:
+        """Bytes of the per-batch transition arrays so far (assembling the
+        model copies them once more)."""
+        return sum(a.nbytes for lst in (self.cols, self.vals, self.contrib_code,
+                                        self.contrib_weight, self.contrib_per_entry)
+                   for a in lst)  # fmt: skip
+
+    def report(self, done: bool = False) -> None:
+        found = len(self.table)
+        self.progress(BuildProgress(found, found - self.done, self.growth.levels,
+                                    time.perf_counter() - self.t0, done))  # fmt: skip
 
     # ------------------------------------------------------------------ run
     def run(self) -> ExplicitModel:
@@ -584,19 +645,49 @@ class _Builder:
         init_keys = comp.enc.encode([init_states[:, i] for i in range(init_states.shape[1])], init_states.shape[0])
         # Distinct by construction (one valuation, or an enumeration).
         init_ids = self.add_states(init_keys)
-        done = 0
+        level_end = len(self.table)  # the queue [done, level_end) is one BFS level
         last_report = time.perf_counter()
-        while done < len(self.table):
-            hi = min(len(self.table), done + self.chunk_size)
-            self.expand(done, hi)
-            done = hi
+        while self.done < len(self.table):
+            hi = min(level_end, self.done + self.chunk_size)
+            self.expand(self.done, hi)
+            self.done = hi
+            if len(self.cols) >= COMPACT_EVERY:
+                self.compact()
+            if hi == level_end:
+                self.growth.level_done()
+                level_end = len(self.table)
             now = time.perf_counter()
-            if self.progress is not None and now - last_report >= 0.5:
-                self.progress(len(self.table), len(self.table) - done, now - self.t0)
+            if now - last_report >= PROGRESS_INTERVAL:
                 last_report = now
+                if self.progress is not None:
+                    self.report()
+                memory.ensure(self.held_bytes(), "assembling the transition arrays",
+                              f"at {len(self.table):,} states")  # fmt: skip
         if self.progress is not None:
-            self.progress(len(self.table), 0, time.perf_counter() - self.t0)
+            self.report(done=True)
+        if self.dead_examples:
+            raise self.deadlock_error()
         return self.assemble(init_ids)
+
+    def deadlock_error(self) -> ExplorationError:
+        """PRISM's `-nofixdl`: the model has deadlock states (after the whole
+        state space is explored, so that the count is exact)."""
+        comp = self.comp
+        count = int(sum(int(d.sum()) for d in self.deadlock))
+        shown = "\n".join(f"  {comp.witness(s)}" for s in self.dead_examples)
+        rest = count - len(self.dead_examples)
+        more = f"\n  ... and {rest} more" if rest > 0 else ""
+        span = comp.checked.program.span
+        file = comp.checked.file
+        where = None if span is None else ast.Span(file, span.line, span.column)
+        err = ExplorationError(
+            f"the model has {count} deadlock state{'s' if count != 1 else ''} "
+            f"(states without an enabled command):\n{shown}{more}",
+            where,
+            hint="add commands for these states (e.g. a self-loop `[] done -> true;`), "
+            "or let deadlocks be fixed with self-loops (PRISM's default, -fixdl)",
+        )
+        return err
 
     # --------------------------------------------------------------- expand
     def expand(self, lo: int, hi: int) -> None:
@@ -604,6 +695,7 @@ class _Builder:
         n = hi - lo
         keys = self.table.keys[lo:hi]
         states = comp.enc.decode(keys)
+        self.growth.expanded(states)
         cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
 
         # 1. guards
@@ -626,13 +718,9 @@ class _Builder:
         for s in c_src_l:
             has[s] = True
         dead = np.flatnonzero(~has)
-        if dead.size and self.deadlocks == "error":
-            raise comp.error(
-                f"deadlock in state {comp.witness(states[dead[0]])} "
-                f"({dead.size} deadlock states in this batch)",
-                None,
-                hint="fix the model, or build with deadlocks='fix' (PRISM's default)",
-            )
+        room = MAX_DEADLOCK_EXAMPLES - len(self.dead_examples)
+        if dead.size and self.deadlocks == "error" and room > 0:
+            self.dead_examples += [states[i] for i in dead[:room]]
         self.deadlock.append(~has)
         # Deadlock states get a synthetic choice with no command: a self-loop.
         c_src_l.append(dead)
@@ -681,6 +769,10 @@ class _Builder:
             tables.append((P, D, local))
         total = reps.prod(axis=0) if k else np.ones(nc, dtype=np.int64)
         ne = int(total.sum())
+        # Per expanded entry: probability, choice, combination index, code,
+        # successor id, sort key, order (8 bytes each) and two key copies.
+        memory.ensure(ne * (56 + 16 * comp.enc.n_words), "the successors of a batch",
+                      f"at {len(self.table):,} states")  # fmt: skip
         if ne == nc:  # one update per choice: no expansion
             e_choice = np.arange(nc)
             r = np.zeros(nc, dtype=np.int64)
@@ -783,7 +875,9 @@ class _Builder:
                 g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)[c_src]
                 hit = match & g
                 if hit.any():
-                    v = _as_float(item.value.unchecked(cols, n))[c_src]
+                    active = np.zeros(n, dtype=bool)
+                    active[c_src[hit]] = True
+                    v = _as_float(item.value.unchecked(cols, n, active))[c_src]
                     r_choice[hit] += v[hit]
             contrib = (val * r_choice[e_choice])[order]
             num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
@@ -803,9 +897,8 @@ class _Builder:
         comp = self.comp
         v = comp.vars[vi]
         c = cmd.cmd
-        what = "an invalid value (mod/pow error)" if value == INVALID_INT else str(value)
         raise comp.error(
-            f"update of command in module `{c.module}` assigns `{v.name}` = {what}, "
+            f"update of command in module `{c.module}` assigns `{v.name}` = {value}, "
             f"outside its range [{v.low}..{v.high}], in state {comp.witness(state)}",
             c.span or u.span,
             hint=f"widen the range of `{v.name}` or guard the command",
@@ -844,6 +937,11 @@ class _Builder:
     def assemble(self, init_ids: np.ndarray) -> ExplicitModel:
         comp, mt = self.comp, self.mt
         n = len(self.table)
+        # The concatenated transition arrays and provenance, the decoded
+        # states (int64, then int32), the pointers and the labels.
+        per_state = 12 * len(comp.vars) + 24 + len(comp.checked.labels) + 2
+        need = self.held_bytes() + n * per_state
+        memory.ensure(need, "the transition arrays", f"of {n:,} states")
         states = comp.enc.decode(self.table.keys[:n])
         cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
         n_choices = np.concatenate(self.n_choices) if self.n_choices else np.zeros(0, np.int64)
@@ -880,7 +978,7 @@ class _Builder:
                         continue
                     g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)
                     if g.any():
-                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n)), 0.0)
+                        state_r += np.where(g, _as_float(item.value.unchecked(cols, n, g)), 0.0)
             trans_r = None
             if ri in self.trew_structs:
                 trans_r = np.concatenate(self.trews[self.trew_structs.index(ri)])

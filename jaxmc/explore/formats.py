@@ -222,12 +222,9 @@ def export_explicit(
 def _read(src: PathLike | IO[str]) -> tuple[str, str]:
     if isinstance(src, io.TextIOBase) or hasattr(src, "read"):
         return src.read(), getattr(src, "name", "<stream>")  # type: ignore[union-attr]
-    path = Path(src)  # type: ignore[arg-type]
-    if path.suffix == ".gz":
-        import gzip
+    from .pexp import read_text
 
-        return gzip.open(path, "rt").read(), str(path)
-    return path.read_text(), str(path)
+    return read_text(src), str(src)  # type: ignore[arg-type]
 
 
 def _content_lines(text: str) -> list[str]:
@@ -363,7 +360,9 @@ def import_explicit(
     - `tra`: the transitions file (path, `.gz` path, or text stream).
     - `sta`, `lab`: states and labels files (optional).
     - `srew`, `trew`: a state/transition rewards file, or a list of them (one
-      per reward structure, paired by position).
+      per reward structure, paired by position; None where a structure has
+      none of that kind). A structure's name comes from the files'
+      `# Reward structure "name"` comment.
     - `model_type`: "dtmc", "ctmc" or "mdp". If None, the `# Transitions (...)`
       comment decides, else a 3-number header means an MDP, else a DTMC.
 
@@ -458,7 +457,7 @@ def _import_rewards(srew, trew, n, nd, choice_ptr, row_ptr, col) -> tuple[Reward
     for i in range(max(len(srews), len(trews))):
         name = None
         state = transition = None
-        if i < len(srews):
+        if i < len(srews) and srews[i] is not None:
             text, file = _read(srews[i])
             name = _reward_name(text)
             lines = _content_lines(text)
@@ -468,7 +467,7 @@ def _import_rewards(srew, trew, n, nd, choice_ptr, row_ptr, col) -> tuple[Reward
                 if not 0 <= int(s) < n:
                     raise _bad(file, f"state {s} out of range 0..{n - 1}")
                 state[int(s)] = float(r)
-        if i < len(trews):
+        if i < len(trews) and trews[i] is not None:
             text, file = _read(trews[i])
             name = name or _reward_name(text)
             lines = _content_lines(text)

@@ -139,6 +139,22 @@ class StateTable:
             active = active[~found & (ids >= 0)]
         return out
 
+    def growth_bytes(self, b: int) -> int:
+        """Bytes that `add`ing `b` more keys allocates (a larger key array
+        and/or a rebuilt slot table); 0 when they fit."""
+        need = 0
+        cap = self.keys.shape[0]
+        while self.size + b > cap:
+            cap *= 2
+        if cap != self.keys.shape[0]:
+            need += cap * self.n_words * 8
+        bits = self._bits
+        while 2 * (self.size + b) > (1 << bits):
+            bits += 1
+        if bits != self._bits:
+            need += (1 << bits) * 8
+        return need
+
     def add(self, keys: np.ndarray) -> np.ndarray:
         """Insert distinct keys known to be absent; returns their new ids."""
         b = keys.shape[0]

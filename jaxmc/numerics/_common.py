@@ -70,7 +70,6 @@ from ..layout import (
     ordered_csr,
     ordered_dia,
 )
-from ._timing import stage
 from ..solvers import (
     Status,
     bicgstab,
@@ -81,6 +80,7 @@ from ..solvers import (
     power,
     value_iteration,
 )
+from ._timing import stage
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,10 @@ class NumericResult:
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The names `layout=` takes (see the module docstring).
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector", "dia")
+LAYOUTS = (
+    "auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector",
+    "dia",
+)  # fmt: skip
 COMPACT = ("compact", "compact2")
 #: Layouts built on the host from each solve's values (the device matrix
 #: cached per model holds the structure only).
@@ -124,7 +127,9 @@ FP32_MIN_EPSILON = 1e-6
 def check_precision(precision: str, epsilon: float | None = None) -> str:
     """Validate `precision` and, for "fp32", that `epsilon` is reachable."""
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown `precision` {precision!r}; expected one of {PRECISIONS}")
+        raise ValueError(
+            f"unknown `precision` {precision!r}; expected one of {PRECISIONS}"
+        )
     if precision == "fp32" and epsilon is not None and epsilon < FP32_MIN_EPSILON:
         raise UnsupportedError(
             f"epsilon {epsilon:g} is below what fp32 can reach (float32 rounds at "
@@ -141,7 +146,8 @@ def to_precision(tree, precision: str):
         return tree
 
     def cast(leaf):
-        if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating):
+        is_array = isinstance(leaf, (jax.Array, np.ndarray))
+        if is_array and jnp.issubdtype(leaf.dtype, jnp.floating):
             return jnp.asarray(leaf, jnp.float32)
         return leaf
 
@@ -168,8 +174,9 @@ def resolve_layout(model: ExplicitModel, layout: str = "auto") -> str:
         return "csr"
     per = _CACHE.setdefault(model, {})
     if "auto" not in per:
-        per["auto"] = layout_kind(_host_csr(model.row_ptr, model.col, model.val,
-                                            (model.num_choices, model.num_states)), "gpu")
+        host = _host_csr(model.row_ptr, model.col, model.val,
+                         (model.num_choices, model.num_states))
+        per["auto"] = layout_kind(host, "gpu")
     return per["auto"]
 
 
@@ -228,7 +235,9 @@ def lex_rank(model: ExplicitModel, states=None) -> np.ndarray:
     return rank
 
 
-def build_ordered(indptr, cols, vals, shape, kind: str, rank=None, fallback: str = "compact"):
+def build_ordered(
+    indptr, cols, vals, shape, kind: str, rank=None, fallback: str = "compact"
+):
     """`(matrix, order)`: `build_matrix` of the host CSR, reordered first by
     `jaxmc.layout.ordered_csr` where that pays for `kind` (a warp-segment
     layout of a square matrix whose segments carry much padding; the rows
@@ -248,8 +257,9 @@ def build_ordered(indptr, cols, vals, shape, kind: str, rank=None, fallback: str
             return got
         kind = layout_kind(host, "gpu") if fallback == "auto" else fallback
     if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
-        B, order = ordered_csr(host if host is not None else _host_csr(indptr, cols, vals, shape),
-                               kind)
+        if host is None:
+            host = _host_csr(indptr, cols, vals, shape)
+        B, order = ordered_csr(host, kind)
         if order is not None:
             B = _host_csr(B.indptr, B.indices, B.data, shape)
             return build_matrix(B.indptr, B.indices, B.data, shape, kind), order
@@ -268,7 +278,8 @@ def layout_name(matrix) -> str:
         return "vector"
     if isinstance(matrix, CompactDIA):
         return "dia"
-    return {CSR: "csr", ELL: "ell", SlicedELL: "sell"}.get(type(matrix), type(matrix).__name__)
+    names = {CSR: "csr", ELL: "ell", SlicedELL: "sell"}
+    return names.get(type(matrix), type(matrix).__name__)
 
 
 def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
@@ -278,11 +289,16 @@ def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
     choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
     n, m = len(choice_ptr) - 1, len(row_ptr) - 1
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
-    matrix = csr if kind in HOST_BUILT + ("csr",) else build_matrix(row_ptr, col, val, (m, n), kind)
+    if kind in HOST_BUILT + ("csr",):
+        matrix = csr
+    else:
+        matrix = build_matrix(row_ptr, col, val, (m, n), kind)
     return SparseModel(
         csr=csr,
         matrix=matrix,
-        group_ids=jnp.asarray(np.repeat(np.arange(n), np.diff(choice_ptr)), dtype=jnp.int32),
+        group_ids=jnp.asarray(
+            np.repeat(np.arange(n), np.diff(choice_ptr)), dtype=jnp.int32
+        ),
         n_states=n,
         n_choices=m,
         nondeterministic=nondeterministic,
@@ -311,8 +327,8 @@ def host_structure(model: ExplicitModel, M: SparseModel | None = None):
     if M is None:
         return (model.state_of_choice(), model.row_of_entry(), np.asarray(model.col),
                 np.asarray(model.row_ptr))
-    return (np.asarray(M.group_ids), np.asarray(M.csr.row_ids), np.asarray(M.csr.indices),
-            np.asarray(M.csr.indptr))
+    return (np.asarray(M.group_ids), np.asarray(M.csr.row_ids),
+            np.asarray(M.csr.indices), np.asarray(M.csr.indptr))
 
 
 def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseModel:
@@ -341,7 +357,9 @@ def square_matrix(M: SparseModel, kind: str, vals, indptr, cols, rank=None):
 def undo_order(sol, order):
     """A solver's solution with its value back in the model's numbering
     (`order` a `Permutation`, or None)."""
-    return sol if order is None else eqx.tree_at(lambda s: s.value, sol, order.undo(sol.value))
+    if order is None:
+        return sol
+    return eqx.tree_at(lambda s: s.value, sol, order.undo(sol.value))
 
 
 def state_of_entry(model: ExplicitModel) -> np.ndarray:
@@ -350,7 +368,9 @@ def state_of_entry(model: ExplicitModel) -> np.ndarray:
 
 def exit_rates(model: ExplicitModel) -> np.ndarray:
     """E(s): the row sums of a CTMC's rate matrix (0 for absorbing states)."""
-    return np.bincount(state_of_entry(model), weights=model.val, minlength=model.num_states)
+    return np.bincount(
+        state_of_entry(model), weights=model.val, minlength=model.num_states
+    )
 
 
 def probabilities(model: ExplicitModel) -> np.ndarray:
@@ -496,7 +516,9 @@ def solve_fixed(
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
-        return NumericResult(values=fixed.copy(), method="jacobi" if method == AUTO else method)
+        return NumericResult(
+            values=fixed.copy(), method="jacobi" if method == AUTO else method
+        )
     rank = None
     if kind == "dia":
         if M.nondeterministic or M.n_states != model.num_states:
@@ -504,9 +526,9 @@ def solve_fixed(
         else:
             rank = lex_rank(model)
     with stage("solve"):
+        kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
         out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
-                            dict(epsilon=epsilon, relative=relative, max_iters=max_iters,
-                                 throw=throw), precision,
+                            kw, precision,
                             auto_ok=layout == "auto" and precision == "fp64", rank=rank)
     return out
 
@@ -516,7 +538,9 @@ def _host_matrix(n, data, state_row, cols):
     import scipy.sparse as scipy_sparse
 
     live = data != 0
-    return scipy_sparse.csr_matrix((data[live], (state_row[live], cols[live])), shape=(n, n))
+    return scipy_sparse.csr_matrix(
+        (data[live], (state_row[live], cols[live])), shape=(n, n)
+    )
 
 
 def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
@@ -526,7 +550,9 @@ def _auto_linear(n, data, state_row, cols, maybe, auto_ok):
     k = int(maybe.sum())
     # (on an accelerator only small systems: there Jacobi's loop is fast and
     # the host's decomposition would add to every property)
-    cap = TOPOLOGICAL_MAX_ENTRIES if jax.default_backend() == "cpu" else TOPOLOGICAL_MAX_ENTRIES >> 4
+    cap = TOPOLOGICAL_MAX_ENTRIES
+    if jax.default_backend() != "cpu":
+        cap >>= 4
     if not auto_ok or data.size > cap or k == 0:
         return None, None
     from ..solvers._gauss_seidel import scc_labels, topological_order
@@ -554,18 +580,25 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
     if precision == "fp64":
         vec, mat = jnp.asarray, (lambda A: A)
     else:
-        vec, mat = (lambda v: jnp.asarray(v, jnp.float32)), (lambda A: to_precision(A, precision))
+        def vec(v):
+            return jnp.asarray(v, jnp.float32)
+
+        def mat(A):
+            return to_precision(A, precision)
     sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
     if method == AUTO:
         A, order = _auto_linear(n, data, state_row, cols, maybe, auto_ok)
         method = "jacobi"
         if A is not None:  # chosen for the structure: bounded, then Jacobi takes over
             budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
-            sol = gauss_seidel(A, bb, x0, order=order, **dict(kw, max_iters=budget, throw=False))
+            sol = gauss_seidel(
+                A, bb, x0, order=order, **dict(kw, max_iters=budget, throw=False)
+            )
             if Status(int(sol.status)) != Status.MAX_ITERS or budget == kw["max_iters"]:
                 method = "gauss_seidel"
                 sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
-                extra.update(layout="host", precision="fp64")  # a host solve, in float64
+                # a host solve, in float64
+                extra.update(layout="host", precision="fp64")
             else:
                 sweeps, x0 = int(sol.iterations), np.asarray(sol.value)
                 kw = dict(kw, max_iters=int(kw["max_iters"]) - sweeps)
@@ -581,7 +614,8 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
         if method == "jacobi":
             on_diag = cols == state_row
             diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
-            A, order = square_matrix(M, kind, np.where(on_diag, 0.0, data), indptr, cols, rank)
+            off = np.where(on_diag, 0.0, data)
+            A, order = square_matrix(M, kind, off, indptr, cols, rank)
         else:
             diag = np.ones(n)
             A, order = square_matrix(M, kind, data, indptr, cols, rank)
@@ -595,7 +629,9 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
             sol = bicgstab(A, vec(diag), vec(at(bb)), vec(at(x0)), **kw)
         sol = undo_order(sol, order)
         if sweeps:
-            sol = sol.__class__(sol.value, sol.status, sol.iterations + sweeps, sol.residual)
+            sol = sol.__class__(
+                sol.value, sol.status, sol.iterations + sweeps, sol.residual
+            )
     elif method == "value_iteration":
         A = mat(valued(M, kind, data, indptr, cols))
         sol = value_iteration(A, vec(bb), vec(x0), opt or "max", **kw)
@@ -617,6 +653,18 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
     if "layout" not in extra:
         extra["layout"] = layout_name(A)
     return _result(sol, method, extra)
+
+
+def expand_result(res: NumericResult, rep: np.ndarray, **extra) -> NumericResult:
+    """`res`, solved on a quotient (`quotient`), read back on the original
+    states: values and per-state extras (interval-iteration bounds) at
+    `rep[s]`; `extra` added."""
+    lifted = {k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
+              for k, v in (res.extra or {}).items()}
+    lifted.update(extra)
+    return NumericResult(
+        res.values[rep], res.status, res.iterations, res.residual, res.method, lifted
+    )
 
 
 def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "csr"):

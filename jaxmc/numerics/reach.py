@@ -14,6 +14,7 @@ from ._common import (
     check_precision,
     check_type,
     default_method,
+    expand_result,
     probabilities,
     quotient,
     solve_fixed,
@@ -77,7 +78,8 @@ def until_probabilities(
         if precompute:
             no, yes = prob01_sets(model, phi, psi, opt)
         else:
-            no = graph.prob0E(model, phi, psi) if opt == "min" else graph.prob0(model, phi, psi)
+            prob0 = graph.prob0E if opt == "min" else graph.prob0
+            no = prob0(model, phi, psi)
             yes = psi.copy()
     maybe = ~no & ~yes
     fixed = yes.astype(np.float64)
@@ -104,11 +106,7 @@ def until_probabilities(
             res = solve_fixed(
                 model, qprobs, maybe2, fixed2, b[keep], upper=np.ones(n2), M=M, **kw
             )
-            vals = res.values[rep]
-            return NumericResult(
-                vals, res.status, res.iterations, res.residual, res.method,
-                {"no": no, "yes": yes},
-            )
+            return expand_result(res, rep, no=no, yes=yes)
     res = solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
     res.extra.update(no=no, yes=yes)
     return res

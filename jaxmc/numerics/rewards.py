@@ -28,6 +28,7 @@ from ._common import (
     choice_rewards,
     default_method,
     exit_rates,
+    expand_result,
     probabilities,
     quotient,
     solve_fixed,
@@ -77,6 +78,19 @@ def _upper(M, probs, b, maybe, fixed, kw):
     return np.full(len(maybe), bound)
 
 
+def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
+    """`res` with the value, and the interval-iteration bounds if any, set to
+    `inf` in the states `inf` (left out of the solve)."""
+    extra = dict(res.extra or {})
+    for key in ("lower", "upper"):
+        if key in extra:
+            extra[key] = np.where(inf, np.inf, extra[key])
+    vals = np.where(inf, np.inf, res.values)
+    return NumericResult(
+        vals, res.status, res.iterations, res.residual, res.method, extra
+    )
+
+
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
     upper = _upper(sparse(model, kw["layout"]), probs, b, maybe, fixed, kw)
     return solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
@@ -102,7 +116,7 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
     fixed2[rep[~maybe]] = fixed[~maybe]
     upper = _upper(M, qprobs, b[keep], maybe2, fixed2, kw)
     res = solve_fixed(model, qprobs, maybe2, fixed2, b[keep], M=M, upper=upper, **kw)
-    return NumericResult(res.values[rep], res.status, res.iterations, res.residual, res.method)
+    return expand_result(res, rep)
 
 
 def reachability_rewards(
@@ -152,10 +166,7 @@ def reachability_rewards(
         res = _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw)
     else:
         res = _solve(model, probs, maybe, fixed, b, kw)
-    vals = np.where(inf, np.inf, res.values)
-    return NumericResult(
-        vals, res.status, res.iterations, res.residual, res.method, res.extra
-    )
+    return _infinite_at(res, inf)
 
 
 def total_rewards(
@@ -180,9 +191,8 @@ def total_rewards(
     if model.model_type == ModelType.CTMC:
         e = exit_rates(model)
         st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-        reward = RewardStructure(
-            reward.name, np.divide(st, e, out=np.zeros(n), where=e > 0), reward.transition
-        )
+        rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
+        reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
     kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
              precision)
@@ -219,10 +229,7 @@ def total_rewards(
         b = r.copy()
         b[_leaves(model, inf)] = np.inf
         res = _solve(model, probs, maybe, fixed, b, kw)
-    vals = np.where(inf, np.inf, res.values)
-    return NumericResult(
-        vals, res.status, res.iterations, res.residual, res.method, res.extra
-    )
+    return _infinite_at(res, inf)
 
 
 def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
@@ -259,11 +266,7 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
     b = r[keep]
     upper = _upper(M, qprobs, b, maybe2, fixed2, kw)
     res = solve_fixed(model, qprobs, maybe2, fixed2, b, upper=upper, M=M, **kw)
-    extra = {k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
-             for k, v in (res.extra or {}).items()}
-    return NumericResult(
-        res.values[rep], res.status, res.iterations, res.residual, res.method, extra
-    )
+    return expand_result(res, rep)
 
 
 def cumulative_rewards(

@@ -2,3 +2,4 @@
 
 from .check import check_property as check_property
 from .result import CheckOptions as CheckOptions, CheckResult as CheckResult
+from .threshold import UndecidedError as UndecidedError

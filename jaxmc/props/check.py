@@ -21,6 +21,7 @@ PRISM's rules implemented here:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -28,22 +29,20 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
-from ..numerics._timing import collect
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
-from ..lang.ast import BinaryOp, TemporalOp, TimeBoundKind
+from ..lang.ast import BinaryOp, TemporalOp
+from ..numerics._timing import collect
 from .evaluate import evaluate_plain
+from .filters import reduce_filter
 from .result import CheckOptions, CheckResult
+from .rewards import describe_state, require_nonnegative
+from .threshold import compare, undecided_error
+from .timebounds import normalise_time_bound
 
 
 _FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
-_COMPARE = {
-    BinaryOp.LT: np.less,
-    BinaryOp.LE: np.less_equal,
-    BinaryOp.GT: np.greater,
-    BinaryOp.GE: np.greater_equal,
-}
 
 
 def check_property(
@@ -55,12 +54,19 @@ def check_property(
     expr = prop.expr
     text = getattr(prop, "text", None) or _format(expr)
     with collect() as stages:
+        if not isinstance(expr, ast.Filter):
+            # Without a filter, PRISM reports the value in the initial states.
+            checker.needed = np.zeros(checker.n, dtype=bool)
+            checker.needed[np.asarray(model.initial_states)] = True
         if isinstance(expr, ast.Filter):
             value = checker.filter(expr)
             values, is_filter = None, True
             if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
                 values, is_filter, value = value, False, None
         else:
+            # PRISM evaluates an unfiltered property in the initial states only
+            checker.active = np.zeros(model.num_states, dtype=bool)
+            checker.active[np.asarray(model.initial_states)] = True
             values, value, is_filter = checker.eval(expr), None, False
     checker.stats["total"] = time.perf_counter() - start
     for name in ("precompute", "layout", "solve"):
@@ -106,15 +112,24 @@ class _Checker:
         self.method: str | None = None
         self.layout: str | None = None
         self.precision: str | None = None
-        #: (lower, upper) of the last interval-iteration solve.
+        #: (lower, upper) of the last solve, if it was interval iteration.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
-        self._label_cache: dict[str, np.ndarray] = {}
+        #: The states whose value of the formula being evaluated matters; a
+        #: threshold left undecided by interval iteration in one of them is
+        #: an error (`jaxmc.props.threshold`).
+        self.needed = np.ones(self.n, dtype=bool)
+        #: Labels, and properties referred to by name with the `needed` mask
+        #: they were evaluated under.
+        self._label_cache: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._resolving: set[str] = set()
+        #: States where a plain top-level expression must evaluate without error.
+        self.active: np.ndarray | None = None
 
     # ------------------------------------------------------------ expressions
 
     def eval(self, e: ast.Expr) -> np.ndarray:
         """The value of `e` in every state."""
+        active, self.active = self.active, None  # only for the top-level `e`
         if isinstance(e, ast.ProbOp):
             return self.prob_op(e)
         if isinstance(e, ast.RewardOp):
@@ -139,7 +154,7 @@ class _Checker:
                 "a path formula must appear inside P[...], R[...], E[...] or A[...]",
                 e.span,
             )
-        return evaluate_plain(e, self.model, self.eval)
+        return evaluate_plain(e, self.model, self.eval, active)
 
     def bool(self, e: ast.Expr) -> np.ndarray:
         v = self.eval(e)
@@ -147,10 +162,24 @@ class _Checker:
             raise ModelCheckingError("expected a boolean-valued formula", e.span)
         return v
 
+    @contextlib.contextmanager
+    def _needing(self, mask: np.ndarray | None = None):
+        """Evaluate sub-formulas whose value matters in `mask` (all states if
+        None): an operator's operands, a filter's operand and states."""
+        saved = self.needed
+        self.needed = np.ones(self.n, dtype=bool) if mask is None else mask
+        try:
+            yield
+        finally:
+            self.needed = saved
+
     def label(self, e: ast.LabelRef) -> np.ndarray:
         name = e.name
         if name in self._label_cache:
-            return self._label_cache[name]
+            mask, needed = self._label_cache[name]
+            if needed is None or not (self.needed & ~needed).any():
+                return mask
+        needed = None
         if name == "init":
             mask = np.zeros(self.n, dtype=bool)
             mask[np.asarray(self.model.initial_states)] = True
@@ -169,7 +198,8 @@ class _Checker:
                 mask = self.eval(target)
             finally:
                 self._resolving.discard(name)
-        self._label_cache[name] = mask
+            needed = self.needed
+        self._label_cache[name] = (mask, needed)
         return mask
 
     # -------------------------------------------------------------- operators
@@ -190,11 +220,23 @@ class _Checker:
             return "min"
         return "max"
 
-    def _apply_threshold(self, values: np.ndarray, threshold: ast.Threshold | None):
+    def _apply_threshold(self, values: np.ndarray, op: Any):
+        """`values ~ bound` for `op`'s threshold, refusing a comparison that
+        the bounds of `op`'s own solve (`self.bounds`) leave undecided in a
+        state that matters."""
+        threshold = op.threshold
         if threshold is None:
             return values
+        bounds = self.bounds
         bound = self._scalar(threshold.value)
-        return _COMPARE[threshold.cmp](values, bound)
+        result, undecided = compare(values, threshold.cmp, bound, bounds, self.needed)
+        if undecided.any():
+            o = self.options
+            raise undecided_error(
+                op, _format(op), bound, bounds, undecided,
+                lambda s: describe_state(self.model, s), o.epsilon, o.relative,
+            )  # fmt: skip
+        return result
 
     def _scalar(self, e: ast.Expr) -> float:
         v = self.eval(e)
@@ -202,12 +244,17 @@ class _Checker:
 
     def prob_op(self, op: ast.ProbOp) -> np.ndarray:
         opt = self._opt(op.opt, op.threshold)
-        values = self.path_probs(op.path, opt)
-        return self._apply_threshold(values, op.threshold)
+        with self._needing():
+            values = self.path_probs(op.path, opt)
+        return self._apply_threshold(values, op)
 
     def path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
         """CTL `E`/`A` (see `jaxmc.numerics.ctl`), reduced to E X, E U, E G,
         A X, A U, A G by the usual dualities."""
+        with self._needing():
+            return self._path_quantifier(q)
+
+    def _path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
         path, m = q.path, self.model
         exists = q.quantifier == ast.Quantifier.EXISTS
         if not isinstance(path, ast.Temporal):
@@ -246,7 +293,9 @@ class _Checker:
         """P(path) in every state, optimised with `opt` on MDPs."""
         if not isinstance(path, ast.Temporal):
             # A state formula as a path formula holds at time 0 or not at all.
-            return self.bool(path).astype(np.float64)
+            values = self.bool(path).astype(np.float64)
+            self.bounds = None  # exact
+            return values
         flip = {None: None, "min": "max", "max": "min"}[opt]
         op, bound = path.op, path.bound
         if op == TemporalOp.NEXT:
@@ -276,37 +325,7 @@ class _Checker:
         normalised to inclusive integer bounds."""
         low = self._scalar(bound.low) if bound.low is not None else 0
         high = self._scalar(bound.high) if bound.high is not None else math.inf
-        kind = bound.kind
-        if kind == TimeBoundKind.EQ:
-            high = low
-        for v, e in ((low, bound.low), (high, bound.high)):
-            if e is not None and v < 0:
-                raise ModelCheckingError(f"negative time bound {v}", e.span)
-        if bound.kind == TimeBoundKind.INTERVAL and high < low:
-            raise ModelCheckingError(
-                f"empty time interval [{low}, {high}]", bound.span
-            )
-        if not self.is_ctmc:
-            if any(
-                e is not None and float(v) != int(v)
-                for v, e in ((low, bound.low), (high, bound.high))
-            ):
-                raise ModelCheckingError(
-                    "step bounds of a discrete-time model must be integers",
-                    bound.span,
-                )
-            if kind == TimeBoundKind.LT:
-                high = high - 1
-                if high < 0:
-                    raise ModelCheckingError(
-                        "the bound <0 admits no step", bound.span,
-                        hint="a strict upper bound must be at least 1",
-                    )  # fmt: skip
-            elif kind == TimeBoundKind.GT:
-                low = low + 1
-        elif kind == TimeBoundKind.LT and high <= 0:
-            raise ModelCheckingError("the time bound <0 is empty", bound.span)
-        return low, high
+        return normalise_time_bound(bound, low, high, self.is_ctmc)
 
     # --------------------------------------------------------------- numerics
 
@@ -323,10 +342,13 @@ class _Checker:
             self.status = res.status.name.lower()
         elif self.status is None:
             self.status = res.status.name.lower()
+        self.bounds = None
         if res.extra and "lower" in res.extra:
             lo, hi = np.asarray(res.extra["lower"]), np.asarray(res.extra["upper"])
             self.bounds = (lo, hi)
-            self.bound_gap = float(np.max(hi - lo, initial=0.0))
+            with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+                gap = np.where(lo == hi, 0.0, hi - lo)
+            self.bound_gap = float(np.max(gap, initial=0.0))
         return np.asarray(res.values)
 
     def _dual(self, values: np.ndarray, before) -> np.ndarray:
@@ -355,9 +377,10 @@ class _Checker:
         )
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
-        return self._record(
-            numerics.next_probabilities(self.model, phi, opt=opt, layout=self.options.layout)
+        res = numerics.next_probabilities(
+            self.model, phi, opt=opt, layout=self.options.layout
         )
+        return self._record(res)
 
     def _until(
         self,
@@ -398,9 +421,11 @@ class _Checker:
         except ModelCheckingError as err:
             err.span = op.span
             raise
+        require_nonnegative(self.model, reward, op.span)
         opt = self._opt(op.opt, op.threshold)
-        values = self.reward_path(op.path, reward, opt)
-        return self._apply_threshold(values, op.threshold)
+        with self._needing():
+            values = self.reward_path(op.path, reward, opt)
+        return self._apply_threshold(values, op)
 
     def reward_path(self, path: ast.Expr, reward: Any, opt: str | None) -> np.ndarray:
         m = self.model
@@ -456,59 +481,23 @@ class _Checker:
             raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
         kw = self._solver_kwargs()
         kw.pop("method")
-        values = self._record(
-            numerics.steady_state_values(self.model, self.bool(op.operand), **kw)
-        )
-        return self._apply_threshold(values, op.threshold)
+        with self._needing():
+            phi = self.bool(op.operand)
+        values = self._record(numerics.steady_state_values(self.model, phi, **kw))
+        return self._apply_threshold(values, op)
 
     # ---------------------------------------------------------------- filters
 
     def filter(self, f: ast.Filter) -> Any:
-        values = self.eval(f.operand)
-        states = (
-            np.ones(self.n, dtype=bool) if f.states is None else self.bool(f.states)
-        )
+        """The filter's value; its operand matters only in its states."""
+        with self._needing():
+            states = (
+                np.ones(self.n, dtype=bool) if f.states is None else self.bool(f.states)
+            )
         if not states.any():
             raise ModelCheckingError(
                 "the filter's set of states is empty", (f.states or f).span
             )
-        sel = values[states]
-        op = f.op
-        numeric = values.dtype != np.bool_
-        if op in ("min", "max", "argmin", "argmax", "sum", "avg", "range") and not numeric:
-            raise ModelCheckingError(f"filter `{op}` needs a numerical property", f.span)
-        if op in ("forall", "exists") and numeric:
-            raise ModelCheckingError(f"filter `{op}` needs a boolean property", f.span)
-        if op == "min":
-            return sel.min().item()
-        if op == "max":
-            return sel.max().item()
-        if op in ("argmin", "argmax"):
-            target = sel.min() if op == "argmin" else sel.max()
-            return states & (values == target)
-        if op == "count":
-            return int(np.count_nonzero(sel))
-        if op == "sum":
-            return sel.sum().item()
-        if op == "avg":
-            return (sel.sum() / sel.size).item()
-        if op == "first":
-            return values[np.flatnonzero(states)[0]].item()
-        if op == "range":
-            return (sel.min().item(), sel.max().item())
-        if op == "forall":
-            return bool(sel.all())
-        if op == "exists":
-            return bool(sel.any())
-        if op == "state":
-            idx = np.flatnonzero(states)
-            if idx.size != 1:
-                raise ModelCheckingError(
-                    f"filter `state` needs exactly one state, the filter selects "
-                    f"{idx.size}",
-                    (f.states or f).span,
-                )
-            return values[idx[0]].item()
-        if op in ("print", "printall"):
-            return values
-        raise UnsupportedError(f"filter operator `{op}`", f.span)
+        with self._needing(states):
+            values = self.eval(f.operand)
+        return reduce_filter(f, values, states)

@@ -10,9 +10,9 @@ checks:
 3. renamed modules are built from their base modules;
 4. names (constants, formulas, variables) must be unique; modules and reward
    structures have their own name spaces, labels theirs;
-5. constants are evaluated in dependency order; `-const` values are only used
-   for constants *without* a definition in the file (PRISM ignores a value for
-   a defined constant; we add a warning); every constant left undefined is
+5. constants are evaluated in dependency order; `-const` values are only
+   for constants *without* a definition in the file (a value for a defined
+   constant is an error, as in PRISM); every constant left undefined is
    reported at once, unless it is a parameter;
 6. every expression is type-checked, then folded with the constant values.
 """
@@ -25,7 +25,13 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
-from .constants import ConstRange, ConstValue, coerce_value, parse_constants
+from .constants import (
+    ConstRange,
+    ConstValue,
+    MissingConstantsError,
+    coerce_value,
+    parse_constants,
+)
 from .evaluate import Value, fold as _fold, is_literal, literal_value
 from .program import (
     CheckedCommand,
@@ -60,7 +66,8 @@ def check_program(
       Python `int`/`float`/`bool`, a string, or a `ConstValue`), or a `-const`
       string `"N=3,p=0.2"`. Ranges must be expanded first
       (`constants.expand_constants`). Names the model does not declare are
-      ignored (they may belong to a properties file).
+      kept in `CheckedProgram.constant_setting` for the properties
+      (`check_properties` reports those that no file declares).
     - `source`, `file`: the model text and path, attached to errors.
     - `parameters`: undefined constants to keep symbolic (as `Ident`s).
 
@@ -169,18 +176,15 @@ class ConstantResolver:
             for n in missing:
                 self.missing[n] = (n,)
         elif missing:
-            first = self.decls[missing[0]]
-            names = ", ".join(f"`{n}`" for n in missing)
-            example = ",".join(f"{n}=..." for n in missing)
-            raise SemanticError(
-                f"undefined constant{'s' if len(missing) > 1 else ''} {names} must be given a value",
-                first.span,
-                hint=f"use --const {example}",
-            )
+            raise self.missing_error(missing)
         for d in self.decls.values():
             if d.value is not None and d.name in self.overrides:
-                self.warnings.append(
-                    f"constant `{d.name}` is defined in the file; the value given for it is ignored (as in PRISM)"
+                # PRISM: "Constant ... has already been defined"
+                raise SemanticError(
+                    f"constant `{d.name}` is defined in the file, so it cannot be given a value",
+                    d.span,
+                    hint="only undefined constants (declared without `= ...`) take values: "
+                    f"leave `{d.name}` out of the constants given, or remove its definition",
                 )
         for d in self.decls.values():
             if d.name not in self.missing:
@@ -197,12 +201,11 @@ class ConstantResolver:
         return [n for n in self.decls if n in need]
 
     def missing_error(self, names: Sequence[str], span=None) -> SemanticError:
-        shown = ", ".join(f"`{n}`" for n in names)
-        example = ",".join(f"{n}=..." for n in names)
-        return SemanticError(
-            f"undefined constant{'s' if len(names) > 1 else ''} {shown} must be given a value",
+        return MissingConstantsError(
+            names,
             span if span is not None else self.decls[names[0]].span,
-            hint=f"use --const {example}",
+            types={n: self.decls[n].type for n in names},
+            in_properties=self.allow_missing,
         )
 
     def all_types(self) -> dict[str, Type]:
@@ -419,6 +422,7 @@ class _ProgramChecker:
             system=system,
             formulas=formulas,
             parameters=tuple(n for n in self.parameters if n not in self.overrides),
+            constant_setting=dict(self.overrides),
             source=self.source,
             file=self.file,
             warnings=tuple(self.warnings),

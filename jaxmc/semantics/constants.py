@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import SemanticError
 from ..lang import ast
+from .program import CheckedProgram
+from .types import suggest
 
 
 Value = int | float | bool
@@ -61,6 +64,56 @@ ConstSpec = ConstValue | ConstRange
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*$")
 _INT = re.compile(r"[+-]?\d+$")
 
+#: How a constant setting is written (the hint of every syntax error).
+SYNTAX_HINT = (
+    "write constants as `N=3,p=0.5,b=true` (names of undefined constants, "
+    "one `=` each, values separated by commas; a range: `N=1:10` or `N=1:2:10`)"
+)
+
+
+class MissingConstantsError(SemanticError):
+    """Undefined constants that were given no value.
+
+    The error carries the constants as data (`names`, and their declared
+    `types`; `in_properties` says whether they belong to a properties file),
+    so that each front end can say how to give them values: the default hint
+    is the command line's (`--const N=...`, PRISM's `-const`), and
+    `jaxmc.api` replaces it with the Python form (`constants={"N": ...}`)
+    through `rehint`.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        span: ast.Span | None = None,
+        *,
+        types: Mapping[str, object] | None = None,
+        in_properties: bool = False,
+        source: str | None = None,
+    ):
+        self.names = tuple(names)
+        self.types = dict(types or {})
+        self.in_properties = in_properties
+        shown = ", ".join(f"`{n}`" for n in self.names)
+        plural = "s" if len(self.names) > 1 else ""
+        super().__init__(
+            f"undefined constant{plural} {shown} must be given a value",
+            span,
+            source=source,
+            hint=command_line_hint(self.names),
+        )
+
+    def rehint(self, hint: str) -> MissingConstantsError:
+        """Replace the hint (e.g. by the one of another front end)."""
+        self.hint = hint
+        self.args = (self._render(),)
+        return self
+
+
+def command_line_hint(names: Sequence[str]) -> str:
+    """How to give `names` values on jaxmc's command line (PRISM's `-const`)."""
+    return "use --const " + ",".join(f"{n}=..." for n in names)
+
 
 def parse_constants(text: str | Iterable[str] | None) -> dict[str, ConstSpec]:
     """Parse a `-const` argument such as `"N=3,p=0.2,K=1:2:9,b=true"`.
@@ -84,14 +137,21 @@ def parse_constants(text: str | Iterable[str] | None) -> dict[str, ConstSpec]:
         name, eq, rhs = part.partition("=")
         name, rhs = name.strip(), rhs.strip()
         if not eq or not name or not rhs:
+            what = "a name" if not name else "a value" if eq else "`=`"
             raise SemanticError(
-                f"invalid constant definition `{part}`",
-                hint="write constants as `--const N=3,p=0.5` (ranges: `N=1:10` or `N=1:2:10`)",
+                f"invalid constant definition `{part}`: {what} is missing", hint=SYNTAX_HINT
             )
         if not _NAME.match(name):
-            raise SemanticError(f"invalid constant name `{name}` in `{part}`")
+            raise SemanticError(f"invalid constant name `{name}` in `{part}`", hint=SYNTAX_HINT)
+        if "=" in rhs:
+            raise SemanticError(
+                f"invalid constant definition `{part}`: more than one `=`", hint=SYNTAX_HINT
+            )
         if rhs.endswith(":"):
-            raise SemanticError(f"invalid range `{rhs}` for constant `{name}`")
+            raise SemanticError(
+                f"invalid range `{rhs}` for constant `{name}`",
+                hint="a range is `low:high` or `low:step:high`",
+            )
         args = [a.strip() for a in rhs.split(":")]
         if any(not a for a in args) or len(args) > 3:
             raise SemanticError(
@@ -155,7 +215,10 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
             return value
         if value in ("true", "false"):
             return value == "true"
-        raise SemanticError(f"value `{value}` for constant `{name}` is not a valid Boolean")
+        raise SemanticError(
+            f"value `{value}` for constant `{name}` is not a valid Boolean",
+            hint=f"`{name}` is declared `bool`: write `{name}=true` or `{name}=false`",
+        )
     if type_ == ast.ValueType.INT:
         if isinstance(value, bool):
             raise SemanticError(f"value `{value}` for constant `{name}` is not a valid integer")
@@ -166,7 +229,7 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
         else:
             raise SemanticError(
                 f"value `{value}` for constant `{name}` is not a valid integer",
-                hint=f"`{name}` is declared `int`",
+                hint=f"`{name}` is declared `int`: write e.g. `{name}=3`",
             )
         if not -(2**31) <= v < 2**31:
             raise SemanticError(f"value `{value}` for constant `{name}` is out of the 32-bit int range")
@@ -179,7 +242,10 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
     try:
         d = parse_double(str(value))
     except ValueError:
-        raise SemanticError(f"value `{value}` for constant `{name}` is not a valid double") from None
+        raise SemanticError(
+            f"value `{value}` for constant `{name}` is not a valid double",
+            hint=f"`{name}` is declared `double`: write e.g. `{name}=0.5` or `{name}=1/3`",
+        ) from None
     if not math.isfinite(d):
         raise SemanticError(f"value `{value}` for constant `{name}` is not a valid double")
     return d
@@ -254,3 +320,114 @@ def expand_constants(
     names += [n for n in specs if n not in names]
     axes = [range_values(n, specs[n], types.get(n)) for n in names]
     return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
+
+
+def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, object]:
+    """A constant setting (a `-const` string `"N=3,p=0.2"` or a mapping name →
+    value) as name → value, checked: names are identifiers, values are
+    numbers, Booleans or their spellings (`ConstValue`), and no constant is
+    given a range (expand ranges into settings with `expand_constants`).
+
+    **Raises:** `SemanticError` with a hint showing the syntax.
+    """
+    if constants is None:
+        return {}
+    if isinstance(constants, str):
+        specs: Mapping[str, object] = parse_constants(constants)
+    elif isinstance(constants, Mapping):
+        specs = constants
+    else:
+        raise SemanticError(
+            f"constants should be a string like \"N=3,p=0.5\" or a mapping, not "
+            f"{type(constants).__name__}",
+            hint=SYNTAX_HINT,
+        )
+    out: dict[str, object] = {}
+    for name, v in specs.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise SemanticError(f"invalid constant name {name!r}", hint=SYNTAX_HINT)
+        if isinstance(v, ConstRange):
+            step = f"{v.step}:" if v.step is not None else ""
+            raise SemanticError(
+                f"constant `{name}` is given a range `{v.low}:{step}{v.high}`, but here "
+                "each constant takes one value",
+                hint="load once per value (`jaxmc.semantics.expand_constants` lists the "
+                "settings of a range); the command line runs ranges as experiments",
+            )
+        if isinstance(v, str):
+            if "=" in v or "," in v or not v.strip():
+                raise SemanticError(f"invalid value {v!r} for constant `{name}`", hint=SYNTAX_HINT)
+            v = ConstValue(v.strip())
+        elif isinstance(v, bool) or isinstance(v, ConstValue):
+            pass
+        elif isinstance(v, numbers.Integral):
+            v = int(v)
+        elif isinstance(v, numbers.Real):
+            v = float(v)
+        else:
+            raise SemanticError(
+                f"invalid value {v!r} for constant `{name}`: expected a number or a Boolean",
+                hint=SYNTAX_HINT,
+            )
+        out[name] = v
+    return out
+
+
+def _settable(checked: CheckedProgram, pf: ast.PropertiesFile) -> str:
+    names = [c.name for c in checked.program.constants if c.value is None]
+    names += [c.name for c in pf.constants if c.value is None]
+    if not names:
+        return "neither the model nor the properties have undefined constants"
+    return "the undefined constants are: " + ", ".join(f"`{n}`" for n in names)
+
+
+def check_setting(
+    pf: ast.PropertiesFile,
+    checked: CheckedProgram,
+    explicit: Mapping[str, object],
+    merged: Mapping[str, object],
+    known: Iterable[str],
+) -> None:
+    """PRISM's `-const` rules across a model and a properties file `pf`:
+    a name of `explicit` (the setting given with the properties) that the
+    model declares must be one of its undefined constants, with the value the
+    model was checked with; every name of `merged` (the model's setting and
+    `explicit`) must be declared by the model, by `pf` or be in `known`
+    (declared by other properties files of the model). Values for constants
+    `pf` defines are refused when its constants are resolved.
+
+    **Raises:** `SemanticError` naming the constants that can be set."""
+    model = {c.name: c for c in checked.program.constants}
+    for name, v in explicit.items():
+        d = model.get(name)
+        if d is None:
+            continue
+        if d.value is not None:
+            raise SemanticError(
+                f"constant `{name}` is defined in the model, so it cannot be given a value",
+                hint=_settable(checked, pf),
+            )
+        if name in checked.parameters:
+            raise SemanticError(
+                f"constant `{name}` is a parameter of the model (symbolic): its values "
+                "go in `params=`, not in the constants",
+            )
+        if coerce_value(name, v, d.type) != checked.constants.get(name):
+            shown = v.text if isinstance(v, ConstValue) else v
+            raise SemanticError(
+                f"constant `{name}` of the model was set to {checked.constants.get(name)} "
+                f"when the model was loaded; it cannot be changed to {shown} for the properties",
+                hint="load the model again with the new value",
+            )
+    declared = {c.name for c in pf.constants} | set(model) | set(known)
+    unknown = [n for n in merged if n not in declared]
+    if unknown:
+        shown = ", ".join(f"`{n}`" for n in unknown)
+        raise SemanticError(
+            f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the model "
+            "nor the properties declare "
+            + ("them" if len(unknown) > 1 else "it"),
+            hint=" ".join(
+                h for h in (suggest(unknown[0], declared - set(known)), _settable(checked, pf)) if h
+            ),
+        )

@@ -33,8 +33,7 @@ from collections.abc import Callable, Mapping
 
 from ..errors import SemanticError
 from ..lang import ast
-from .rewrite import map_children
-from .types import Type, type_of
+from .types import Type
 
 
 Value = int | float | bool
@@ -157,68 +156,149 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Value]) -> Value:
 
 
 class _Evaluator:
+    """PRISM's lazy evaluation with an explicit stack (no recursion): `&`,
+    `|`, `=>` evaluate their right operand only when needed, `? :` only the
+    taken branch."""
+
     def __init__(self, lookup: Callable[[ast.Ident], Value], env: Mapping[str, Value]):
         self.lookup = lookup
         self.env = env
 
     def static_type(self, expr: ast.Expr) -> Type | None:
         """Static type of an (unevaluated) expression, from the values' types."""
-        try:
-            return type_of(expr, _EnvTypes(self.env))
-        except SemanticError:
-            return None
 
-    def eval(self, e: ast.Expr) -> Value:  # noqa: C901 - one dispatch
-        if isinstance(e, ast.BoolLit):
-            return bool(e.value)
-        if isinstance(e, ast.IntLit):
-            return _check_int(int(e.value), e, "integer literal")
-        if isinstance(e, ast.RealLit):
-            return float(e.value)
-        if isinstance(e, ast.Ident):
-            return self.lookup(e)
-        if isinstance(e, ast.Unary):
-            v = self.eval(e.operand)
-            if e.op == ast.UnaryOp.NOT:
-                return not v
-            if is_int(v):
-                return _check_int(-v, e, "negation")
-            return -float(v)
-        if isinstance(e, ast.Binary):
-            op = e.op
-            if op == ast.BinaryOp.AND:
-                return bool(self.eval(e.left)) and bool(self.eval(e.right))
-            if op == ast.BinaryOp.OR:
-                return bool(self.eval(e.left)) or bool(self.eval(e.right))
-            if op == ast.BinaryOp.IMPLIES:
-                return (not self.eval(e.left)) or bool(self.eval(e.right))
-            return binary(op, self.eval(e.left), self.eval(e.right), e)
-        if isinstance(e, ast.Ite):
-            c = self.eval(e.cond)
-            taken, other = (e.then, e.else_) if c else (e.else_, e.then)
-            v = self.eval(taken)
-            if is_int(v) and self.static_type(other) == Type.DOUBLE:
-                return float(v)
-            return v
-        if isinstance(e, ast.Call):
-            return call(e.func, [self.eval(a) for a in e.args], e)
-        raise SemanticError(
-            f"`{type(e).__name__}` cannot be evaluated to a value here", e.span
-        )
+        def lookup(name: str) -> Type | None:
+            v = self.env.get(name) if self.env is not None else None
+            return None if v is None else type_of_value(v)
+
+        return static_type(expr, lookup)
+
+    def eval(self, root: ast.Expr) -> Value:  # noqa: C901 - one dispatch
+        B = ast.BinaryOp
+        vals: list[Value] = []
+        stack: list[tuple] = [(root, 0, None)]
+        while stack:
+            e, stage, extra = stack.pop()
+            if isinstance(e, ast.BoolLit):
+                vals.append(bool(e.value))
+            elif isinstance(e, ast.IntLit):
+                vals.append(_check_int(int(e.value), e, "integer literal"))
+            elif isinstance(e, ast.RealLit):
+                vals.append(float(e.value))
+            elif isinstance(e, ast.Ident):
+                vals.append(self.lookup(e))
+            elif isinstance(e, ast.Unary):
+                if stage == 0:
+                    stack += [(e, 1, None), (e.operand, 0, None)]
+                    continue
+                v = vals.pop()
+                if e.op == ast.UnaryOp.NOT:
+                    vals.append(not v)
+                elif is_int(v):
+                    vals.append(_check_int(-v, e, "negation"))
+                else:
+                    vals.append(-float(v))
+            elif isinstance(e, ast.Binary) and e.op in (B.AND, B.OR, B.IMPLIES):
+                if stage == 0:
+                    stack += [(e, 1, None), (e.left, 0, None)]
+                    continue
+                if stage == 2:
+                    vals.append(bool(vals.pop()))
+                    continue
+                lv = bool(vals.pop())
+                if e.op == B.AND and not lv:
+                    vals.append(False)
+                elif e.op == B.OR and lv:
+                    vals.append(True)
+                elif e.op == B.IMPLIES and not lv:
+                    vals.append(True)
+                else:
+                    stack += [(e, 2, None), (e.right, 0, None)]
+            elif isinstance(e, ast.Binary):
+                if stage == 0:
+                    stack += [(e, 1, None), (e.right, 0, None), (e.left, 0, None)]
+                    continue
+                b, a = vals.pop(), vals.pop()
+                vals.append(binary(e.op, a, b, e))
+            elif isinstance(e, ast.Ite):
+                if stage == 0:
+                    stack += [(e, 1, None), (e.cond, 0, None)]
+                    continue
+                if stage == 1:
+                    c = vals.pop()
+                    taken, other = (e.then, e.else_) if c else (e.else_, e.then)
+                    stack += [(e, 2, other), (taken, 0, None)]
+                    continue
+                v = vals.pop()
+                if is_int(v) and self.static_type(extra) == Type.DOUBLE:
+                    v = float(v)
+                vals.append(v)
+            elif isinstance(e, ast.Call):
+                if stage == 0:
+                    stack.append((e, 1, None))
+                    stack += [(a, 0, None) for a in reversed(e.args)]
+                    continue
+                k = len(e.args)
+                args = vals[len(vals) - k:]
+                del vals[len(vals) - k:]
+                vals.append(call(e.func, args, e))
+            else:
+                raise SemanticError(
+                    f"`{type(e).__name__}` cannot be evaluated to a value here", e.span
+                )
+        return vals[0]
 
 
-class _EnvTypes(Mapping):
-    def __init__(self, env: Mapping[str, Value]):
-        self.env = env
+def static_type(expr: ast.Expr, lookup: Callable[[str], Type | None]) -> Type | None:
+    """The type of a plain expression (PRISM's rules, `types.type_of`) with
+    identifier types from `lookup`, or None when some part has no type here.
+    Iterative, for expressions of any depth; does not report type errors."""
+    B = ast.BinaryOp
+    order, stack = [], [expr]
+    while stack:
+        e = stack.pop()
+        order.append(e)
+        if isinstance(e, (ast.Unary, ast.Binary, ast.Ite, ast.Call)):
+            stack.extend(ast.children(e))
+    types: dict[int, Type | None] = {}
+    for e in reversed(order):
+        kids = [types[id(c)] for c in ast.children(e)] if not _is_leaf(e) else []
+        if any(k is None for k in kids):
+            t = None
+        elif isinstance(e, ast.BoolLit):
+            t = Type.BOOL
+        elif isinstance(e, ast.IntLit):
+            t = Type.INT
+        elif isinstance(e, ast.RealLit):
+            t = Type.DOUBLE
+        elif isinstance(e, ast.Ident):
+            t = lookup(e.name)
+        elif isinstance(e, ast.Unary):
+            t = Type.BOOL if e.op == ast.UnaryOp.NOT else kids[0]
+        elif isinstance(e, ast.Binary):
+            if e.op in (B.ADD, B.SUB, B.MUL, B.POW):
+                t = _numeric(kids)
+            else:
+                t = Type.DOUBLE if e.op == B.DIV else Type.BOOL
+        elif isinstance(e, ast.Ite):
+            t = Type.BOOL if kids[1:] == [Type.BOOL, Type.BOOL] else _numeric(kids[1:])
+        elif isinstance(e, ast.Call):
+            if e.func in ("floor", "ceil", "round", "mod"):
+                t = Type.INT
+            else:
+                t = Type.DOUBLE if e.func == "log" else _numeric(kids)
+        else:
+            t = None
+        types[id(e)] = t
+    return types[id(expr)]
 
-    def __getitem__(self, name: str) -> Type:
-        return type_of_value(self.env[name])
 
-    def __iter__(self):
-        return iter(self.env)
+def _is_leaf(e: ast.Expr) -> bool:
+    return not isinstance(e, (ast.Unary, ast.Binary, ast.Ite, ast.Call))
 
-    def __len__(self):
-        return len(self.env)
+
+def _numeric(kids: list[Type]) -> Type:
+    return Type.DOUBLE if Type.DOUBLE in kids else Type.INT
 
 
 def type_of_value(v: Value) -> Type:
@@ -376,123 +456,5 @@ def is_literal(e: ast.Expr) -> bool:
     return isinstance(e, (ast.BoolLit, ast.IntLit, ast.RealLit))
 
 
-def fold(
-    expr: ast.Expr,
-    env: Mapping[str, Value | ast.Expr],
-    types: Mapping[str, Type] | None = None,
-) -> ast.Expr:
-    """Partially evaluate `expr`.
-
-    Identifiers bound in `env` are replaced (a value becomes a literal; an
-    `ast.Expr` is substituted as is), subexpressions whose operands are all
-    literals are folded into literals, everything else is kept (with its
-    span). Boolean connectives simplify with a literal operand
-    (`false & x` → `false`, `true & x` → `x`); conditionals with a literal
-    condition select their branch.
-
-    `types` gives the types of identifiers left symbolic (state variables,
-    parameters); it is only needed to keep `c ? 1 : x` double-typed when the
-    int branch is selected and `x` is a double.
-
-    Property operators (`P`, `R`, ...) are folded inside their operands.
-    Arithmetic errors are raised only for subexpressions that are evaluated:
-    division by zero folds to `Infinity`/`NaN` like PRISM.
-    """
-    return _Folder(env, types or {}).fold(expr)
-
-
-class _TypesOf(Mapping):
-    def __init__(self, env, types):
-        self.env, self.types = env, types
-
-    def __getitem__(self, name):
-        if name in self.types:
-            return self.types[name]
-        v = self.env[name]
-        if isinstance(v, (bool, int, float)):
-            return type_of_value(v)
-        return type_of(v, self)
-
-    def __iter__(self):
-        return iter({**self.env, **self.types})
-
-    def __len__(self):
-        return len({**self.env, **self.types})
-
-
-class _Folder:
-    def __init__(self, env, types):
-        self.env = env
-        self.types = types
-
-    def type_of(self, e: ast.Expr) -> Type | None:
-        try:
-            return type_of(e, _TypesOf(self.env, self.types))
-        except SemanticError:
-            return None
-
-    def fold(self, e: ast.Expr) -> ast.Expr:  # noqa: C901
-        sp = e.span
-        if is_literal(e):
-            return e
-        if isinstance(e, ast.Ident):
-            if e.name in self.env:
-                v = self.env[e.name]
-                if isinstance(v, (bool, int, float)):
-                    return literal(v, sp)
-                return v
-            return e
-        if isinstance(e, ast.Unary):
-            x = self.fold(e.operand)
-            if is_literal(x):
-                v = literal_value(x)
-                return literal(_Evaluator(None, {}).eval(ast.Unary(e.op, literal(v), span=sp)), sp)
-            return ast.Unary(e.op, x, span=sp)
-        if isinstance(e, ast.Binary):
-            B = ast.BinaryOp
-            left = self.fold(e.left)
-            if e.op in (B.AND, B.OR, B.IMPLIES) and is_literal(left):
-                lv = bool(literal_value(left))
-                if e.op == B.AND and not lv:
-                    return ast.BoolLit(False, span=sp)
-                if e.op == B.OR and lv:
-                    return ast.BoolLit(True, span=sp)
-                if e.op == B.IMPLIES and not lv:
-                    return ast.BoolLit(True, span=sp)
-                right = self.fold(e.right)
-                if is_literal(right):
-                    return literal(bool(literal_value(right)), sp)
-                return right
-            right = self.fold(e.right)
-            if is_literal(left) and is_literal(right):
-                return literal(binary(e.op, literal_value(left), literal_value(right), e), sp)
-            if e.op in (B.AND, B.OR) and is_literal(right):
-                rv = bool(literal_value(right))
-                if e.op == B.AND:
-                    return left if rv else ast.BoolLit(False, span=sp)
-                return ast.BoolLit(True, span=sp) if rv else left
-            return ast.Binary(e.op, left, right, span=sp)
-        if isinstance(e, ast.Ite):
-            c = self.fold(e.cond)
-            if is_literal(c):
-                taken, other = (e.then, e.else_) if literal_value(c) else (e.else_, e.then)
-                t = self.fold(taken)
-                if self.type_of(t) == Type.INT and self.type_of(other) == Type.DOUBLE:
-                    if is_literal(t):
-                        return literal(float(literal_value(t)), sp)
-                    # keep the conditional so that the expression stays double
-                    return ast.Ite(c, self.fold(e.then), self.fold(e.else_), span=sp)
-                return t
-            return ast.Ite(c, self.fold(e.then), self.fold(e.else_), span=sp)
-        if isinstance(e, ast.Call):
-            args = tuple(self.fold(a) for a in e.args)
-            if all(is_literal(a) for a in args):
-                return literal(call(e.func, [literal_value(a) for a in args], e), sp)
-            return ast.Call(e.func, args, span=sp)
-        # property-level nodes: fold inside (through bounds and thresholds)
-        return map_children(e, self._fold_child)
-
-    def _fold_child(self, c: ast.Node) -> ast.Node:
-        if isinstance(c, (ast.TimeBound, ast.Threshold)):
-            return map_children(c, self._fold_child)
-        return self.fold(c)
+# `fold` lives in its own module; re-exported here, where callers find it.
+from .fold import fold as fold  # noqa: E402

@@ -104,6 +104,11 @@ class CheckedProgram:
     formulas: Mapping[str, ast.Expr] = field(default_factory=dict)
     #: Names of constants left symbolic as parameters (issue: gradients).
     parameters: tuple[str, ...] = ()
+    #: The constant setting the model was checked with (PRISM's `-const`),
+    #: names of properties-file constants included: `check_properties` uses
+    #: it for the properties file's undefined constants, so that one setting
+    #: serves the model and its properties.
+    constant_setting: Mapping[str, object] = field(default_factory=dict)
     #: The model file's text and path, for error messages.
     source: str | None = None
     file: str | None = None

@@ -38,12 +38,12 @@ from .check import (
     _Names,
     attach_source,
     fold,
-    normalize_overrides,
 )
+from .constants import check_setting, constant_setting
 from .evaluate import is_literal, literal_value
 from .program import CheckedProgram
 from .rewrite import idents
-from .types import Type, can_assign, is_numeric, suggest, type_of, unknown_identifier
+from .types import Type, can_assign, is_numeric, suggest, type_of
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ class CheckedProperty:
     text: str | None = None
     span: ast.Span | None = field(default=None, compare=False)
     error: JaxmcError | None = field(default=None, compare=False)
+    #: The collection the property was checked in: its file's constants,
+    #: formulas and labels, and the properties it refers to by name (so a
+    #: property can be checked by itself).
+    properties: CheckedProperties | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,36 +137,45 @@ def check_properties(
     source: str | None = None,
     file: str | None = None,
     errors: str = "raise",
+    known: Sequence[str] = (),
 ) -> CheckedProperties:
     """Check a properties file against a checked model.
 
     **Arguments:**
     - `pf`: the parsed properties file.
     - `checked`: the model, from `check_program`.
-    - `constants`: values for the properties file's undefined constants
-      (names of model constants are ignored, so one `-const` mapping may serve
-      both).
+    - `constants`: values for the properties file's undefined constants, on
+      top of the model's own setting (`checked.constant_setting`), as PRISM's
+      one `-const` serves both files. Names of the model's undefined
+      constants may appear with the value the model was checked with.
     - `source`, `file`: the properties text and path, for error messages.
     - `errors`: `"raise"` (default) raises on the first bad property;
       `"keep"` records the error in `CheckedProperty.error` and goes on (as
       PRISM, which reports an error for that property only). Errors in the
       file's constants, formulas or labels are always raised.
+    - `known`: names declared elsewhere (by other properties files of the
+      same model) that the setting may mention.
 
-    **Raises:** `SemanticError`, `UnsupportedError` (located).
+    **Raises:** `SemanticError`, `UnsupportedError` (located); a value for a
+    constant that is defined (model or properties file), or for a name that
+    neither the model, the file nor `known` declares, is an error that lists
+    the constants that can be given values.
     """
     try:
-        return _PropsChecker(pf, checked, constants, source, file, errors).run()
+        return _PropsChecker(pf, checked, constants, source, file, errors, known).run()
     except JaxmcError as err:
         raise attach_source(err, source, file) from None
 
 
 class _PropsChecker:
-    def __init__(self, pf, checked, constants, source, file, errors):
+    def __init__(self, pf, checked, constants, source, file, errors, known=()):
         if errors not in ("raise", "keep"):
             raise ValueError("`errors` should be 'raise' or 'keep'")
         self.pf: ast.PropertiesFile = pf
         self.m: CheckedProgram = checked
-        self.overrides = normalize_overrides(constants)
+        explicit = constant_setting(constants)
+        self.overrides = {**checked.constant_setting, **explicit}
+        check_setting(pf, checked, explicit, self.overrides, known)
         self.source = source
         self.file = file
         self.errors = errors
@@ -232,7 +245,7 @@ class _PropsChecker:
                 formulas[name] = fold(e, self.env, self.var_types)
             except JaxmcError:
                 formulas[name] = self.formulas.decls[name].expr
-        return CheckedProperties(
+        collection = CheckedProperties(
             properties=tuple(out),
             constants=values,
             labels=self.labels,
@@ -242,6 +255,9 @@ class _PropsChecker:
             file=self.file,
             warnings=tuple(self.warnings),
         )
+        for p in out:  # frozen: set the back reference once, here
+            object.__setattr__(p, "properties", collection)
+        return collection
 
     # ------------------------------------------------------------- names
 

@@ -26,8 +26,9 @@ def _fmt(v) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def _property_lines(props: Path) -> list[int] | str:
-    """Start line of each property in the file, or an error message."""
+def property_lines(props: Path) -> list[tuple[int, str | None]] | str:
+    """(start line, name) of each property in the file, or an error
+    message."""
     import jaxmc.lang as lang
     from jaxmc.errors import JaxmcError
 
@@ -35,15 +36,20 @@ def _property_lines(props: Path) -> list[int] | str:
         pf = lang.parse_properties(props.read_text(), file=str(props))
     except JaxmcError as e:
         return str(e)
-    return [p.span.line for p in pf.properties]
+    return [(p.span.line, p.name) for p in pf.properties]
 
 
 def all_cases() -> list[suite.Case]:
+    """Every case: the RESULTs of the in-scope models' property files (with
+    one "export" case per configuration that asks for an exported file),
+    then the cases of the `.auto` files (`auto.py`)."""
+    from . import auto
+
     cases: list[suite.Case] = []
     for model in suite.in_scope_models():
         for props in suite.props_files(model):
             cases.extend(_cases_for(model, props))
-    return cases
+    return cases + auto.cases()
 
 
 def _cases_for(model: Path, props: Path) -> list[suite.Case]:
@@ -51,36 +57,63 @@ def _cases_for(model: Path, props: Path) -> list[suite.Case]:
     annotations = suite.result_annotations(text)
     if not annotations:
         return []
-    lines = _property_lines(props)
+    lines = property_lines(props)
     out: list[suite.Case] = []
     for config in suite.configs(model, props):
+        if config.exports:
+            why = config.skip or (
+                f"export: comparison of the file written by {config.exports[0]} "
+                "not implemented"
+            )
+            out.append(
+                suite.Case(
+                    model,
+                    props,
+                    config,
+                    -1,
+                    0,
+                    "",
+                    config.consts,
+                    skip=why,
+                    tag="export",
+                )
+            )
         if isinstance(lines, str):
             out.append(
-                suite.Case(model, props, config, -1, 1, "parse", "", skip=None)
+                suite.Case(model, props, config, -1, 1, lines, "", skip=config.skip)
             )
             continue
         try:
             settings = _expand(config.consts)
         except Exception as e:  # noqa: BLE001 - reported as the case's failure
-            out.append(suite.Case(model, props, config, -1, 1, f"consts:{e}", config.consts))
+            out.append(
+                suite.Case(model, props, config, -1, 1, f"consts: {e}", config.consts,
+                           skip=config.skip)
+            )  # fmt: skip
             continue
         prev = 0
-        for index, line in enumerate(lines):
+        for index, (line, name) in enumerate(lines):
             mine = [a for a in annotations if prev < a[0] < line]
             prev = line
-            if not mine:
-                continue
-            if config.only_property is not None and config.only_property != index + 1:
+            if not mine or not suite.selects(config.only_property, index, name):
                 continue
             for setting in settings:
-                specific = [a for a in mine if a[1] and suite.matches_setting(a[1], setting)]
+                specific = [
+                    a for a in mine if a[1] and suite.matches_setting(a[1], setting)
+                ]
                 generic = [a for a in mine if not a[1]]
-                chosen = (specific or generic)
+                chosen = specific or generic
                 if not chosen:
                     continue
                 out.append(
                     suite.Case(
-                        model, props, config, index, line, chosen[0][2], setting,
+                        model,
+                        props,
+                        config,
+                        index,
+                        line,
+                        chosen[0][2],
+                        setting,
                         skip=config.skip,
                     )
                 )
@@ -101,15 +134,28 @@ def run_case(case: suite.Case) -> tuple[str, str]:
     import jaxmc
     from jaxmc.errors import JaxmcError
 
+    from . import auto
+
+    if case.tag == "export":
+        return auto.run_export_case(case)
     if case.index < 0:
         return "fail", f"could not read the properties file: {case.expected}"
     expected = suite.parse_expected(case.expected)
     if isinstance(expected, tuple) and expected[0] == "skip":
         return "skip", expected[1]
     want_error = isinstance(expected, tuple) and expected[0] == "error"
+    if case.config.import_model is not None:
+        kind, message, got = auto.run_import_case(case)
+        if kind == "error":
+            return ("pass", "") if want_error else ("fail", message)
+        if want_error:
+            return "fail", f"expected an error, got {got!r}"
+        return compare(got, expected)
     try:
         model = _load(str(case.model), case.consts, case.config.prob_checks)
-        props = jaxmc.load_properties(case.props, model, case.consts or None, errors="keep")
+        props = jaxmc.load_properties(
+            case.props, model, case.consts or None, errors="keep"
+        )
         c = case.config
         kwargs = {"relative": c.relative}
         if c.method:
@@ -135,17 +181,23 @@ def run_case(case: suite.Case) -> tuple[str, str]:
 
 
 #: UnsupportedError messages for features the suite's scope excludes
-#: (../shared/README.md: LTL, multi-objective; co-safe LTL rewards).
-_OUT_OF_SCOPE_FEATURES = ("LTL", "co-safe", "multi-objective", "multi(")
+#: (../shared/README.md: LTL, multi-objective; co-safe LTL rewards), with
+#: their skip category.
+_OUT_OF_SCOPE_FEATURES = {
+    "LTL": "LTL",
+    "co-safe": "LTL",
+    "multi-objective": "multi-objective",
+    "multi(": "multi-objective",
+}
 
 
 def out_of_scope_reason(e: Exception) -> str | None:
     from jaxmc.errors import UnsupportedError
 
     if isinstance(e, UnsupportedError):
-        for feature in _OUT_OF_SCOPE_FEATURES:
+        for feature, cat in _OUT_OF_SCOPE_FEATURES.items():
             if feature in e.message:
-                return f"out of scope: {e.message}"
+                return f"{cat}: {e.message}"
     return None
 
 
@@ -160,13 +212,17 @@ def compare(got, expected, rtol: float = PRISM_TEST_RTOL) -> tuple[str, str]:
     PRISM's test tolerance only; else ("fail", why)."""
     if isinstance(expected, bool):
         ok = isinstance(got, (bool,)) or hasattr(got, "dtype")
-        return ("pass", "") if ok and bool(got) == expected else (
-            "fail", f"expected {expected}, got {got!r}"
+        return (
+            ("pass", "")
+            if ok and bool(got) == expected
+            else ("fail", f"expected {expected}, got {got!r}")
         )
     if isinstance(expected, tuple) and expected[0] == "approx":
         _, value, digits = expected
         tol = 0.5 * 10.0 ** (-digits) * 1.0000001
-        ok = isinstance(got, (int, float)) and abs(got - value) <= max(tol, rtol * abs(value))
+        ok = isinstance(got, (int, float)) and abs(got - value) <= max(
+            tol, rtol * abs(value)
+        )
         return ("pass", "") if ok else ("fail", f"expected ~{value}, got {got!r}")
     if isinstance(got, bool):
         return "fail", f"expected {expected}, got boolean {got}"

@@ -29,37 +29,68 @@ model_type_keyword = corpus.model_type_keyword
 _IGNORED = {
     "-ex", "-explicit", "-mtbdd", "-sparse", "-hybrid", "-m", "-s", "-h",
     "-nopre", "-fixdl", "-topological", "-hybrid-explicit", "-hybrid-const",
-    "-m-ex", "-gs-explicit", "-cuddepsilon", "-transientmethod", "-exportresults",
-    "-exportmodel", "-exportlabels", "-exportvector", "-exportstrat",
-    "-exporttarget", "-exportproplabels", "-convprog",
-    "-nossdetect", "-nofair", "-pathviaautomata",
+    "-m-ex", "-gs-explicit", "-cuddepsilon", "-transientmethod", "-convprog",
+    "-nossdetect", "-nofair", "-pathviaautomata", "-test",
 }  # fmt: skip
-_TAKES_VALUE = {
-    "-cuddepsilon", "-transientmethod", "-exportresults", "-exportmodel",
-    "-exportlabels", "-exportvector", "-exportstrat", "-exporttarget",
-    "-exportproplabels", "-gridresolution", "-paretoepsilon", "-ptamethod",
-    "-importresults",
+#: Switches that write a file PRISM's test mode compares with the one in the
+#: folder; jaxmc writes none of them here (the RESULTs are still checked, and
+#: the comparison is counted as a skip of category "export").
+_EXPORTS = {
+    "-exportresults", "-exportvector", "-exporttarget", "-exportlabels",
+    "-exportproplabels", "-exportstrat", "-exportmodel", "-exporttransient",
+    "-exportsteadystate", "-exporttrans", "-exporttransdot",
+    "-exporttransdotstates", "-exportstates", "-exportstaterewards",
+    "-exporttransrewards", "-exportmodelprecision",
 }  # fmt: skip
+_TAKES_VALUE = _EXPORTS - {"-exportmodelprecision"} | {
+    "-cuddepsilon", "-transientmethod", "-gridresolution", "-paretoepsilon",
+    "-ptamethod", "-importresults", "-exportmodelprecision", "-simsamples",
+    "-simconf", "-simwidth", "-simapprox", "-simpathlen", "-simmethod",
+    "-importmodel", "-importtrans", "-importlabels", "-importpepa", "-tr",
+    "-transient",
+}  # fmt: skip
+#: PRISM's solution methods as `jaxmc.check(method=...)`.
 _METHODS = {
     "-jacobi": "jacobi", "-power": "power", "-gs": "gauss_seidel",
     "-gaussseidel": "gauss_seidel", "-bgs": "gauss_seidel", "-pgs": "gauss_seidel",
-    "-valiter": "value_iteration", "-ii": "interval_iteration",
-    "-politer": "value_iteration", "-modpoliter": "value_iteration",
-    "-lp": "value_iteration",
+    "-bicgstab": "bicgstab", "-valiter": "value_iteration",
+    "-ii": "interval_iteration", "-intervaliter": "interval_iteration",
 }  # fmt: skip
-# Switches that put a configuration out of scope, with the reason.
+#: Switches whose configurations we cannot run, as "category: reason" (the
+#: category names the missing feature; `python -m tests.conformance` counts
+#: skips per category).
 _OUT_OF_SCOPE = {
-    "-exact": "exact (rational) arithmetic engine",
-    "--exact": "exact (rational) arithmetic engine",
-    "-param": "parametric model checking (rational functions)",
-    "-sim": "statistical model checking (simulation)",
-    "-ptamethod": "probabilistic timed automata",
-    "-importresults": "imported results",
-    "-fair": "fairness constraints",
-    "-mdp": "model type conversion (-mdp)",
-    "-dtmc": "model type conversion (-dtmc)",
-    "-ctmc": "model type conversion (-ctmc)",
+    "-exact": "exact: exact (rational) arithmetic engine",
+    "--exact": "exact: exact (rational) arithmetic engine",
+    "-param": "parametric: parametric model checking (rational functions)",
+    "-sim": "simulation: statistical model checking",
+    "-ptamethod": "PTA: probabilistic timed automata",
+    "-importresults": "import: results read from a file (-importresults)",
+    "-importpepa": "import: PEPA models (-importpepa)",
+    "-importtrans": "import: separate -importtrans/-importlabels switches",
+    "-importlabels": "import: separate -importtrans/-importlabels switches",
+    "-fair": "fairness: fairness constraints (-fair)",
+    "-politer": "method: policy iteration / LP not implemented (-politer)",
+    "-modpoliter": "method: policy iteration / LP not implemented (-modpoliter)",
+    "-lp": "method: policy iteration / LP not implemented (-lp)",
+    "-tr": "compute: transient probabilities (-tr) not implemented",
+    "-ss": "compute: steady-state probabilities (-ss) not implemented",
+    "-steadystate": "compute: steady-state probabilities (-ss) not implemented",
+    "-transient": "compute: transient probabilities (-tr) not implemented",
+    "-gridresolution": "POMDP: grid resolution (-gridresolution)",
+    "-paretoepsilon": "multi-objective: Pareto curves (-paretoepsilon)",
 }  # fmt: skip
+#: Model-type switches and the model keywords they leave unchanged.
+_CONVERSIONS = {
+    "-dtmc": {"dtmc", "probabilistic"},
+    "-ctmc": {"ctmc", "stochastic"},
+    "-mdp": {"mdp", "nondeterministic"},
+}
+
+
+def category(reason: str) -> str:
+    """The category of a skip reason ("LTL: ..." → "LTL")."""
+    return reason.split(":", 1)[0].strip() if ":" in reason else reason
 
 
 @dataclass(frozen=True)
@@ -71,9 +102,15 @@ class Config:
     epsilon: float | None = None
     relative: bool = True
     max_iters: int | None = None
-    only_property: int | None = None  # -prop N (1-based)
+    #: `-prop N` (1-based index) or `-prop NAME`, as given
+    only_property: str | None = None
     prob_checks: bool = True  # -noprobchecks turns them off
     skip: str | None = None
+    #: export switches of the line (`-exportresults`, ...), which we do not run
+    exports: tuple[str, ...] = ()
+    #: `-importmodel SPEC` (relative to the folder) and `-dtmc/-ctmc/-mdp`
+    import_model: str | None = None
+    import_type: str | None = None
 
     @property
     def label(self) -> str:
@@ -90,25 +127,24 @@ class Case:
     expected: str  # the raw expected value
     consts: str  # the concrete constants this expectation is for
     skip: str | None = field(default=None)
+    #: "" for a RESULT; "export" for the comparison of an exported file
+    tag: str = ""
 
     @property
     def id(self) -> str:
         rel = self.props.relative_to(SUITE)
         c = f"[{self.consts}]" if self.consts else ""
-        return f"{rel}:{self.line}{c}"
+        t = f"#{self.tag}" if self.tag else ""
+        return f"{rel}:{self.line}{c}{t}"
 
 
 def in_scope_models() -> list[Path]:
-    out = []
-    for d in IN_SCOPE_DIRS:
-        root = SUITE / d
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*")):
-            if p.suffix in MODEL_SUFFIXES and p.is_file():
-                if model_type_keyword(p) in corpus.IN_SCOPE_TYPES:
-                    out.append(p)
-    return out
+    """DTMC/CTMC/MDP model files of the in-scope folders (`corpus.TEST_DIRS`
+    recursively, `corpus.TEST_DIRS_FLAT` without subfolders)."""
+    return [
+        p for p in corpus.test_files()
+        if p.suffix in MODEL_SUFFIXES and corpus.in_scope_type(p)
+    ]  # fmt: skip
 
 
 def props_files(model: Path) -> list[Path]:
@@ -117,14 +153,26 @@ def props_files(model: Path) -> list[Path]:
     return sorted(
         p
         for p in model.parent.iterdir()
-        if p.suffix == ".props" and (p.name == name + ".props" or p.name.startswith(name + "."))
+        if p.suffix == ".props"
+        and (p.name == name + ".props" or p.name.startswith(name + "."))
     )
 
 
-def parse_args_line(line: str) -> Config:
-    tokens = shlex.split(line, comments=False)
+def parse_args_line(line: str, model_keyword: str | None = None) -> Config:
+    """One line of PRISM switches as a `Config` (`model_keyword`: the model's
+    type keyword, so that `-dtmc` on a DTMC changes nothing)."""
+    tokens: list[str] = []
+    for t in shlex.split(line, comments=True):
+        name, eq, value = t.partition("=")
+        # `-const=N=2` as `-const N=2`
+        tokens += [name, value] if eq and name in ("-const", "--const") else [t]
     consts: list[str] = []
     kw: dict = {}
+    exports: list[str] = []
+
+    def skip(reason: str) -> None:
+        kw.setdefault("skip", reason)
+
     i = 0
     while i < len(tokens):
         t = tokens[i]
@@ -137,8 +185,16 @@ def parse_args_line(line: str) -> Config:
             kw["epsilon"] = float(nxt)
             i += 2
             continue
-        if t == "-maxiters":
+        if t in ("-maxiters", "-maxiter"):
             kw["max_iters"] = int(nxt)
+            i += 2
+            continue
+        if t in ("-prop", "-property"):
+            kw["only_property"] = nxt
+            i += 2
+            continue
+        if t == "-importmodel":
+            kw["import_model"] = nxt
             i += 2
             continue
         if t == "-absolute":
@@ -147,33 +203,58 @@ def parse_args_line(line: str) -> Config:
             kw["relative"] = True
         elif t == "-noprobchecks":
             kw["prob_checks"] = False
-        elif t == "-prop":
-            kw["only_property"] = int(nxt)
-            i += 2
-            continue
         elif t in _METHODS:
             kw["method"] = _METHODS[t]
+        elif t in _CONVERSIONS:
+            kw["import_type"] = t[1:]
+            if model_keyword is not None and model_keyword not in _CONVERSIONS[t]:
+                skip(f"model-type conversion: {t} on a {model_keyword} model")
         elif t in _OUT_OF_SCOPE:
-            kw.setdefault("skip", _OUT_OF_SCOPE[t])
+            skip(_OUT_OF_SCOPE[t])
+        elif t in _EXPORTS:
+            exports.append(t if nxt is None or t not in _TAKES_VALUE else f"{t} {nxt}")
         elif t in _IGNORED:
             pass
-        else:
-            kw.setdefault("skip", f"unknown switch {t}")
+        elif t.startswith("-"):
+            skip(f"unknown switch: {t}")
         i += 2 if (t in _TAKES_VALUE and nxt is not None) else 1
-    return Config(consts=",".join(c for c in consts if c), **kw)
+    return Config(consts=",".join(c for c in consts if c), exports=tuple(exports), **kw)
+
+
+def _args_lines(f: Path) -> list[str]:
+    if not f.is_file():
+        return []
+    return [
+        ln.strip()
+        for ln in f.read_text().splitlines()
+        if ln.strip() and not ln.strip().startswith("#")
+    ]
 
 
 def configs(model: Path, props: Path) -> list[Config]:
-    for f in (Path(str(props) + ".args"), Path(str(model) + ".args")):
-        if f.is_file():
-            lines = [
-                ln.strip()
-                for ln in f.read_text().splitlines()
-                if ln.strip() and not ln.strip().startswith("#")
-            ]
-            if lines:
-                return [parse_args_line(ln) for ln in lines]
-    return [Config()]
+    """The configurations PRISM's test script runs: every line of
+    `model.args` combined with every line of `props.args` (a missing file
+    counts as one empty line), deduplicated once parsed (engine switches
+    such as `-ex`/`-h` change nothing for us)."""
+    keyword = model_type_keyword(model)
+    model_lines = _args_lines(Path(str(model) + ".args")) or [""]
+    props_lines = _args_lines(Path(str(props) + ".args")) or [""]
+    out = [
+        parse_args_line(f"{m} {p}".strip(), keyword)
+        for m in model_lines
+        for p in props_lines
+    ]
+    return list(dict.fromkeys(out))
+
+
+def selects(only_property: str | None, index: int, name: str | None) -> bool:
+    """Does `-prop X` (a 1-based index or a name) select the property at
+    0-based `index` named `name`?"""
+    if only_property is None:
+        return True
+    if only_property.isdigit():
+        return int(only_property) == index + 1
+    return only_property in (name, f'"{name}"')
 
 
 _RESULT_RE = re.compile(r"^\s*//\s*RESULT\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
@@ -209,9 +290,7 @@ def matches_setting(annotation: str, setting: str) -> bool:
     """Does `// RESULT (N=2,K=3)` apply to the concrete constants `setting`?"""
     want = _split_consts(annotation)
     have = _split_consts(setting)
-    return all(
-        k in have and _same_number(have[k], v) for k, v in want.items()
-    )
+    return all(k in have and _same_number(have[k], v) for k, v in want.items())
 
 
 def _same_number(a: str, b: str) -> bool:
@@ -226,7 +305,7 @@ def parse_expected(s: str):
     marker: ("error", msg), ("approx", float, digits), ("skip", why)."""
     low = s.lower()
     if s == "?" or s == "":
-        return ("skip", "no expected value given (RESULT: ?)")
+        return ("skip", "no result: no expected value given (RESULT: ?)")
     if low.startswith("error"):
         return ("error", s[5:].lstrip(":").strip())
     if low in ("true", "false"):
@@ -242,7 +321,7 @@ def parse_expected(s: str):
         digits = len(num.split(".")[1]) if "." in num else 0
         return ("approx", float(num), digits)
     if s.startswith("["):
-        return ("skip", "multi-objective / interval result")
+        return ("skip", f"multi-objective: Pareto set or interval result {s!r}")
     try:
         return float(Fraction(s))
     except (ValueError, ZeroDivisionError):
@@ -252,4 +331,4 @@ def parse_expected(s: str):
             return float(eval(s, {"__builtins__": {}}, {}))  # digits and + - * / only
         except Exception:
             pass
-    return ("skip", f"parametric or symbolic result {s!r}")
+    return ("skip", f"parametric: symbolic result {s!r}")
