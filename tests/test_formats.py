@@ -12,13 +12,14 @@ from jaxmc.errors import ExplorationError
 from jaxmc.explore.formats import (
     export_explicit,
     format_lab,
-    format_sta,
     format_srew,
+    format_sta,
     format_tra,
     format_trew,
     import_explicit,
 )
 from jaxmc.explore.model import ExplicitModel, RewardStructure, StateVar
+from jaxmc.explore.reorder import lexicographic
 from jaxmc.lang.ast import ModelType
 
 
@@ -131,15 +132,9 @@ def test_ctmc_cluster_matches_prism_export():
 def test_deadlocks_fixed_on_import(kind):
     m = import_explicit(IMPORT / f"{kind}-deadlocks.tra")
     fixed = (IMPORT / f"{kind}-deadlocks-fixed.tra").read_text()
-    if kind == "mdp":
-        assert format_tra(m) == fixed
-    else:
-        # PRISM keeps action labels on DTMC transitions; we do not.
-        strip = "\n".join(
-            " ".join(ln.split()[:3]) if ln[:1].isdigit() else ln
-            for ln in fixed.splitlines()
-        )
-        assert format_tra(m) == strip + "\n"
+    # PRISM labels DTMC transitions with their actions too; they survive
+    # the round trip (the self-loops added for deadlocks have none).
+    assert format_tra(m) == fixed
     lab = (IMPORT / f"{kind}-deadlocks-fixed.lab").read_text()
     assert format_lab(m) == lab
     assert m.num_states == 6
@@ -162,7 +157,9 @@ def _small_mdp() -> ExplicitModel:
             "goal": np.array([False, True, True]),
         },
         rewards=(
-            RewardStructure("r", np.array([0.0, 2.5, 1e-7]), np.array([0, 0, 3, 0, 1.25])),
+            RewardStructure(
+                "r", np.array([0.0, 2.5, 1e-7]), np.array([0, 0, 3, 0, 1.25])
+            ),
             RewardStructure(None, np.array([1.0, 1.0, 1.0]), None),
         ),
         choice_action=("a", None, "b", "c"),
@@ -173,7 +170,15 @@ def test_round_trip_mdp(tmp_path):
     m = _small_mdp()
     written = export_explicit(m, tmp_path / "m")
     names = sorted(p.name for p in written)
-    assert names == ["m.lab", "m.sta", "m.tra", "m1.srew", "m1.trew", "m2.srew", "m2.trew"]
+    assert names == [
+        "m.lab",
+        "m.sta",
+        "m.tra",
+        "m1.srew",
+        "m1.trew",
+        "m2.srew",
+        "m2.trew",
+    ]
     back = import_explicit(
         tmp_path / "m.tra",
         tmp_path / "m.sta",
@@ -181,7 +186,8 @@ def test_round_trip_mdp(tmp_path):
         [tmp_path / "m1.srew", tmp_path / "m2.srew"],
         [tmp_path / "m1.trew", tmp_path / "m2.trew"],
     )
-    _assert_same(m, back)
+    # the files number states as PRISM does (lexicographically)
+    _assert_same(lexicographic(m), back)
     assert "0 0 1 0.3333333333333333 a" in format_tra(m)
     assert "2:(-1,false)" in format_sta(m)
 
@@ -196,8 +202,13 @@ def test_round_trip_ctmc_from_streams():
         row_ptr=np.array([0, 1, 3, 4]),
         col=np.array([1, 0, 2, 2]),
         val=np.array([0.5, 200.0, 1e-9, 1.0]),
-        labels={"init": np.array([1, 0, 0], bool), "deadlock": np.array([0, 0, 1], bool)},
-        rewards=(RewardStructure("t", np.array([0, 1.5, 0]), np.array([0, 0, 2.0, 0])),),
+        labels={
+            "init": np.array([1, 0, 0], bool),
+            "deadlock": np.array([0, 0, 1], bool),
+        },
+        rewards=(
+            RewardStructure("t", np.array([0, 1.5, 0]), np.array([0, 0, 2.0, 0])),
+        ),
     )
     back = import_explicit(
         io.StringIO(format_tra(m)),
@@ -225,3 +236,57 @@ def test_import_errors():
         import_explicit(io.StringIO("2 1 1\n0 0 1 1\n"), model_type="dtmc")
     with pytest.raises(ExplorationError, match="duplicate"):
         import_explicit(io.StringIO("2 2\n0 1 0.5\n0 1 0.5\n"))
+
+
+def test_export_numbers_states_as_prism_does(tmp_path):
+    # BFS finds x=3 first; PRISM's files list states in lexicographic order
+    # of their valuations, with each row's entries sorted by target.
+    import jaxmc
+
+    model = jaxmc.load_model_string(
+        "dtmc\nmodule m\n x : [0..3] init 3;\n b : bool init true;\n"
+        " [] x>0 -> 0.25:(x'=x-1)&(b'=!b) + 0.75:(x'=0);\n"
+        " [] x=0 -> true;\nendmodule\n"
+        'rewards "r" x>1 : x; endrewards\n'
+    )
+    explicit = jaxmc.build(model)
+    assert explicit.state(0) == {"x": 3, "b": True}
+    base = tmp_path / "m"
+    export_explicit(explicit, base)
+    sta = (tmp_path / "m.sta").read_text().splitlines()
+    rows = [ln.split(":", 1)[1] for ln in sta[2:]]
+    assert rows == sorted(
+        rows,
+        key=lambda r: tuple(
+            {"false": 0, "true": 1}.get(v, None) if v in ("false", "true") else int(v)
+            for v in r.strip("()").split(",")
+        ),
+    )
+    tra = (tmp_path / "m.tra").read_text().splitlines()[2:]
+    pairs = [tuple(map(int, ln.split()[:2])) for ln in tra]
+    assert pairs == sorted(pairs)
+    back = import_explicit(
+        tmp_path / "m.tra", tmp_path / "m.sta", tmp_path / "m.lab", tmp_path / "m.srew"
+    )
+    init = int(back.initial_states[0])
+    assert back.state(init) == {"x": 3, "b": True}
+    for s in range(back.num_states):
+        j = next(
+            i for i in range(explicit.num_states) if explicit.state(i) == back.state(s)
+        )
+        assert back.rewards[0].state[s] == explicit.rewards[0].state[j]
+    # the same chain: values at the initial state agree
+    imported = jaxmc.Model(checked=model.checked, _explicit=back)
+    prop = 'R{"r"}=? [ C<=3 ]'
+    assert (
+        abs(jaxmc.check(imported, prop).value - jaxmc.check(model, prop).value) < 1e-12
+    )
+
+
+def test_export_precision_is_prisms():
+    from jaxmc.explore.formats import _fmt
+
+    assert _fmt(0.1 + 2.2) == "2.3"  # 16 significant digits, as PRISM
+    assert _fmt(1e-13) == "1e-13"
+    assert _fmt(0.9999999999999) == "0.9999999999999"
+    assert _fmt(3.0) == "3"

@@ -22,6 +22,7 @@ missing `.lab` makes state 0 the only initial state.
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ import numpy as np
 from ..errors import ExplorationError, UnsupportedError
 from ..lang.ast import ModelType
 from .model import ExplicitModel, RewardStructure, StateVar
+from .reorder import lexicographic
 
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -44,17 +46,23 @@ _TYPE_NAMES = {ModelType.DTMC: "DTMC", ModelType.CTMC: "CTMC", ModelType.MDP: "M
 
 
 def _fmt_values(values: np.ndarray) -> np.ndarray:
-    """Shortest round-tripping decimal text of each value ("1" for 1.0)."""
+    """Decimal text of each value ("1" for 1.0; see `_fmt`)."""
     values = np.asarray(values, dtype=np.float64)
     uniq, inv = np.unique(values, return_inverse=True)
     text = np.array([_fmt(float(v)) for v in uniq], dtype=object)
     return text[inv.reshape(-1)]
 
 
+#: Significant digits of exported values (PRISM's default export precision).
+EXPORT_PRECISION = 16
+
+
 def _fmt(v: float) -> str:
-    if v == int(v) and abs(v) < 1e16:
+    """`v` rounded to `EXPORT_PRECISION` significant digits, in the
+    shortest text that reads back as that rounded value."""
+    if math.isfinite(v) and v == int(v) and abs(v) < 1e16:
         return str(int(v))
-    return repr(v)
+    return repr(float(format(v, f".{EXPORT_PRECISION}g")))
 
 
 def _join_lines(columns: Sequence[np.ndarray]) -> str:
@@ -98,6 +106,9 @@ def format_tra(model: ExplicitModel, *, actions: bool = True) -> str:
         head.append(f"{n} {model.num_transitions}")
         src = model.state_of_choice()[row]
         body = _join_lines([src, model.col, vals])
+        if actions and model.entry_action is not None:
+            labels = ["" if a is None else " " + a for a in model.entry_action]
+            body = "".join(f"{ln}{a}\n" for ln, a in zip(body.splitlines(), labels))
     return "\n".join(head) + "\n" + body
 
 
@@ -186,6 +197,10 @@ def export_explicit(
 ) -> list[Path]:
     """Write `model` as PRISM explicit files `base.tra`, `base.sta`, ...
 
+    States are numbered as PRISM numbers them (lexicographic order of their
+    valuations: `jaxmc.explore.reorder`), each choice's entries sorted by
+    target state.
+
     With several reward structures, PRISM's naming is used: `base1.srew`,
     `base2.srew`, ... (one file per structure); with one, `base.srew`.
 
@@ -193,6 +208,7 @@ def export_explicit(
     """
     base = Path(base)
     written: list[Path] = []
+    model = lexicographic(model)
 
     def put(path: Path, text: str) -> None:
         path.write_text(text)
@@ -404,6 +420,7 @@ def import_explicit(
     choice_state = src[row_ptr[:-1]]
     choice_ptr = np.searchsorted(choice_state, np.arange(n + 1)).astype(np.int64)
     choice_action = tuple(acts[i] for i in row_ptr[:-1].tolist()) if nd else None
+    entry_action = None if nd or not any(acts) else tuple(acts)
 
     if sta is not None:
         stext, sfile = _read(sta)
@@ -440,6 +457,7 @@ def import_explicit(
         labels=labels,
         rewards=rewards,
         choice_action=choice_action,
+        entry_action=entry_action,
     )
 
 

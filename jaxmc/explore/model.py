@@ -68,6 +68,10 @@ class ExplicitModel:
     #: Action label of each choice (None = unlabelled `[]`); for DTMCs/CTMCs
     #: the label of a merged choice is None.
     choice_action: tuple[str | None, ...] | None = None
+    #: Action label of each entry of a DTMC/CTMC read from PRISM's explicit
+    #: files, which label transitions (None where a line has none); written
+    #: back by `-exportmodel`. The builder leaves it None.
+    entry_action: tuple[str | None, ...] | None = None
     #: Builder-specific record of which command/update produced each entry,
     #: used to recompute `val` from parameters (see explore.builder).
     provenance: object = field(default=None, repr=False)

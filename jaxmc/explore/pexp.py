@@ -23,6 +23,7 @@ from .formats import (
     import_explicit,
 )
 from .model import ExplicitModel
+from .reorder import lexicographic
 
 
 def read_text(path: PathLike) -> str:
@@ -116,9 +117,12 @@ def import_pexp(
     )
 
 
+
 def format_pexp(model: ExplicitModel) -> str:
     """The `.pexp` text of `model`: transitions, states, labels, then each
-    reward structure's state and transition rewards."""
+    reward structure's state and transition rewards (states in PRISM's
+    order, as `export_explicit` writes them)."""
+    model = lexicographic(model)
     blocks = [format_tra(model), format_sta(model), format_lab(model)]
     for i in range(len(model.rewards)):
         blocks += [format_srew(model, i), format_trew(model, i)]
