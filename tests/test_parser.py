@@ -770,3 +770,54 @@ def test_int_constants_out_of_range_are_located_errors(const, error, message):
         jaxmc.build(jaxmc.load_model_string(text, file="big.pm"))
     span = e.value.span
     assert (span.file, span.line, span.column) == ("big.pm", 2, 15)
+
+
+# ------------------------------------------------- every syntax error explains
+
+_BROKEN_MODELS = [
+    _M.format("  [] s=0 -> (s'=1;"),
+    _M.format("  [ s=0 -> (s'=1);"),
+    _M.format("  [] s=0 -> (s'=1) $;"),
+    _M.format("  [] s=0 -> 0.5:(s'=1) 0.5:(s'=2);"),
+    "dtmc\nmodule m\n  s : [0..3] init 0;\n  [] s=0 -> (s'=1);\n",
+    "dtmc\nmodule m\n s : [0..3 init 0;\nendmodule\n",
+    "dtmc\nmodule m\n s : [0..3] init;\nendmodule\n",
+    "dtmc\nformula f = ;\n",
+    "dtmc\nlabel a = true;\n",
+    "dtmc\nconst int N = 3 4;\n",
+    "dtmc\nmodule m s:[0..1]; [] true -> (s'=\"x\"); endmodule\n",
+    "dtmc\nmodule m s:[0..1]; [] true -> (s'=1); endmodule endmodule\n",
+    "dtmc\nmodule module\nendmodule\n",
+]
+_BROKEN_PROPERTIES = [
+    "P=? [ F s=1 ",
+    "P=? F s=1 ]",
+    "P [ F s=1 ]",
+    "P=? [ F<= s=1 ]",
+    "filter(, P=? [ F s=1 ])",
+    "const int = 3;",
+    "S=? [ ]",
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [("model", t) for t in _BROKEN_MODELS] + [("props", t) for t in _BROKEN_PROPERTIES],
+)
+def test_syntax_errors_are_located_with_what_was_expected_and_a_hint(kind, text):
+    model = kind == "model"
+    parse, name = (parse_model, "f.pm") if model else (parse_properties, "f.props")
+    with pytest.raises(PrismSyntaxError) as e:
+        parse(text, name)
+    first = str(e.value).splitlines()[0]
+    assert re.match(rf"{re.escape(name)}:\d+:\d+: syntax error: ", first), first
+    assert "expected" in first or "keyword" in first or "missing" in first
+    assert e.value.hint, first
+    assert "lark" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+def test_empty_and_comment_only_files_parse_to_nothing():
+    assert parse_model("").modules == ()
+    assert parse_model("// nothing\n").modules == ()
+    assert parse_properties("").properties == ()
+    assert parse_properties("// only\n// comments\n").properties == ()
