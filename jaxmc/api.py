@@ -96,8 +96,7 @@ def load_model(
     **Returns:** a [`jaxmc.Model`][]; the state space is built lazily.
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = lang.read_source(path)
     return load_model_string(
         text, constants, file=path, parameters=parameters, **build_options
     )
@@ -172,8 +171,7 @@ def load_properties(
     passed by itself to [`jaxmc.check`][] / [`jaxmc.solve`][].
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = lang.read_source(path)
     return parse_properties(text, model, constants, file=path, errors=errors)
 
 

@@ -626,8 +626,7 @@ def _properties(args, model, setting, jaxmc):
 
     text = None
     if args.props_file:
-        with open(args.props_file, encoding="utf-8", errors="surrogateescape") as f:
-            text = f.read()
+        text = jaxmc.lang.read_source(args.props_file)
     sources = PropertySources(args.props_file, text, args.prop)
     if not sources:
         if args.property:

@@ -76,6 +76,21 @@ class PrismSyntaxError(JaxmcError):
     kind = "syntax error"
 
 
+class SourceFileNotFound(JaxmcError, FileNotFoundError):
+    """A model or properties file that does not exist. Also a
+    `FileNotFoundError`, so code that catches the built-in keeps working."""
+
+    def __init__(self, path: str, *, hint: str | None = None):
+        JaxmcError.__init__(
+            self,
+            f"file `{path}` does not exist",
+            hint=hint or "check the path (it is relative to the current directory)",
+        )
+        self.filename = path
+        self.errno = 2
+        self.strerror = "No such file or directory"
+
+
 class SemanticError(JaxmcError):
     """Well-formed text that means nothing: an unknown name, a type clash, a
     missing constant value, an initial value out of range, ..."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from jaxmc.errors import JaxmcError, PrismSyntaxError, UnsupportedError
+from jaxmc.errors import JaxmcError, PrismSyntaxError, SemanticError, UnsupportedError
 from jaxmc.lang import (
     ast,
     format_program,
@@ -717,3 +717,107 @@ def test_wheel_ships_grammars(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "s"
+
+
+# ----------------------------------------------------------- 32-bit integers
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "line", "col", "literal"),
+    [
+        ("model", "const int N = 99999999999999999999;", 1, 15, "99999999999999999999"),
+        ("model", "dtmc\nconst double d = 2147483648;\n", 2, 18, "2147483648"),
+        ("model", "module m\n s : [0..1];\n [] s<4294967296 -> true;\nendmodule", 3, 7,
+         "4294967296"),
+        ("props", "P=? [ F<=3000000000 true ];", 1, 10, "3000000000"),
+        ("expr", "-2147483648", 1, 2, "2147483648"),
+    ],
+)
+def test_integer_literals_must_fit_in_32_bits(kind, text, line, col, literal):
+    parsers = dict(model=parse_model, props=parse_properties, expr=parse_expression)
+    with pytest.raises(PrismSyntaxError) as e:
+        parsers[kind](text, "f.prism")
+    err = e.value
+    assert (err.span.file, err.span.line, err.span.column) == ("f.prism", line, col)
+    assert err.span.end_column == col + len(literal)
+    assert f"integer literal {literal} does not fit in PRISM's 32-bit int" in str(err)
+    assert f"`{literal}.0`" in err.hint
+
+
+def test_largest_integer_literal_and_large_doubles_are_fine():
+    assert parse_expression("2147483647") == ast.IntLit(2**31 - 1)
+    neg = ast.Unary(ast.UnaryOp.NEG, ast.IntLit(2**31 - 1))
+    smallest = ast.Binary(ast.BinaryOp.SUB, neg, ast.IntLit(1))
+    assert parse_expression("-2147483647 - 1") == smallest
+    assert parse_expression("99999999999999999999.0").value == 1e20
+    assert parse_expression("1e20").value == 1e20
+
+
+@pytest.mark.parametrize(
+    ("const", "error", "message"),
+    [
+        ("99999999999999999999", PrismSyntaxError, "does not fit in PRISM's 32-bit"),
+        ("2147483647 + 1", SemanticError, "integer overflow"),
+        ("-2147483647 - 2", SemanticError, "integer overflow"),
+        ("65536 * 65536", SemanticError, "integer overflow"),
+    ],
+)
+def test_int_constants_out_of_range_are_located_errors(const, error, message):
+    import jaxmc
+
+    text = f"dtmc\nconst int N = {const};\nmodule m s:[0..1]; [] s<N -> true; endmodule"
+    with pytest.raises(error, match=re.escape(message)) as e:
+        jaxmc.build(jaxmc.load_model_string(text, file="big.pm"))
+    span = e.value.span
+    assert (span.file, span.line, span.column) == ("big.pm", 2, 15)
+
+
+# ------------------------------------------------- every syntax error explains
+
+_BROKEN_MODELS = [
+    _M.format("  [] s=0 -> (s'=1;"),
+    _M.format("  [ s=0 -> (s'=1);"),
+    _M.format("  [] s=0 -> (s'=1) $;"),
+    _M.format("  [] s=0 -> 0.5:(s'=1) 0.5:(s'=2);"),
+    "dtmc\nmodule m\n  s : [0..3] init 0;\n  [] s=0 -> (s'=1);\n",
+    "dtmc\nmodule m\n s : [0..3 init 0;\nendmodule\n",
+    "dtmc\nmodule m\n s : [0..3] init;\nendmodule\n",
+    "dtmc\nformula f = ;\n",
+    "dtmc\nlabel a = true;\n",
+    "dtmc\nconst int N = 3 4;\n",
+    "dtmc\nmodule m s:[0..1]; [] true -> (s'=\"x\"); endmodule\n",
+    "dtmc\nmodule m s:[0..1]; [] true -> (s'=1); endmodule endmodule\n",
+    "dtmc\nmodule module\nendmodule\n",
+]
+_BROKEN_PROPERTIES = [
+    "P=? [ F s=1 ",
+    "P=? F s=1 ]",
+    "P [ F s=1 ]",
+    "P=? [ F<= s=1 ]",
+    "filter(, P=? [ F s=1 ])",
+    "const int = 3;",
+    "S=? [ ]",
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [("model", t) for t in _BROKEN_MODELS] + [("props", t) for t in _BROKEN_PROPERTIES],
+)
+def test_syntax_errors_are_located_with_what_was_expected_and_a_hint(kind, text):
+    model = kind == "model"
+    parse, name = (parse_model, "f.pm") if model else (parse_properties, "f.props")
+    with pytest.raises(PrismSyntaxError) as e:
+        parse(text, name)
+    first = str(e.value).splitlines()[0]
+    assert re.match(rf"{re.escape(name)}:\d+:\d+: syntax error: ", first), first
+    assert "expected" in first or "keyword" in first or "missing" in first
+    assert e.value.hint, first
+    assert "lark" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+def test_empty_and_comment_only_files_parse_to_nothing():
+    assert parse_model("").modules == ()
+    assert parse_model("// nothing\n").modules == ()
+    assert parse_properties("").properties == ()
+    assert parse_properties("// only\n// comments\n").properties == ()

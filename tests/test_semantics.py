@@ -446,7 +446,7 @@ def test_properties_basic():
         ('P=? [ F "nope" ]', SemanticError, 'unknown label or property "nope"'),
         ('R{"flips"}=? [ F s=7 ]', SemanticError, 'unknown reward structure "flips"'),
         ("R{2}=? [ F s=7 ]", SemanticError, "out of range"),
-        ("P=? [ G F s=7 ]", UnsupportedError, "LTL path formulas are not supported"),
+        ("P=? [ G F s=7 ]", UnsupportedError, "LTL path formula `G F s = 7` is not"),
         ("P=? [ (F s=7) & (F d=1) ]", UnsupportedError, "LTL"),
         ("P=? [ s=7 ]", UnsupportedError, "LTL"),
         ("P>1.5 [ F s=7 ]", SemanticError, "invalid probability bound"),

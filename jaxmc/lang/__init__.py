@@ -13,3 +13,4 @@ from .printer import (
     format_program as format_program,
     format_properties as format_properties,
 )
+from .source import read_source as read_source

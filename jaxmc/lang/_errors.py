@@ -167,6 +167,8 @@ def _unexpected_characters(e: UnexpectedCharacters, text, file, parser) -> Prism
         hint = "PRISM updates are written (x'=e), not x := e"
     elif char == "#":
         hint = "PRISM preprocessor (#...#) is not supported; use prismpp first"
+    if hint is None:
+        hint = f"{char!r} is not part of the PRISM language"
     allowed = getattr(e, "allowed", None)
     message = f"unexpected character {char!r}"
     if allowed:
@@ -296,4 +298,43 @@ def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str
             f"'{name}' is not a built-in function (min, max, floor, ceil, round, pow, "
             "mod, log)"
         )
+    return _fallback_hint(tok, expected, statement, value)
+
+
+_CLOSERS = {"SEMICOLON", "RPAR", "RSQB", "RBRACE", "COMMA", "COLON", "ARROW", "$END"}
+_BLOCK_ENDS = ("endmodule", "endrewards", "endinit", "endsystem")
+
+
+def _fallback_hint(tok, expected: set[str], statement: str, value: str) -> str | None:
+    """Hints for the slips the specific rules above do not name."""
+    body = statement.strip()
+    if value in _BLOCK_ENDS and value.upper() not in expected:
+        return f"this '{value}' closes no block (is it written twice?)"
+    if "RSQB" in expected and statement.count("[") > statement.count("]"):
+        if body.startswith("[") and expected == {"RSQB"}:
+            return "a command starts with [] or [action], then its guard: [] s=0 -> ..."
+        return "unbalanced brackets: a '[' is not closed"
+    if "RBRACE" in expected and statement.count("{") > statement.count("}"):
+        return "unbalanced braces: a '{' is not closed"
+    if "STRING" in expected and re.search(r"\blabel\s*$", statement):
+        return 'a label\'s name is quoted: label "name" = ...;'
+    if tok.type == "STRING" and "STRING" not in expected:
+        return 'a quoted name is a label: it can be used in properties, not in a model'
+    operator = re.search(r"\b([PRS](min|max)?|R\{[^}]*\})\s*$", statement)
+    if operator and "LSQB" not in expected:
+        return "an operator is followed by =? or a bound: P=? [ F φ ] or P>=0.9 [ F φ ]"
+    if expected == {"LSQB"} and re.search(r"(=\?|[<>]=?[^\[]*)\s*$", statement):
+        return "the operand of P, R or S is written in brackets: P=? [ F φ ]"
+    if re.search(r"\bfilter\s*\(\s*$", statement):
+        return "filter's first argument is an operator, e.g. filter(max, P=? [ F φ ])"
+    if expected == {"NAME"}:
+        return "a name is missing here (e.g. const int N = 3;)"
+    if tok.type in _CLOSERS and len(expected & _EXPR_START) >= 3:
+        shown = "the end of the input" if tok.type == "$END" else f"'{value}'"
+        return f"an expression is missing before {shown}"
+    if tok.type in ("NUMBER", "NAME", "LPAR", "PRIMED", "CALLNAME"):
+        if "PLUS" in expected and "->" in statement:
+            return "probabilistic updates are joined by '+': 0.5:(s'=1) + 0.5:(s'=2)"
+        if expected & _OPERATORS or "SEMICOLON" in expected:
+            return "two expressions follow each other: an operator (or ';') is missing"
     return None

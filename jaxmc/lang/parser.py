@@ -14,12 +14,15 @@ import re
 from pathlib import Path
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, v_args
+from lark.visitors import Transformer_NonRecursive
 
 from ..errors import JaxmcError, PrismSyntaxError, UnsupportedError
 from . import ast
 from ._errors import translate_lark_error
+from ._tree import ASSOCIATIVE, CHAIN_LIMIT, balance_chains
 from .grammar import ReservedName, get_parser
+from .source import read_source
 
 
 __all__ = [
@@ -53,7 +56,7 @@ def parse_model(text: str, file: str | None = None) -> ast.Program:
 def parse_model_file(path: str | Path) -> ast.Program:
     """Read and parse a model file; spans carry its path."""
     path = Path(path)
-    return parse_model(_read(path), str(path))
+    return parse_model(read_source(path), str(path))
 
 
 def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
@@ -69,7 +72,7 @@ def parse_properties(text: str, file: str | None = None) -> ast.PropertiesFile:
 def parse_properties_file(path: str | Path) -> ast.PropertiesFile:
     """Read and parse a property file; spans carry its path."""
     path = Path(path)
-    return parse_properties(_read(path), str(path))
+    return parse_properties(read_source(path), str(path))
 
 
 def parse_expression(text: str, file: str | None = None) -> ast.Expr:
@@ -82,16 +85,6 @@ def parse_expression(text: str, file: str | None = None) -> ast.Expr:
 
 
 # ------------------------------------------------------------------- driving
-
-
-def _read(path: Path) -> str:
-    """The text of `path`: UTF-8, or Latin-1 for the older PRISM files that
-    have accented names in comments."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
 
 
 def _parse(grammar: str, text: str, file: str | None, start: str) -> lark.Tree:
@@ -111,9 +104,12 @@ def _parse(grammar: str, text: str, file: str | None, start: str) -> lark.Tree:
 
 
 def _build(tree, text: str, file: str | None, props: bool = False):
+    # The builder walks the parse tree without recursion (a generated model's
+    # expressions may be thousands of levels deep); long chains of `+`, `*`,
+    # `&`, `|` are then rebuilt as balanced trees (see `_tree.balance_chains`).
     builder = _Builder(file, props)
     try:
-        return builder.transform(tree)
+        result = builder.transform(tree)
     except lark.exceptions.VisitError as e:
         orig = e.orig_exc
         if isinstance(orig, JaxmcError):
@@ -121,11 +117,19 @@ def _build(tree, text: str, file: str | None, props: bool = False):
                 orig.with_source(text, file)
             raise orig from None
         raise  # a bug in the builder: let it show
+    if builder.long_chain:
+        result = balance_chains(result)
+    return result
 
 
 # ------------------------------------------------------------------- builder
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+#: The deepest nesting of an expression that is accepted (a chain of `+`,
+#: `*`, `&` or `|` counts as the depth of its balanced tree).
+MAX_NESTING = 10_000
+#: PRISM's `int` is Java's 32-bit int.
+_INT_MAX = 2**31 - 1
 
 _BINARY = {op.value: op for op in ast.BinaryOp}
 _TEMPORAL = {op.value: op for op in ast.TemporalOp}
@@ -163,11 +167,37 @@ class _Sugar:
 
 
 @v_args(meta=True)
-class _Builder(Transformer):
+class _Builder(Transformer_NonRecursive):
     def __init__(self, file: str | None, props: bool):
         super().__init__(visit_tokens=False)
         self.file = file
         self.props = props
+        #: id → (node, number of operands, deepest operand's depth) of the
+        #: chains of an associative operator
+        self._chains: dict[int, tuple[ast.Binary, int, int]] = {}
+        #: whether some chain has more than CHAIN_LIMIT operands
+        self.long_chain = False
+        #: id → nesting depth of each built value (AST node, tuple, sugar)
+        self._depth: dict[int, int] = {}
+
+    def _call_userfunc(self, tree, new_children=None):
+        result = super()._call_userfunc(tree, new_children)
+        depth = self._depth
+        chain = self._chains.get(id(result))
+        if chain is not None:  # depth once balanced (see `_tree.balance_chains`)
+            _, n, operand_depth = chain
+            d = operand_depth + (n - 1).bit_length()
+        else:
+            d = 1 + max((depth.get(id(c), 0) for c in new_children or ()), default=0)
+        if d > MAX_NESTING and isinstance(result, ast.Node):
+            raise PrismSyntaxError(
+                f"expression nested more than {MAX_NESTING} levels deep",
+                result.span,
+                hint="write it with fewer nested parentheses or `? :`, "
+                "or split it into formulas",
+            )
+        depth[id(result)] = d
+        return result
 
     # ---------------------------------------------------------------- helpers
 
@@ -194,7 +224,17 @@ class _Builder(Transformer):
         span = self._span(meta)
         if any(c in text for c in ".eE"):
             return ast.RealLit(float(text), text=text, span=span)
-        return ast.IntLit(int(text), span=span)
+        value = int(text)
+        if value > _INT_MAX:
+            # As PRISM ("Invalid integer literal"): an int is 32-bit, whatever
+            # the constant's declared type.
+            raise PrismSyntaxError(
+                f"integer literal {text} does not fit in PRISM's 32-bit int "
+                f"(at most {_INT_MAX})",
+                span,
+                hint=f"write a double, `{text}.0`, if a large value is meant",
+            )
+        return ast.IntLit(value, span=span)
 
     def true(self, meta, children):
         return ast.BoolLit(True, span=self._span(meta))
@@ -207,7 +247,21 @@ class _Builder(Transformer):
 
     def binary(self, meta, children):
         left, op, right = children
-        return ast.Binary(_BINARY[op.value], left, right, span=self._span(meta))
+        node = ast.Binary(_BINARY[op.value], left, right, span=self._span(meta))
+        if node.op in ASSOCIATIVE:
+            n1, d1 = self._operands(left, node.op)
+            n2, d2 = self._operands(right, node.op)
+            self._chains[id(node)] = (node, n1 + n2, max(d1, d2))
+            self.long_chain = self.long_chain or n1 + n2 > CHAIN_LIMIT
+        return node
+
+    def _operands(self, e, op: ast.BinaryOp) -> tuple[int, int]:
+        """The number of operands of `e` as part of a chain of `op`, and
+        the depth of the deepest."""
+        chain = self._chains.get(id(e))
+        if chain is not None and chain[0].op is op:
+            return chain[1], chain[2]
+        return 1, self._depth.get(id(e), 1)
 
     def unary(self, meta, children):
         op, operand = children

@@ -59,22 +59,26 @@ def _level(e: ast.Expr) -> int:
 
 def _at(e: ast.Expr, level: int) -> str:
     """`e` printed where the grammar needs at least `level`."""
-    text = format_expr(e)
-    return f"({text})" if _level(e) < level else text
+    return _format(e, level)
 
 
-def _bound(b: ast.TimeBound) -> str:
+#: A piece of printed text: a string, or an expression to print there (at
+#: a precedence level, or at any level when given alone).
+_Piece = str | ast.Expr | tuple
+
+
+def _bound(b: ast.TimeBound) -> list[_Piece]:
     kind = b.kind
     if kind is ast.TimeBoundKind.INTERVAL:
-        return f"[{_at(b.low, _ITE)},{_at(b.high, _ITE)}]"
+        return ["[", (b.low, _ITE), ",", (b.high, _ITE), "]"]
     value = b.high if kind in (ast.TimeBoundKind.LE, ast.TimeBoundKind.LT) else b.low
-    return f"{kind.value}{_at(value, _ITE)}"
+    return [kind.value, (value, _ITE)]
 
 
-def _relop(threshold: ast.Threshold | None) -> str:
+def _relop(threshold: ast.Threshold | None) -> list[_Piece]:
     if threshold is None:
-        return "=?"
-    return f"{threshold.cmp.value}{_at(threshold.value, _ITE)}"
+        return ["=?"]
+    return [threshold.cmp.value, (threshold.value, _ITE)]
 
 
 def _opt(opt: ast.Opt | None) -> str:
@@ -92,70 +96,94 @@ def _real(e: ast.RealLit) -> str:
 
 def format_expr(e: ast.Expr) -> str:
     """PRISM text for expression (or property) `e`."""
+    return _format(e, None)
+
+
+def _format(e: ast.Expr, level: int | None) -> str:
+    # An explicit stack of pieces rather than recursion: expressions may be
+    # nested thousands of levels deep.
+    out: list[str] = []
+    stack: list[_Piece] = [(e, level)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, at = item if isinstance(item, tuple) else (item, None)
+        pieces = _pieces(node)
+        if at is not None and _level(node) < at:
+            pieces = ["(", *pieces, ")"]
+        stack.extend(reversed(pieces))
+    return "".join(out)
+
+
+def _pieces(e: ast.Expr) -> list[_Piece]:  # noqa: C901 - one dispatch
+    """The text of `e`, one level deep: strings and operands to print."""
     if isinstance(e, ast.IntLit):
-        return str(e.value) if e.value >= 0 else f"-{-e.value}"
+        return [str(e.value) if e.value >= 0 else f"-{-e.value}"]
     if isinstance(e, ast.RealLit):
-        return _real(e)
+        return [_real(e)]
     if isinstance(e, ast.BoolLit):
-        return "true" if e.value else "false"
+        return ["true" if e.value else "false"]
     if isinstance(e, ast.Ident):
-        return e.name
+        return [e.name]
     if isinstance(e, ast.Primed):
-        return f"{e.name}'"
+        return [f"{e.name}'"]
     if isinstance(e, ast.LabelRef):
-        return f'"{e.name}"'
+        return [f'"{e.name}"']
     if isinstance(e, ast.Unary):
-        if e.op is ast.UnaryOp.NOT:
-            # `!` binds looser than `=` in PRISM (`!s=0` is `!(s=0)`) but
-            # tighter in Storm and in most readers' eyes: always bracket a
-            # binary operand.
-            return f"!{_at(e.operand, _NEG)}"
-        return f"-{_at(e.operand, _NEG)}"
+        # `!` binds looser than `=` in PRISM (`!s=0` is `!(s=0)`) but tighter
+        # in Storm and in most readers' eyes: always bracket a binary operand.
+        return ["!" if e.op is ast.UnaryOp.NOT else "-", (e.operand, _NEG)]
     if isinstance(e, ast.Binary):
         level = _LEVEL[e.op]
         if e.op is ast.BinaryOp.POW:  # atom ^ neg (right associative)
-            return f"{_at(e.left, _ATOM)}^{_at(e.right, _NEG)}"
-        return f"{_at(e.left, level)} {e.op.value} {_at(e.right, level + 1)}"
+            return [(e.left, _ATOM), "^", (e.right, _NEG)]
+        return [(e.left, level), f" {e.op.value} ", (e.right, level + 1)]
     if isinstance(e, ast.Ite):
         # cond and then are one level tighter than ?: (PRISM's ExpressionITE).
-        return f"{_at(e.cond, _ITE + 1)} ? {_at(e.then, _ITE + 1)} : {_at(e.else_, _ITE)}"
+        return [(e.cond, _ITE + 1), " ? ", (e.then, _ITE + 1), " : ", (e.else_, _ITE)]
     if isinstance(e, ast.Call):
-        args = ", ".join(format_expr(a) for a in e.args)
-        if e.func in _BUILTINS or e.func == "multi":
-            return f"{e.func}({args})"
-        return f"func({e.func}, {args})"
+        builtin = e.func in _BUILTINS or e.func == "multi"
+        head = f"{e.func}(" if builtin else f"func({e.func}, "
+        pieces: list[_Piece] = [head]
+        for i, a in enumerate(e.args):
+            pieces += [", ", a] if i else [a]
+        return [*pieces, ")"]
     if isinstance(e, ast.Temporal):
-        bound = _bound(e.bound) if e.bound is not None else ""
-        right = _at(e.right, _TEMPORAL_UNARY)
-        if bound and right.startswith("-"):
-            right = f"({right})"  # `F<=k -x` would read as the bound k-x
+        bound = _bound(e.bound) if e.bound is not None else []
+        right: _Piece = (e.right, _TEMPORAL_UNARY)
+        if bound:
+            text = _format(e.right, _TEMPORAL_UNARY)
+            # `F<=k -x` would read as the bound k-x
+            right = f"({text})" if text.startswith("-") else text
         if e.left is None:
-            return f"{e.op.value}{bound} {right}"
-        return f"{_at(e.left, _TEMPORAL_UNARY)} {e.op.value}{bound} {right}"
+            return [e.op.value, *bound, " ", right]
+        return [(e.left, _TEMPORAL_UNARY), f" {e.op.value}", *bound, " ", right]
     if isinstance(e, ast.RewardPath):
         if e.kind is ast.RewardPathKind.LONG_RUN:
-            return "S"
+            return ["S"]
         if e.bound is None:
-            return e.kind.value
-        return f"{e.kind.value}{_bound(e.bound)}"
+            return [e.kind.value]
+        return [e.kind.value, *_bound(e.bound)]
     if isinstance(e, ast.ProbOp):
-        return f"P{_opt(e.opt)}{_relop(e.threshold)} [ {format_expr(e.path)} ]"
+        return [f"P{_opt(e.opt)}", *_relop(e.threshold), " [ ", e.path, " ]"]
     if isinstance(e, ast.RewardOp):
         if e.structure is None:
-            index = ""
+            index: list[_Piece] = []
         elif isinstance(e.structure, str):
-            index = f'{{"{e.structure}"}}'
+            index = [f'{{"{e.structure}"}}']
         else:
-            index = f"{{{_at(e.structure, _ITE)}}}"
+            index = ["{", (e.structure, _ITE), "}"]
         opt = _opt(e.opt)
-        return f"R{index}{opt}{_relop(e.threshold)} [ {format_expr(e.path)} ]"
+        return ["R", *index, opt, *_relop(e.threshold), " [ ", e.path, " ]"]
     if isinstance(e, ast.SteadyOp):
-        return f"S{_opt(e.opt)}{_relop(e.threshold)} [ {format_expr(e.operand)} ]"
+        return [f"S{_opt(e.opt)}", *_relop(e.threshold), " [ ", e.operand, " ]"]
     if isinstance(e, ast.PathQuantifier):
-        return f"{e.quantifier.value} [ {format_expr(e.path)} ]"
+        return [f"{e.quantifier.value} [ ", e.path, " ]"]
     if isinstance(e, ast.Filter):
-        states = f", {format_expr(e.states)}" if e.states is not None else ""
-        return f"filter({e.op}, {format_expr(e.operand)}{states})"
+        states: list[_Piece] = [", ", e.states] if e.states is not None else []
+        return [f"filter({e.op}, ", e.operand, *states, ")"]
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -237,28 +265,41 @@ def _sys_level(s: ast.SystemExpr) -> int:
     return _SYS_ATOM
 
 
-def _sys_at(s: ast.SystemExpr, level: int) -> str:
-    text = format_system(s)
-    return f"({text})" if _sys_level(s) < level else text
-
-
 def format_system(s: ast.SystemExpr) -> str:
     """PRISM text for a system composition (the inside of system...endsystem)."""
+    # Without recursion, as `_format`: a generated model may compose
+    # thousands of modules.
+    out: list[str] = []
+    stack: list = [(s, _SYS_INTERLEAVE)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, level = item
+        pieces = _sys_pieces(node)
+        if _sys_level(node) < level:
+            pieces = ["(", *pieces, ")"]
+        stack.extend(reversed(pieces))
+    return "".join(out)
+
+
+def _sys_pieces(s: ast.SystemExpr) -> list:
     if isinstance(s, ast.SysModule):
-        return s.name
+        return [s.name]
     if isinstance(s, ast.SysInterleave):
-        return f"{_sys_at(s.left, _SYS_PAR)} ||| {_sys_at(s.right, _SYS_INTERLEAVE)}"
+        return [(s.left, _SYS_PAR), " ||| ", (s.right, _SYS_INTERLEAVE)]
     if isinstance(s, ast.SysFullParallel):
         # n-ary in the grammar, left-nested in the AST
-        return f"{_sys_at(s.left, _SYS_FULL)} || {_sys_at(s.right, _SYS_PAR)}"
+        return [(s.left, _SYS_FULL), " || ", (s.right, _SYS_PAR)]
     if isinstance(s, ast.SysParallel):
         actions = ",".join(s.actions)
-        return f"{_sys_at(s.left, _SYS_POST)} |[{actions}]| {_sys_at(s.right, _SYS_POST)}"
+        return [(s.left, _SYS_POST), f" |[{actions}]| ", (s.right, _SYS_POST)]
     if isinstance(s, ast.SysHide):
-        return f"{_sys_at(s.operand, _SYS_POST)} / {{{', '.join(s.actions)}}}"
+        return [(s.operand, _SYS_POST), f" / {{{', '.join(s.actions)}}}"]
     if isinstance(s, ast.SysRename):
         pairs = ", ".join(f"{a} <- {b}" for a, b in s.renames)
-        return f"{_sys_at(s.operand, _SYS_POST)} {{{pairs}}}"
+        return [(s.operand, _SYS_POST), f" {{{pairs}}}"]
     raise TypeError(f"not a system expression: {s!r}")
 
 

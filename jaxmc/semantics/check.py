@@ -32,7 +32,7 @@ from .constants import (
     coerce_value,
     parse_constants,
 )
-from .evaluate import Value, fold, is_literal, literal, literal_value
+from .evaluate import Value, fold as _fold, is_literal, literal_value
 from .program import (
     CheckedCommand,
     CheckedModule,
@@ -79,6 +79,24 @@ def check_program(
         return _ProgramChecker(program, constants, tuple(parameters), source, file).run()
     except JaxmcError as err:
         raise attach_source(err, source, file) from None
+
+
+def fold(
+    expr: ast.Expr,
+    env: Mapping[str, Value | ast.Expr],
+    types: Mapping[str, Type] | None = None,
+) -> ast.Expr:
+    """`evaluate.fold`, with a located `UnsupportedError` where the folding
+    recursion is deeper than Python allows (an expression nested a few
+    hundred levels deep, e.g. a long `c1 ? a1 : c2 ? a2 : ...`)."""
+    try:
+        return _fold(expr, env, types)
+    except RecursionError:
+        raise UnsupportedError(
+            "expression nested too deeply to be evaluated",
+            expr.span,
+            hint="split it into formulas, or use fewer nested parentheses or `? :`",
+        ) from None
 
 
 def attach_source(err: JaxmcError, source: str | None, file: str | None) -> JaxmcError:
@@ -777,7 +795,7 @@ class _ProgramChecker:
                     raise SemanticError(f'duplicated action "{a}" in the system construct', node.span)
                 seen.add(a)
 
-        def visit(s):
+        def check(s):
             if isinstance(s, ast.SysModule):
                 if s.name not in names:
                     raise SemanticError(
@@ -786,23 +804,19 @@ class _ProgramChecker:
                         hint=suggest(s.name, names),
                     )
                 used.append((s.name, s.span))
-            elif isinstance(s, (ast.SysFullParallel, ast.SysInterleave)):
-                visit(s.left)
-                visit(s.right)
             elif isinstance(s, ast.SysParallel):
                 actions_ok(s.actions, s, "a parallel composition")
-                visit(s.left)
-                visit(s.right)
             elif isinstance(s, ast.SysHide):
                 actions_ok(s.actions, s, "hiding")
-                visit(s.operand)
             elif isinstance(s, ast.SysRename):
                 actions_ok([a for a, _ in s.renames], s, "renaming")
-                visit(s.operand)
-            else:  # pragma: no cover
-                raise SemanticError(f"unknown system construct {type(s).__name__}", getattr(s, "span", None))
+            elif not isinstance(s, (ast.SysFullParallel, ast.SysInterleave)):
+                raise SemanticError(  # pragma: no cover
+                    f"unknown system construct {type(s).__name__}", s.span
+                )
 
-        visit(sysexpr)
+        for s in ast.walk(sysexpr):  # pre-order, left to right, no recursion
+            check(s)
         counts: dict[str, int] = {}
         for n, span in used:
             counts[n] = counts.get(n, 0) + 1

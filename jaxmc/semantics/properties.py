@@ -31,9 +31,16 @@ from dataclasses import dataclass, field
 
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
-from .check import BUILTIN_LABELS, ConstantResolver, FormulaTable, _Names, attach_source
+from .check import (
+    BUILTIN_LABELS,
+    ConstantResolver,
+    FormulaTable,
+    _Names,
+    attach_source,
+    fold,
+)
 from .constants import check_setting, constant_setting
-from .evaluate import fold, is_literal, literal_value
+from .evaluate import is_literal, literal_value
 from .program import CheckedProgram
 from .rewrite import idents
 from .types import Type, can_assign, is_numeric, suggest, type_of
@@ -421,7 +428,7 @@ class _PropsChecker:
     def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
         if _has_path_outside_operators(e):
             raise UnsupportedError(
-                "LTL path formulas are not supported",
+                f"LTL path formula {_quote(e)} is not supported yet",
                 e.span,
                 hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
             )
@@ -435,15 +442,24 @@ class _PropsChecker:
         if not isinstance(path, ast.Temporal):
             if _has_path_outside_operators(path):
                 raise UnsupportedError(
-                    "LTL path formulas are not supported",
+                    f"LTL path formula {_quote(path)} is not supported yet",
                     path.span,
                     hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
                 )
             # PRISM reads a state formula here as a (trivial) LTL formula
             raise UnsupportedError(
-                f"LTL path formulas are not supported (here: a state formula inside {ctx} [...])",
+                f"LTL path formula {_quote(path)} is not supported yet "
+                f"(a state formula inside {ctx} [...] is read as LTL, as in PRISM)",
                 path.span,
                 hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]" if ctx == "P" else None,
+            )
+        operands = [x for x in (path.left, path.right) if x is not None]
+        if any(_has_path_outside_operators(x) for x in operands):
+            raise UnsupportedError(
+                f"LTL path formula {_quote(path)} is not supported yet",
+                path.span,
+                hint="only one temporal operator (X, U, F, G, W, R) may appear "
+                f"directly inside {ctx} [...]",
             )
         if path.left is not None:
             self._state(path.left, recurse, ctx)
@@ -494,9 +510,17 @@ class _PropsChecker:
                 raise SemanticError("the instantaneous reward I needs a time bound `I=t`", path.span)
             return
         if isinstance(path, ast.Temporal):
+            nested = _has_path_outside_operators(path.right)
+            if path.op == ast.TemporalOp.EVENTUALLY and nested:
+                raise UnsupportedError(
+                    f"co-safe LTL reward formula {_quote(path)} is not supported yet",
+                    path.span,
+                    hint="the operand of F inside R [...] must be a state formula",
+                )
             if path.op != ast.TemporalOp.EVENTUALLY:
                 raise UnsupportedError(
-                    f"co-safe LTL reward formulas (here `{path.op.value}`) are not supported in R [...]",
+                    f"co-safe LTL reward formula {_quote(path)} is not supported yet "
+                    f"(here `{path.op.value}`; R [...] takes F, C, I or S)",
                     path.span,
                     hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
                 )
@@ -507,7 +531,7 @@ class _PropsChecker:
         # PRISM reads anything else as a co-safe LTL formula (a state formula
         # included), which jaxmc does not support
         raise UnsupportedError(
-            "co-safe LTL reward formulas are not supported in R [...]",
+            f"co-safe LTL reward formula {_quote(path)} is not supported yet",
             path.span,
             hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
         )
@@ -590,11 +614,29 @@ class _PropsChecker:
         return map_expr(e, f)
 
 
+def _quote(e: ast.Expr, limit: int = 60) -> str:
+    """`e` as PRISM text in backticks, shortened to about `limit` characters."""
+    from ..lang.printer import format_expr
+
+    text = format_expr(e)
+    if len(text) > limit:
+        text = text[: limit - 3].rstrip() + "..."
+    return f"`{text}`"
+
+
 def _has_path_outside_operators(e: ast.Expr) -> bool:
     """Whether `e` contains a temporal operator not enclosed in its own
     P/R/S/E/A operator (i.e. a nested path formula: LTL)."""
-    if isinstance(e, (ast.Temporal, ast.RewardPath)):
-        return True
-    if isinstance(e, (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)):
-        return False
-    return any(_has_path_outside_operators(c) for c in ast.children(e) if not isinstance(c, (ast.TimeBound, ast.Threshold)))
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Temporal, ast.RewardPath)):
+            return True
+        if isinstance(n, _OPERATORS):
+            continue
+        bounds = (ast.TimeBound, ast.Threshold)
+        stack.extend(c for c in ast.children(n) if not isinstance(c, bounds))
+    return False
+
+
+_OPERATORS = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)

@@ -11,18 +11,18 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 
 from ..lang import ast
+from ..lang._tree import map_tree
 
 
 def map_expr(e: ast.Node, f: Callable[[ast.Node], ast.Node | None]) -> ast.Node:
     """Bottom-up rebuild: `f(node)` returns a replacement or None to recurse.
 
     Children of every node (including `TimeBound`, `Threshold` and the
-    structure index of `RewardOp`) are visited.
+    structure index of `RewardOp`) are visited. The walk uses an explicit
+    stack, so expressions of any depth can be rewritten; a subtree shared by
+    several parents is rewritten once.
     """
-    r = f(e)
-    if r is not None:
-        return r
-    return map_children(e, lambda c: map_expr(c, f))
+    return map_tree(e, f)
 
 
 def map_children(e: ast.Node, f: Callable[[ast.Node], ast.Node]) -> ast.Node:

@@ -71,11 +71,62 @@ def type_of(expr: ast.Expr, scope: Mapping[str, Type], hook: Hook | None = None)
 
 
 class _TypeChecker:
+    """Types expressions with an explicit stack (no recursion), so that
+    expressions thousands of levels deep can be checked. Errors come in the
+    order a recursive checker would find them: operands left to right, a
+    node's own check after its operands (for `?:`, the condition's check
+    before the branches; for calls, the arity before the arguments)."""
+
     def __init__(self, scope: Mapping[str, Type], hook: Hook | None):
         self.scope = scope
         self.hook = hook
 
-    def visit(self, e: ast.Expr) -> Type:  # noqa: C901 - one dispatch
+    def visit(self, e: ast.Expr) -> Type:
+        types: dict[int, Type] = {}
+        # (node, stage): stage 0 on first visit, then 1 (and 2 for `?:`)
+        stack: list[tuple[ast.Expr, int]] = [(e, 0)]
+        while stack:
+            node, stage = stack.pop()
+            if id(node) in types:
+                continue
+            if isinstance(node, ast.Unary):
+                if stage == 0:
+                    stack += [(node, 1), (node.operand, 0)]
+                else:
+                    types[id(node)] = self._unary(node, types[id(node.operand)])
+            elif isinstance(node, ast.Binary):
+                if stage == 0:
+                    stack += [(node, 1), (node.right, 0), (node.left, 0)]
+                else:
+                    t1, t2 = types[id(node.left)], types[id(node.right)]
+                    types[id(node)] = self._binary(node, t1, t2)
+            elif isinstance(node, ast.Ite):
+                if stage == 0:
+                    stack += [(node, 1), (node.cond, 0)]
+                elif stage == 1:
+                    tc = types[id(node.cond)]
+                    if tc != Type.BOOL:
+                        raise SemanticError(
+                            f"type error: condition of `?` is {tc.value}, not bool",
+                            node.cond.span,
+                        )
+                    stack += [(node, 2), (node.else_, 0), (node.then, 0)]
+                else:
+                    t1, t2 = types[id(node.then)], types[id(node.else_)]
+                    types[id(node)] = self._ite(node, t1, t2)
+            elif isinstance(node, ast.Call):
+                if stage == 0:
+                    self._check_arity(node)
+                    stack.append((node, 1))
+                    stack += [(a, 0) for a in reversed(node.args)]
+                else:
+                    ts = [types[id(a)] for a in node.args]
+                    types[id(node)] = self._call(node, ts)
+            else:
+                types[id(node)] = self._leaf(node)
+        return types[id(e)]
+
+    def _leaf(self, e: ast.Expr) -> Type:
         if isinstance(e, ast.BoolLit):
             return Type.BOOL
         if isinstance(e, ast.IntLit):
@@ -92,36 +143,28 @@ class _TypeChecker:
                 f"`{e.name}'` can only appear on the left of an assignment `({e.name}'=...)`",
                 e.span,
             )
-        if isinstance(e, ast.Unary):
-            t = self.visit(e.operand)
-            if e.op == ast.UnaryOp.NOT:
-                self._expect_bool(t, e.operand, "!")
-                return Type.BOOL
-            self._expect_numeric(t, e.operand, "-")
-            return t
-        if isinstance(e, ast.Binary):
-            return self._binary(e)
-        if isinstance(e, ast.Ite):
-            tc = self.visit(e.cond)
-            if tc != Type.BOOL:
-                raise SemanticError(
-                    f"type error: condition of `?` is {tc.value}, not bool", e.cond.span
-                )
-            t1, t2 = self.visit(e.then), self.visit(e.else_)
-            if t1 == Type.BOOL and t2 == Type.BOOL:
-                return Type.BOOL
-            if is_numeric(t1) and is_numeric(t2):
-                return unify_numeric(t1, t2)
-            raise SemanticError(
-                f"type error: the branches of `?` have types {t1.value} and {t2.value}, which do not match",
-                e.span,
-            )
-        if isinstance(e, ast.Call):
-            return self._call(e)
         if self.hook is not None:
             return self.hook(e, self.visit)
         raise SemanticError(
             f"a property operator (`{type(e).__name__}`) cannot appear in a model expression",
+            e.span,
+        )
+
+    def _unary(self, e: ast.Unary, t: Type) -> Type:
+        if e.op == ast.UnaryOp.NOT:
+            self._expect_bool(t, e.operand, "!")
+            return Type.BOOL
+        self._expect_numeric(t, e.operand, "-")
+        return t
+
+    def _ite(self, e: ast.Ite, t1: Type, t2: Type) -> Type:
+        if t1 == Type.BOOL and t2 == Type.BOOL:
+            return Type.BOOL
+        if is_numeric(t1) and is_numeric(t2):
+            return unify_numeric(t1, t2)
+        raise SemanticError(
+            f"type error: the branches of `?` have types {t1.value} and {t2.value}, "
+            "which do not match",
             e.span,
         )
 
@@ -139,9 +182,8 @@ class _TypeChecker:
                 node.span,
             )
 
-    def _binary(self, e: ast.Binary) -> Type:
+    def _binary(self, e: ast.Binary, t1: Type, t2: Type) -> Type:
         B = ast.BinaryOp
-        t1, t2 = self.visit(e.left), self.visit(e.right)
         op = e.op
         if op in (B.IFF, B.IMPLIES, B.OR, B.AND):
             self._expect_bool(t1, e.left, op.value)
@@ -167,7 +209,7 @@ class _TypeChecker:
             return Type.DOUBLE
         return unify_numeric(t1, t2)
 
-    def _call(self, e: ast.Call) -> Type:
+    def _check_arity(self, e: ast.Call) -> None:
         arity = ast.FUNCTIONS.get(e.func)
         if e.func == "multi":
             from ..errors import UnsupportedError
@@ -188,7 +230,8 @@ class _TypeChecker:
             raise SemanticError(
                 f"function `{e.func}` takes {want} argument(s), not {n}", e.span
             )
-        ts = [self.visit(a) for a in e.args]
+
+    def _call(self, e: ast.Call, ts: list[Type]) -> Type:
         if e.func == "mod":
             for t, a in zip(ts, e.args):
                 if t != Type.INT:
