@@ -130,4 +130,18 @@ def _quote(source: str | None, span: Span | None) -> str:
         carets = "^" * (span.end_column - col)
     else:
         carets = "^"
+    if len(text) > _QUOTE_WIDTH:
+        # a window of the line around the column (generated models have
+        # lines of many thousands of characters)
+        start = max(0, col - 1 - _QUOTE_WIDTH // 4)
+        end = start + _QUOTE_WIDTH
+        head = "..." if start > 0 else ""
+        tail = "..." if end < len(text) else ""
+        text = head + text[start:end] + tail
+        col = col - start + len(head)
+        carets = carets[: max(1, len(text) - col + 1)]
     return f" {span.line} | {text}\n {' ' * width} | {' ' * (col - 1)}{carets}"
+
+
+#: The most characters of a source line an error message quotes.
+_QUOTE_WIDTH = 100

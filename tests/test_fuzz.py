@@ -24,16 +24,6 @@ from fuzz_mutants import Mutant, Runner, mutants
 
 
 SEED = 20240518
-#: The engine fixes these failures on other branches (parser recursion on
-#: long chains, integer overflow in the lowering, non-UTF-8 model files in
-#: the CLI, an unlocated Fox-Glynn error for huge time bounds); remove the
-#: marks once they are merged.
-KNOWN_FAILURES = pytest.mark.xfail(
-    strict=False,
-    reason="RecursionError on long expressions, OverflowError on huge integer "
-    "literals, UnicodeDecodeError on non-UTF-8 files, unlocated "
-    "ModelCheckingError for an infinite rate*time",
-)
 #: Per-mutant time limit (seconds); the first mutant also waits for the
 #: worker to import JAX.
 TIMEOUT = 30.0
@@ -90,14 +80,12 @@ def _run_api(n: int, seed: int) -> list[tuple[Mutant, str]]:
     return failures
 
 
-@KNOWN_FAILURES
 def test_fuzz_api():
     failures = _run_api(300, SEED)
     if failures:
         pytest.fail(_report(failures), pytrace=False)
 
 
-@KNOWN_FAILURES
 def test_fuzz_cli(tmp_path):
     rng = random.Random(SEED)
     cases = mutants(30, SEED + 1)
@@ -125,7 +113,6 @@ def test_fuzz_cli(tmp_path):
 
 
 @pytest.mark.slow
-@KNOWN_FAILURES
 def test_fuzz_api_many():
     failures = _run_api(3000, SEED + 2)
     if failures:
