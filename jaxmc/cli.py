@@ -501,6 +501,10 @@ def _run(args: argparse.Namespace) -> int:
                 model = jaxmc.load_model(args.model, setting, **options)
                 model_key = {k: v for k, v in setting.items() if k in _model_constant_names(model)}
             parse_time = time.perf_counter() - t0
+        # properties are read before the build, as PRISM does: a mistake in
+        # them (or a constant no file declares) costs no exploration
+        props, sources = _properties(args, model, setting, jaxmc)
+        chosen = None if props is None else _selected(args, props, jaxmc)
         explicit = jaxmc.build(model)
         show.end_progress()
         run = {
@@ -513,10 +517,8 @@ def _run(args: argparse.Namespace) -> int:
         show.model(run, explicit)
         if args.export_model:
             _export(args.export_model, explicit, jaxmc, show)
-        props, sources = _properties(args, model, setting, jaxmc)
-        if props is None:
+        if chosen is None:
             continue
-        chosen = _selected(args, props, jaxmc)
         for n, (index, prop) in enumerate(chosen, 1):
             show.checking(n, len(chosen), prop.text)
             entry = {"index": index + 1, "name": prop.name, "property": prop.text}

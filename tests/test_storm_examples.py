@@ -108,9 +108,26 @@ def _cases():
                 pf = parse_properties(props.read_text(errors="replace"), file=str(props))
             except JaxmcError:
                 continue  # the parser tests list these files
+            declared = _declared(model) | {c.name for c in pf.constants}
             for i, _ in enumerate(pf.properties):
-                out.append((model, props, _consts_for(model, props, i), i))
+                consts = _consts_for(model, props, i)
+                out.append((model, props, _only(consts, declared), i))
     return out
+
+
+@functools.cache
+def _declared(model) -> frozenset[str]:
+    from jaxmc.lang import parse_model
+
+    return frozenset(c.name for c in parse_model(model.read_text(), file=str(model)).constants)
+
+
+def _only(consts: str, names: set[str]) -> str:
+    """The settings of `consts` for `names`: the scripts' settings merged over
+    several command lines may name constants of sibling models, which jaxmc
+    (unlike PRISM, which ignores them) refuses."""
+    parts = [p for p in consts.split(",") if p and p.split("=")[0].strip() in names]
+    return ",".join(parts)
 
 
 CASES = _cases()

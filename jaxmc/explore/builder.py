@@ -859,6 +859,12 @@ class _Builder:
         self.n_choices.append(per_state if self.nd else np.ones(n, dtype=np.int64))
         if self.nd:
             self.actions.append(c_lab)
+        elif ne:
+            # a DTMC/CTMC entry has the action of its commands where they
+            # agree on one (PRISM writes it in .tra files), else none
+            lab = np.maximum(c_lab[e_choice][order], 0)
+            low = np.minimum.reduceat(lab, starts)
+            self.actions.append(np.where(low == np.maximum.reduceat(lab, starts), low, 0))
         self.contrib_per_entry.append(np.diff(np.append(starts, ne)).astype(np.int32))
         if mt == ModelType.DTMC:  # weights are 1 otherwise (made on demand)
             self.contrib_weight.append(weight[order])
@@ -996,11 +1002,12 @@ class _Builder:
                 negative = np.zeros(n, dtype=bool)
                 negative[np.concatenate(self.negative_at[ri])] = True
             rewards.append(RewardStructure(r.name, state_r, trans_r, negative))
-        choice_action = None
+        choice_action = entry_action = None
+        names = np.array(self.label_names + [None], dtype=object)
         if self.nd:
-            labs = np.concatenate(self.actions)
-            names = np.array(self.label_names + [None], dtype=object)
-            choice_action = tuple(names[labs].tolist())
+            choice_action = tuple(names[np.concatenate(self.actions)].tolist())
+        elif self.actions and np.concatenate(self.actions).any():
+            entry_action = tuple(names[np.concatenate(self.actions)].tolist())
         variables = tuple(StateVar(v.name, v.low, v.high, v.is_bool) for v in comp.vars)
         return ExplicitModel(
             model_type=mt,
@@ -1014,6 +1021,7 @@ class _Builder:
             labels=labels,
             rewards=tuple(rewards),
             choice_action=choice_action,
+            entry_action=entry_action,
             provenance=self.provenance(col.size),
             warnings=tuple(warnings),
         )
