@@ -60,12 +60,18 @@ def test_zero_rate_equals_check(queue, first):
     model = jaxmc.load_model(queue, parameters=("lambda", "mu"))
     lam, mu = first
     v = float(jaxmc.solve(model, EMPTY, params={"lambda": lam, "mu": mu}))
-    assert v == pytest.approx(_checked(queue, EMPTY, **{"lambda": lam, "mu": mu}), rel=1e-6)
+    assert v == pytest.approx(
+        _checked(queue, EMPTY, **{"lambda": lam, "mu": mu}), rel=1e-6
+    )
     v0 = float(jaxmc.solve(model, EMPTY, params={"lambda": 0.0, "mu": 3.0}))
-    assert v0 == pytest.approx(_checked(queue, EMPTY, **{"lambda": 0.0, "mu": 3.0})) == 1.0
+    assert (
+        v0 == pytest.approx(_checked(queue, EMPTY, **{"lambda": 0.0, "mu": 3.0})) == 1.0
+    )
     # a positive point after the zero one still uses the parametric structure
     v1 = float(jaxmc.solve(model, EMPTY, params={"lambda": 1.5, "mu": 3.0}))
-    assert v1 == pytest.approx(_checked(queue, EMPTY, **{"lambda": 1.5, "mu": 3.0}), rel=1e-6)
+    assert v1 == pytest.approx(
+        _checked(queue, EMPTY, **{"lambda": 1.5, "mu": 3.0}), rel=1e-6
+    )
 
 
 def test_zero_rate_in_sweep(queue):
@@ -82,12 +88,16 @@ def test_zero_rate_gradient_is_refused_elsewhere_fine(queue):
     def f(lam):
         return jaxmc.solve(model, EMPTY, params={"lambda": lam, "mu": 3.0})
 
-    with pytest.raises(ModelCheckingError, match=r"changes the graph .* built at .*not differentiable"):
+    with pytest.raises(
+        ModelCheckingError, match=r"changes the graph .* built at .*not differentiable"
+    ):
         jax.grad(f)(0.0)
     # d/dlambda of (1 - rho)/(1 - rho^5), rho = lambda/3, by central differences
     h = 1e-5
-    fd = (_checked(queue, EMPTY, **{"lambda": 1 + h, "mu": 3.0})
-          - _checked(queue, EMPTY, **{"lambda": 1 - h, "mu": 3.0})) / (2 * h)
+    fd = (
+        _checked(queue, EMPTY, **{"lambda": 1 + h, "mu": 3.0})
+        - _checked(queue, EMPTY, **{"lambda": 1 - h, "mu": 3.0})
+    ) / (2 * h)
     assert float(jax.grad(f)(1.0)) == pytest.approx(fd, rel=1e-4)
 
 
@@ -100,7 +110,9 @@ def test_zero_probabilities_equal_check(tmp_path, prop, p, q):
     path.write_text(CHAIN)
     model = jaxmc.load_model(path, parameters=("p", "q"))
     want = _checked(path, prop, p=p, q=q)
-    assert float(jaxmc.solve(model, prop, params={"p": p, "q": q})) == pytest.approx(want, abs=1e-8)
+    assert float(jaxmc.solve(model, prop, params={"p": p, "q": q})) == pytest.approx(
+        want, abs=1e-8
+    )
     got = jaxmc.sweep(model, prop, params={"p": [0.25, p], "q": [0.25, q]})
     assert got[1] == pytest.approx(want, abs=1e-8)
 
@@ -110,18 +122,34 @@ def test_pinned_build_point_with_zero_keeps_its_error(tmp_path):
     path.write_text(CHAIN)
     model = jaxmc.load_model(path, parameters=("p", "q"))
     with pytest.raises(JaxmcError, match="is 0 at the build point"):
-        jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.3, "q": 0.2},
-                    build_params={"p": 0.0, "q": 0.2})
+        jaxmc.solve(
+            model,
+            "P=? [ F s=1 ]",
+            params={"p": 0.3, "q": 0.2},
+            build_params={"p": 0.0, "q": 0.2},
+        )
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"lambda": "abc", "mu": 3.0}, "parameter `lambda`: expected a number, got 'abc'"),
-    ({"lambda": True, "mu": 3.0}, "parameter `lambda`: expected a number, got True"),
-    ({"lambda": [1.0, 2.0], "mu": 3.0}, "parameter `lambda`: expected a number, got [1.0, 2.0]"),
-    ({"lambda": 1.0, "mu": 3.0, "nu": 1.0}, "`nu` is not a constant of the model"),
-    ({"lambda": 1.0}, "`params` lacks a value for parameter `mu`"),
-    ([("lambda", 1.0)], "`params` should be a mapping"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"lambda": "abc", "mu": 3.0},
+            "parameter `lambda`: expected a number, got 'abc'",
+        ),
+        (
+            {"lambda": True, "mu": 3.0},
+            "parameter `lambda`: expected a number, got True",
+        ),
+        (
+            {"lambda": [1.0, 2.0], "mu": 3.0},
+            "parameter `lambda`: expected a number, got [1.0, 2.0]",
+        ),
+        ({"lambda": 1.0, "mu": 3.0, "nu": 1.0}, "`nu` is not a constant of the model"),
+        ({"lambda": 1.0}, "`params` lacks a value for parameter `mu`"),
+        ([("lambda", 1.0)], "`params` should be a mapping"),
+    ],
+)
 def test_bad_params_in_solve(queue, params, message):
     model = jaxmc.load_model(queue, parameters=("lambda", "mu"))
     with pytest.raises(SemanticError, match=re.escape(message)) as e:
@@ -131,12 +159,20 @@ def test_bad_params_in_solve(queue, params, message):
     assert "jax.grad" not in str(e.value)
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"lambda": np.ones(3), "mu": np.ones(2)},
-     "shapes that do not broadcast together: `lambda` (3,), `mu` (2,)"),
-    ({"lambda": np.ones(3), "mu": "x"}, "parameter `mu`: expected a number or an array of numbers"),
-    ({"lambda": np.ones(3)}, "`params` lacks a value for parameter `mu`"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"lambda": np.ones(3), "mu": np.ones(2)},
+            "shapes that do not broadcast together: `lambda` (3,), `mu` (2,)",
+        ),
+        (
+            {"lambda": np.ones(3), "mu": "x"},
+            "parameter `mu`: expected a number or an array of numbers",
+        ),
+        ({"lambda": np.ones(3)}, "`params` lacks a value for parameter `mu`"),
+    ],
+)
 def test_bad_params_in_sweep(queue, params, message):
     model = jaxmc.load_model(queue, parameters=("lambda", "mu"))
     with pytest.raises(SemanticError, match=re.escape(message)):
@@ -164,5 +200,6 @@ def test_cli_sweep_through_zero(queue):
     rows = [ln.split() for ln in r.stdout.splitlines()[2:]]
     assert [float(x[0]) for x in rows] == [0.0, 0.5, 1.0]
     for lam, _, v in rows:
-        assert float(v) == pytest.approx(_checked(queue, EMPTY, **{"lambda": float(lam), "mu": 3.0}),
-                                         rel=1e-6)
+        assert float(v) == pytest.approx(
+            _checked(queue, EMPTY, **{"lambda": float(lam), "mu": 3.0}), rel=1e-6
+        )

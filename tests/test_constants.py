@@ -73,7 +73,9 @@ def test_checked_property_passed_by_itself(files):
     model = jaxmc.load_model(model_path, "N=2,p=0.5,k=3")
     props = jaxmc.load_properties(props_path, model)
     assert props[2].properties is props
-    assert jaxmc.check(model, props[1]).value is True or bool(jaxmc.check(model, props[1]).value)
+    assert jaxmc.check(model, props[1]).value is True or bool(
+        jaxmc.check(model, props[1]).value
+    )
     assert bool(jaxmc.solve(model, props[2])) is True
     assert float(jaxmc.check(model, props[0]).value) == pytest.approx(0.5)
     # `properties=` still looks names and indices up
@@ -91,12 +93,24 @@ def test_checked_property_on_the_parametric_path(files):
     assert swept.tolist() == pytest.approx([0.5, 1.0])
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("N=2,p=0.5,k=3,D=4", "constant `D` is defined in the file, so it cannot be given a value"),
-    ("N=2,p=0.5,k=3,J=4", "constant `J` is defined in the file, so it cannot be given a value"),
-    ("N=2,p=0.5,k=3,Q=3", "unknown constant `Q`: neither the model nor the properties declare it"),
-    ("N=2,p=0.5,kk=3", "unknown constant `kk`"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        (
+            "N=2,p=0.5,k=3,D=4",
+            "constant `D` is defined in the file, so it cannot be given a value",
+        ),
+        (
+            "N=2,p=0.5,k=3,J=4",
+            "constant `J` is defined in the file, so it cannot be given a value",
+        ),
+        (
+            "N=2,p=0.5,k=3,Q=3",
+            "unknown constant `Q`: neither the model nor the properties declare it",
+        ),
+        ("N=2,p=0.5,kk=3", "unknown constant `kk`"),
+    ],
+)
 def test_setting_names_are_checked(files, setting, message):
     model_path, props_path = files
     with pytest.raises(SemanticError, match=re.escape(message)) as e:
@@ -124,24 +138,34 @@ def test_unknown_name_kept_until_the_properties(files):
 def test_model_constant_cannot_change_for_the_properties(files):
     model_path, props_path = files
     model = jaxmc.load_model(model_path, "N=2,p=0.5,k=3")
-    with pytest.raises(SemanticError, match="was set to 2 when the model was loaded; it cannot be changed to 3"):
+    with pytest.raises(
+        SemanticError,
+        match="was set to 2 when the model was loaded; it cannot be changed to 3",
+    ):
         jaxmc.load_properties(props_path, model, "N=3")
     with pytest.raises(SemanticError, match="`D` is defined in the model"):
         jaxmc.load_properties(props_path, model, "D=3")
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("N==3,p=0.5", "invalid constant definition `N==3`: more than one `=`"),
-    ("=3", "invalid constant definition `=3`: a name is missing"),
-    ("N=", "invalid constant definition `N=`: a value is missing"),
-    ("N", "invalid constant definition `N`: `=` is missing"),
-    ("N=abc,p=0.5", "value `abc` for constant `N` is not a valid integer"),
-    ("N=2,p=x", "value `x` for constant `p` is not a valid double"),
-    ("N=1:3,p=0.5", "constant `N` is given a range `1:3`, but here each constant takes one value"),
-    ({"N": [1, 2], "p": 0.5}, "invalid value [1, 2] for constant `N`"),
-    ({"N": "2=3", "p": 0.5}, "invalid value '2=3' for constant `N`"),
-    (42, "constants should be a string"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("N==3,p=0.5", "invalid constant definition `N==3`: more than one `=`"),
+        ("=3", "invalid constant definition `=3`: a name is missing"),
+        ("N=", "invalid constant definition `N=`: a value is missing"),
+        ("N", "invalid constant definition `N`: `=` is missing"),
+        ("N=abc,p=0.5", "value `abc` for constant `N` is not a valid integer"),
+        ("N=2,p=x", "value `x` for constant `p` is not a valid double"),
+        (
+            "N=1:3,p=0.5",
+            "constant `N` is given a range `1:3`, but here each constant takes "
+            "one value",
+        ),
+        ({"N": [1, 2], "p": 0.5}, "invalid value [1, 2] for constant `N`"),
+        ({"N": "2=3", "p": 0.5}, "invalid value '2=3' for constant `N`"),
+        (42, "constants should be a string"),
+    ],
+)
 def test_malformed_settings(files, setting, message):
     model_path, _ = files
     with pytest.raises(SemanticError, match=re.escape(message)) as e:
@@ -181,10 +205,24 @@ def test_cli_keeps_const_hint_and_reports_setting_errors(files, capsys):
     for extra in ([str(props_path)], [], ["--prop", 'P=? [ F "done" ]']):
         assert main([str(model_path), *extra, "--const", "N=2,p=0.5,k=1,Q=3"]) == 1
         err = capsys.readouterr().err
-        assert re.search(r"error: unknown constants? (`k`, )?`Q`", err) and "Traceback" not in err
+        assert (
+            re.search(r"error: unknown constants? (`k`, )?`Q`", err)
+            and "Traceback" not in err
+        )
     # experiments over a range still run, model and properties constants mixed
-    assert main([str(model_path), str(props_path), "--property", "1",
-                 "--const", "N=2,p=0.5,k=1:1:3"]) == 0
+    assert (
+        main(
+            [
+                str(model_path),
+                str(props_path),
+                "--property",
+                "1",
+                "--const",
+                "N=2,p=0.5,k=1:1:3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     rows = [ln.split("\t") for ln in out.splitlines() if re.match(r"2\t0\.5\t\d", ln)]
     assert [r[2] for r in rows] == ["1", "2", "3"]
@@ -195,6 +233,13 @@ def test_cli_subprocess_exit_status(files):
     import subprocess
 
     model_path, _ = files
-    r = subprocess.run([sys.executable, "-m", "jaxmc", str(model_path), "--const", "N=2,p=0.5,D=2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 1 and "`D` is defined in the file" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxmc", str(model_path), "--const", "N=2,p=0.5,D=2"],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        r.returncode == 1
+        and "`D` is defined in the file" in r.stderr
+        and "Traceback" not in r.stderr
+    )

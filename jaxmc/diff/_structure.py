@@ -41,7 +41,9 @@ class GraphLog:
         keep = np.asarray(val) > 0
         if keep.all():
             return None
-        pruned = dataclasses.replace(self.model, val=np.where(keep, self.model.val, 0.0))
+        pruned = dataclasses.replace(
+            self.model, val=np.where(keep, self.model.val, 0.0)
+        )
         for fn, args, out in self.calls:
             if not _same(out, fn(pruned, *args)):
                 return fn.__name__
@@ -63,7 +65,9 @@ def _same(a, b) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b))
 
 
-def generic_points(point: Mapping[str, float], tries: int = 4) -> Iterator[dict[str, float]]:
+def generic_points(
+    point: Mapping[str, float], tries: int = 4
+) -> Iterator[dict[str, float]]:
     """Other build points to try when a parameter-dependent probability is 0
     at `point`: first with 0 and 1 replaced by 1/2 (a probability `p` beside
     `1-p`, a rate), then a few reproducible random points of the same
@@ -73,4 +77,7 @@ def generic_points(point: Mapping[str, float], tries: int = 4) -> Iterator[dict[
         yield first
     rng = np.random.default_rng(0)
     for _ in range(tries):
-        yield {k: float(rng.uniform(0.05, 0.95) * max(1.0, abs(v))) for k, v in point.items()}
+        yield {
+            k: float(rng.uniform(0.05, 0.95) * max(1.0, abs(v)))
+            for k, v in point.items()
+        }
