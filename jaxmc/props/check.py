@@ -33,7 +33,7 @@ from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp
-from ..numerics._timing import collect
+from ..numerics.timing import collect
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
 from .result import CheckOptions, CheckResult

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import spsolve_triangular
 
-from . import _progress
+from . import progress
 from ._results import Solution, Status, check_solution
 
 
@@ -71,7 +71,7 @@ def gauss_seidel(
         it += 1
         diff = _difference(new, x, relative)
         x = new
-        _progress.report_host(it, diff, n)
+        progress.report_host(it, diff, n)
         if not np.all(np.isfinite(x)):
             status = Status.NONFINITE
             break

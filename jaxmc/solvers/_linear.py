@@ -20,7 +20,7 @@ from jax import lax
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
 from ..layout._warp import CompactVector
-from ._progress import report
+from .progress import report
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
 
 
@@ -205,7 +205,7 @@ def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
     recursive residual, reported as `residual`), breakdown, a non-finite
     iterate or `max_iters` iterations. `rhat0`: the shadow residual (default
     the initial residual). Shared by `bicgstab` (operator `diag x - A x`) and
-    the device Krylov solve of steady state (`jaxmc.numerics._krylov`, whose
+    the device Krylov solve of steady state (`jaxmc.numerics.krylov`, whose
     operator has dense normalisation rows); traced inside their `jit`."""
     r0 = b - op(x0)
     one = jnp.ones((), b.dtype)
