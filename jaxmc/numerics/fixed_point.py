@@ -78,9 +78,9 @@ def solve_fixed(
     """
     check_precision(precision, epsilon)
     if precision == "fp32" and method == "bicgstab":
-        # Measured: on brp N=16 BiCGStab in float32 stops "converged" (its
-        # recursive residual 4e-7) at -7e-4 for a probability of 4.2e-4 (CSR;
-        # ELL: -6.2): the recursive residual drifts from the true one.
+        # In float32 BiCGStab can stop "converged" by its recursive residual
+        # at a value of the wrong sign (brp, `benchmarks/RESULTS.md`): the
+        # recursive residual drifts from the true one.
         raise UnsupportedError(
             "BiCGStab is not reliable in fp32: its recursive residual drifts "
             "from the true residual and it can stop at a wrong value",

@@ -39,20 +39,19 @@ MINMAX = ("value_iteration", "interval_iteration")
 AUTO = "auto"
 
 #: See `AUTO`. Why: where the graph is acyclic a Gauss-Seidel sweep in
-#: topological order is a back-substitution (brp N=512: 2 sweeps, 8 ms, the
-#: exact value, where Jacobi took 3,168 iterations and 1.1 s and stopped
-#: 1.2e-6 off); inside a cyclic component it is a plain Gauss-Seidel sweep
+#: topological order is a back-substitution (a couple of sweeps give the
+#: exact value, where Jacobi takes thousands of iterations and stops
+#: epsilon off); inside a cyclic component it is a plain Gauss-Seidel sweep
 #: on the host, sequential and slower per sweep than Jacobi's vectorised
-#: step (polling N=9, half of its unknowns in one component: 3,165 sweeps
-#: and 3.7 s against Jacobi's 0.5 s). Small cyclic systems stay with Jacobi
-#: too, although its first solve compiles: a host sweep costs ~0.1-0.3 ms
-#: of Python and scipy overhead however small the system (polling N=5, 240
-#: states: 0.80 s warm on the host against Jacobi's 0.009 s).
+#: step. Small cyclic systems stay with Jacobi too, although its first
+#: solve compiles: a host sweep has a fixed Python and scipy overhead
+#: however small the system. Measurements: `benchmarks/RESULTS.md`
+#: ("Steady-state and linear-solve choices").
 TOPOLOGICAL_MAX_CYCLIC = 0.1
 
 #: See `AUTO`: the host Gauss-Seidel chosen for the structure stops after
 #: this many sweeps and hands its iterate to Jacobi (cyclic components that
-#: mix slowly would otherwise cost ~0.1-0.3 ms of host overhead per sweep).
+#: mix slowly would otherwise cost a host sweep's overhead per iteration).
 AUTO_GS_MAX_SWEEPS = 200
 
 #: Systems with more entries than this keep Jacobi without looking at their

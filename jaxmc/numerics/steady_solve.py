@@ -7,13 +7,11 @@ kanban, fms), wrong by that step divided by the spectral gap, orders of
 magnitude above epsilon. So both systems are solved to rounding accuracy:
 
 - up to `DIRECT_MAX_STATES` unknowns by sparse LU (SuperLU); its fill-in on
-  these lattice-like chains grows fast (4,600 kanban states: 5M factor
-  entries, 1.4 s), so only small systems go this way;
+  these lattice-like chains grows fast, so only small systems go this way;
 - above, by restarted GMRES (`scipy.sparse.linalg.gmres`) to a relative
   residual of `GMRES_RTOL`; the stationary system is first scaled to the
   jump chain (`y = pi * d`, d the diagonal), which makes it well
-  conditioned: poll10 (15k states), fms n=4 (36k) and kanban t=3 (58k)
-  converge in 0.4-2.5 s;
+  conditioned;
 - if GMRES does not converge within `max_iters` iterations, by Jacobi with
   PRISM's criterion (`epsilon`, `relative`, `max_iters`, `throw`): PRISM's
   `-jacobi` for the stationary system (damped by 1/2 when the Jacobi
@@ -29,16 +27,16 @@ through the Pallas kernel); the normalisation rows, dense, are computed by
 a reduction beside the SpMV. The method is BiCGStab restarted from its true
 residual (`device_krylov`), then GMRES from its best iterate: a Krylov
 method rather than the device Jacobi because of the accuracy argument above
-and because Jacobi does not converge in 10^5 steps on some of these systems
-(cluster N=256); BiCGStab rather than GMRES(40) because restarted GMRES
-stagnates on the tandem queue's systems (relative residual stuck at 0.28
-from c=63 on, in 20,000 steps, host scipy and device alike), while
-restarted BiCGStab reaches 1e-14 in a few hundred steps (pi within 4e-14 of
-the direct solve, c=63), with memory for 8 vectors instead of 41. It too
-fails on the largest tandem chains (c >= 255: no convergence in 50,000
-SpMVs), so it gets `DEVICE_KRYLOV_MAX_SPMV` SpMVs; then PRISM's (damped)
+and because Jacobi does not converge at all on some of these systems;
+BiCGStab rather than GMRES(40) because restarted GMRES stagnates on the
+tandem queue's systems (host scipy and device alike), while restarted
+BiCGStab reaches rounding accuracy, with memory for 8 vectors instead of
+41. It too fails on the largest tandem chains, so it gets
+`DEVICE_KRYLOV_MAX_SPMV` SpMVs; then PRISM's (damped)
 Jacobi runs on the device on the same layout (`max_iters` iterations), as
 on the host path, with PRISM's criterion and its accuracy caveat above.
+The measurements behind these choices and constants are in
+`benchmarks/RESULTS.md` ("Steady-state and linear-solve choices").
 """
 
 from __future__ import annotations
@@ -65,8 +63,8 @@ from .timing import stage
 
 
 #: Systems (BSCC states of all BSCCs together, or transient states) up to
-#: this size are solved by sparse LU (at most ~0.1 s even on random graphs,
-#: whose fill-in is the worst); larger ones by GMRES.
+#: this size are solved by sparse LU (fast even on random graphs, whose
+#: fill-in is the worst); larger ones by GMRES.
 DIRECT_MAX_STATES = 1000
 
 #: Relative residual at which GMRES stops (rounding level for doubles,
@@ -78,10 +76,8 @@ GMRES_RESTART = 40
 
 #: Host GMRES gives up when its residual has not halved over this many
 #: iterations (checked at restarts): restarted GMRES stagnates for good on
-#: some chains (tandem: relative residual stuck at 0.0634 from iteration
-#: ~840 at c=63; at c=255 it spent 99 s in 10,000 iterations before Jacobi
-#: converged in 4 s), while the systems it solves gain a factor 3-40 per
-#: restart (poll10, kanban t=3, fms n=4: 240-720 iterations).
+#: some chains (tandem), where Jacobi then converges far sooner, while the
+#: systems it solves gain a large factor per restart.
 GMRES_STALL_ITERS = 320
 
 #: On a GPU, systems of at least this many unknowns are solved on the device
@@ -92,9 +88,9 @@ DEVICE_MIN_STATES = 50_000
 BICGSTAB_RESTARTS = 8
 
 #: SpMVs the device Krylov solve may take before PRISM's Jacobi takes over
-#: (within `max_iters`). Measured: tandem c=127 needs 1,022, cluster N=32 52;
-#: tandem c=255 (CPU) and c=2047 (H200) did not converge in 50,000-60,000,
-#: where Jacobi then converged in 4,212 and 24,160 iterations.
+#: (within `max_iters`): the systems it solves need far fewer, and on those
+#: it does not solve (the largest tandem chains) Jacobi converges in fewer
+#: iterations than the Krylov solve had already spent.
 DEVICE_KRYLOV_MAX_SPMV = 4000
 
 
@@ -111,9 +107,8 @@ def system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
     "dia", the one `build_ordered` takes where the matrix is no few
     diagonals. `layout` as given (falling back to "compact"), or for "auto"
     the automatic choice: on a GPU the compact diagonal layout where the
-    states have lexicographic ranks (`rank`; tandem's fused Jacobi step
-    takes 76-80 µs on it against 88-93 on the compact warp layout and
-    140-150 on the warp layout, RESULTS.md), else and as its fallback
+    states have lexicographic ranks (`rank`; the fastest fused Jacobi step
+    on box-shaped models such as tandem), else and as its fallback
     `layout_kind`'s warp layout; CSR on a CPU."""
     if layout != "auto":
         return layout, "compact"
@@ -169,13 +164,12 @@ def device_krylov(op, b, max_iters):
 
     BiCGStab's recursive residual drifts from the true one: the first run
     typically stops at a true residual of 1e-8, and a restart from there
-    reaches 1e-14 (tandem). A restart can also wander (its residual is not
+    reaches rounding accuracy (tandem). A restart can also wander (its residual is not
     monotone), so restarts after the first are capped at twice the first
     run's length, and the next one starts from where it stopped (a new
     Krylov sequence; restarting from the best iterate would repeat it).
     Restarts take the all-ones shadow vector: the default (the initial
-    residual), once it is rounding-sized, made restarts wander (tandem
-    c=127: 7 capped restarts, against one of 195 steps with ones)."""
+    residual), once it is rounding-sized, made restarts wander (tandem)."""
     x, total, best, cap = None, 0, None, None
     for _ in range(BICGSTAB_RESTARTS):
         left = max(max_iters - total, 2) // 2

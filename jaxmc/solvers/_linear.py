@@ -93,10 +93,10 @@ def fixed_point_fused(
 
 
 #: Steps per loop trip of the fused Pallas path (the reference path keeps 2,
-#: PRISM's iteration counts up to one step). On an H200, tandem c=2047's
-#: Jacobi ran 158 µs/step with 4, 152-155 with 8, 149 with 16 and 148 with 32
-#: (only the last step of a trip is measured, and the loop's per-trip cost is
-#: spread); the price is up to 15 steps past PRISM's stopping point.
+#: PRISM's iteration counts up to one step). More steps per trip are faster
+#: per step (only the last step of a trip is measured, and the loop's
+#: per-trip cost is spread; `benchmarks/RESULTS.md`, steps per trip); the
+#: price is up to 15 steps past PRISM's stopping point.
 PALLAS_STEPS_PER_TRIP = 16
 
 #: Where the fused Pallas path measures convergence: "last" (the last step of
