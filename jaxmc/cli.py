@@ -399,7 +399,7 @@ def _main(argv: list[str]) -> int:
     try:
         return _guard(lambda: _run(args))
     finally:
-        from .solvers import _progress
+        from .solvers import progress as _progress
 
         _progress.set_reporter(None)
 
@@ -762,7 +762,7 @@ class _Printer:
     def solve_progress(self):
         """Install `solving` as the solvers' reporter (on a terminal only:
         loops traced with a reporter are not persistently cached)."""
-        from .solvers import _progress
+        from .solvers import progress as _progress
 
         if self.tty:
             self._solve_progress = _progress.Throttle(self.solving)

@@ -15,8 +15,8 @@ import scipy.sparse as sp
 
 import jaxmc
 from jaxmc.layout import CSR, CompactDIA, dia_order, ordered_dia
-from jaxmc.numerics import steady
-from jaxmc.numerics._common import lex_rank
+from jaxmc.numerics import steady_solve
+from jaxmc.numerics.matrices import lex_rank
 
 EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
 needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="../shared/models absent")
@@ -84,7 +84,7 @@ def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
     states have lexicographic ranks, with the warp layout as the fallback
     that `build_ordered` takes for a system that is no few diagonals; an
     explicit layout stays (falling back to compact)."""
-    from jaxmc.numerics._common import build_ordered
+    from jaxmc.numerics.matrices import build_ordered
 
     m = jaxmc.build(jaxmc.load_model_string(TANDEM))
     n = m.num_states
@@ -93,15 +93,15 @@ def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
     A.setdiag(0)
     A.eliminate_zeros()
     A.sort_indices()
-    monkeypatch.setattr(steady, "on_gpu", lambda: True)
-    assert steady._system_kind(A, "auto", lex_rank(m)) == ("dia", "auto")
-    assert steady._system_kind(A, "auto", None)[0] in ("warp", "warp2")
-    assert steady._system_kind(A, "warp", lex_rank(m)) == ("warp", "compact")
+    monkeypatch.setattr(steady_solve, "on_gpu", lambda: True)
+    assert steady_solve.system_kind(A, "auto", lex_rank(m)) == ("dia", "auto")
+    assert steady_solve.system_kind(A, "auto", None)[0] in ("warp", "warp2")
+    assert steady_solve.system_kind(A, "warp", lex_rank(m)) == ("warp", "compact")
     mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", lex_rank(m), "auto")
     assert isinstance(mat, CompactDIA) and order is not None
     shuffled = np.random.default_rng(0).permutation(n)
     mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", shuffled, "auto")
-    assert jaxmc.numerics._common.layout_name(mat) in ("warp", "warp2") and order is None
+    assert jaxmc.numerics.matrices.layout_name(mat) in ("warp", "warp2") and order is None
 
 
 def test_lex_rank_of_a_subset():

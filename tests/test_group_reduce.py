@@ -159,7 +159,7 @@ def test_numerics_sparse_model_gets_index():
     """`numerics`' `sparse_model` (what `jaxmc.check` uses) builds the same
     index as `from_arrays`; a `SparseModel` without one (e.g. built under
     jit) reduces through `segment_max` to the same bits."""
-    from jaxmc.numerics._common import sparse_model
+    from jaxmc.numerics.matrices import sparse_model
 
     rng = np.random.default_rng(2)
     M, ptr = _mdp(rng)
@@ -200,9 +200,9 @@ def _check_both(monkeypatch, path, prop, consts=None):
     model = jaxmc.load_model(str(path), consts)
     with_gather = jaxmc.check(model, prop, method="value_iteration").value
     monkeypatch.setattr(_model, "group_index", lambda *a, **k: None)
-    from jaxmc.numerics import _common
+    from jaxmc.numerics import matrices
 
-    _common._CACHE.clear()
+    matrices._CACHE.clear()
     without = jaxmc.check(jaxmc.load_model(str(path), consts), prop,
                           method="value_iteration").value
     return with_gather, without

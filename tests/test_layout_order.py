@@ -194,7 +194,7 @@ CASES = [
 @pytest.mark.parametrize("layout", ["warp", pytest.param("compact", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("fname,consts,props", CASES, ids=[c[0].split("/")[1] for c in CASES])
 def test_check_with_the_order_matches_csr(monkeypatch, fname, consts, props, layout):
-    import jaxmc.numerics._common as common
+    import jaxmc.numerics.matrices as common
 
     # these small models pad less than the default threshold
     monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", 0.05)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxmc import numerics as nm
-from jaxmc.numerics import steady
+from jaxmc.numerics import steady, steady_solve
 from test_numerics_ctmc import test_steady_state_periodic_dtmc, test_steady_state_random
 from test_numerics_helpers import make_model
 
@@ -16,9 +16,9 @@ from test_numerics_helpers import make_model
 @pytest.fixture(params=["direct", "gmres", "jacobi"])
 def path(request, monkeypatch):
     if request.param != "direct":
-        monkeypatch.setattr(steady, "DIRECT_MAX_STATES", 0)
+        monkeypatch.setattr(steady_solve, "DIRECT_MAX_STATES", 0)
     if request.param == "jacobi":
-        monkeypatch.setattr(steady, "_gmres", lambda *a: None)
+        monkeypatch.setattr(steady_solve, "host_gmres", lambda *a: None)
     return request.param
 
 
@@ -87,15 +87,15 @@ def device_path(request, monkeypatch):
     `layout_kind` picks for a GPU (a warp layout; the plain-JAX SpMV here).
     `device_jacobi`: the device Krylov solve reports failure, so PRISM's
     Jacobi runs on the device."""
-    monkeypatch.setattr(steady, "on_gpu", lambda: True)
-    monkeypatch.setattr(steady, "DEVICE_MIN_STATES", 0)
+    monkeypatch.setattr(steady_solve, "on_gpu", lambda: True)
+    monkeypatch.setattr(steady_solve, "DEVICE_MIN_STATES", 0)
     if request.param == "device_jacobi":
         from jaxmc.solvers import Solution, Status
 
         def fail(op, b, max_iters):
             return Solution(np.zeros(len(b)), Status.MAX_ITERS, 1, 1.0), "bicgstab"
 
-        monkeypatch.setattr(steady, "_device_krylov", fail)
+        monkeypatch.setattr(steady_solve, "device_krylov", fail)
     return request.param
 
 
@@ -144,14 +144,14 @@ def test_device_krylov_solvers():
     import scipy.sparse.linalg as spla
     import jax.numpy as jnp
 
-    from jaxmc.numerics import _krylov
-    from jaxmc.numerics._common import build_matrix
+    from jaxmc.numerics import krylov
+    from jaxmc.numerics.matrices import build_matrix
 
     n = 300
     A = sp.random(n, n, density=0.02, random_state=7, format="csr")
     s = np.asarray(A.sum(0)).ravel()
     A = (A @ sp.diags(1 / np.where(s > 0, s, 1))).tocsr()  # column-stochastic
-    A = steady._canonical(A.multiply(np.arange(n)[:, None] != 0))  # row 0: normalisation
+    A = steady_solve.canonical(A.multiply(np.arange(n)[:, None] != 0))  # row 0: normalisation
     norm = np.zeros(n, bool)
     norm[0] = True
     w = np.random.default_rng(7).uniform(0.5, 2, n)
@@ -160,9 +160,9 @@ def test_device_krylov_solvers():
     b = np.eye(n)[0]
     want = spla.spsolve(full.tocsc(), b)
     for layout in ("csr", "warp"):
-        op = _krylov.Operator(build_matrix(A.indptr, A.indices, A.data, A.shape, layout),
+        op = krylov.Operator(build_matrix(A.indptr, A.indices, A.data, A.shape, layout),
                               jnp.asarray(norm), jnp.zeros(n, jnp.int32), jnp.asarray(w), 1)
-        for solve in (_krylov.gmres, _krylov.bicgstab):
+        for solve in (krylov.gmres, krylov.bicgstab):
             sol = solve(op, b, rtol=1e-12, max_iters=3000)
             assert int(sol.status) == 0 and float(sol.residual) < 1e-9, solve
             np.testing.assert_allclose(np.asarray(sol.value), want, rtol=1e-8, atol=1e-12)

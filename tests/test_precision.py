@@ -12,7 +12,7 @@ import pytest
 
 import jaxmc
 from jaxmc.cli import main
-from jaxmc.numerics import _common, steady
+from jaxmc.numerics import fixed_point, steady
 
 MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 EXAMPLES = MODELS / "prism-examples"
@@ -63,8 +63,8 @@ def spy(monkeypatch):
 
         monkeypatch.setattr(mod, name, spied)
 
-    wrap(_common, "jacobi", lambda A: A.data)
-    wrap(_common, "value_iteration", lambda M: M.matrix.data)
+    wrap(fixed_point, "jacobi", lambda A: A.data)
+    wrap(fixed_point, "value_iteration", lambda M: M.matrix.data)
     wrap(steady, "jacobi", lambda A: A.data)
     return seen
 

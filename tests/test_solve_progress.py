@@ -1,4 +1,4 @@
-"""Progress of long iterative solves (`jaxmc.solvers._progress`): the loops
+"""Progress of long iterative solves (`jaxmc.solvers.progress`): the loops
 report `(iterations, residual)` to a host function when one is set at trace
 time, and trace no callback otherwise (so that their executables stay in
 JAX's persistent cache)."""
@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from jaxmc import solvers
 from jaxmc.layout import CSR
-from jaxmc.solvers import Status, _progress
+from jaxmc.solvers import Status, progress as _progress
 from jaxmc.solvers._linear import fixed_point
 
 

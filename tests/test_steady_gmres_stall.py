@@ -1,12 +1,12 @@
 """Host GMRES of the steady-state systems gives up when it stagnates
-(`steady.GMRES_STALL_ITERS`) instead of running to `max_iters`."""
+(`steady_solve.GMRES_STALL_ITERS`) instead of running to `max_iters`."""
 
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from jaxmc.numerics import steady
+from jaxmc.numerics import steady_solve
 
 
 def test_gmres_stops_on_stagnation(monkeypatch):
@@ -17,17 +17,17 @@ def test_gmres_stops_on_stagnation(monkeypatch):
     b = np.zeros(n)
     b[0] = 1.0
     seen = []
-    real = steady.spla.gmres
+    real = steady_solve.spla.gmres
 
     def counting(*a, **kw):
         cb = kw["callback"]
         kw["callback"] = lambda r: (seen.append(r), cb(r))
         return real(*a, **kw)
 
-    monkeypatch.setattr(steady.spla, "gmres", counting)
+    monkeypatch.setattr(steady_solve.spla, "gmres", counting)
     t = time.perf_counter()
-    assert steady._gmres(Z, b, 10_000) is None
-    assert len(seen) <= steady.GMRES_STALL_ITERS + 2 * steady.GMRES_RESTART
+    assert steady_solve.host_gmres(Z, b, 10_000) is None
+    assert len(seen) <= steady_solve.GMRES_STALL_ITERS + 2 * steady_solve.GMRES_RESTART
     assert time.perf_counter() - t < 10
 
 
@@ -36,6 +36,6 @@ def test_gmres_still_solves_what_it_can():
     n = 300
     A = sp.eye(n) * 4 + sp.random(n, n, density=0.02, random_state=rng)
     b = rng.random(n)
-    x = steady._gmres(sp.csr_matrix(A), b, 10_000)
+    x = steady_solve.host_gmres(sp.csr_matrix(A), b, 10_000)
     assert x is not None
     np.testing.assert_allclose(A @ x, b, rtol=1e-10)

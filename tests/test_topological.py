@@ -1,5 +1,5 @@
 """Gauss-Seidel in topological order (`jaxmc.solvers.gauss_seidel`) and the
-default method of DTMC linear systems (`numerics._common.AUTO`): where the
+default method of DTMC linear systems (`numerics.methods.AUTO`): where the
 graph is (nearly) acyclic a sweep is a back-substitution."""
 
 import numpy as np
@@ -112,7 +112,7 @@ def test_slow_cyclic_part_hands_over_to_jacobi():
     after `AUTO_GS_MAX_SWEEPS` and Jacobi finishes from its iterate."""
     import scipy.sparse as sp
 
-    from jaxmc.numerics import _common
+    from jaxmc.numerics import methods
 
     m = jaxmc.load_model_string(SLOW_TAIL)
     r = jaxmc.check(m, 'P=? [ F "goal" ]', epsilon=1e-10)
@@ -124,5 +124,5 @@ def test_slow_cyclic_part_hands_over_to_jacobi():
     A = np.eye(maybe.sum()) - P[np.ix_(maybe, maybe)]
     x = np.linalg.solve(A, P[np.ix_(maybe, goal)].sum(1))
     ref = x[np.flatnonzero(maybe) == np.flatnonzero(e.labels["init"])[0]][0]
-    assert r.method == "jacobi" and r.iterations > _common.AUTO_GS_MAX_SWEEPS
+    assert r.method == "jacobi" and r.iterations > methods.AUTO_GS_MAX_SWEEPS
     np.testing.assert_allclose(r.value, ref, rtol=1e-7)

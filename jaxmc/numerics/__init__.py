@@ -12,14 +12,20 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from ._common import (  # noqa: E402
-    LAYOUTS as LAYOUTS,
-    NumericResult as NumericResult,
-    resolve_layout as resolve_layout,
-)
+# `jaxmc.solvers` before `jaxmc.kernels`, whose `fused` reads `sup_norm` from
+# `jaxmc.solvers` (a cycle that breaks when `kernels` is imported first).
+from .. import solvers as _solvers  # noqa: E402, F401, I001
 from .bounded import (  # noqa: E402
     bounded_until as bounded_until,
     next_probabilities as next_probabilities,
+)
+from .ctl import (  # noqa: E402
+    exists_globally as exists_globally,
+    exists_next as exists_next,
+    exists_until as exists_until,
+    forall_globally as forall_globally,
+    forall_next as forall_next,
+    forall_until as forall_until,
 )
 from .ctmc import (  # noqa: E402
     ctmc_bounded_until as ctmc_bounded_until,
@@ -30,14 +36,6 @@ from .ctmc import (  # noqa: E402
     exit_rates as exit_rates,
     transient_probabilities as transient_probabilities,
     uniformise as uniformise,
-)
-from .ctl import (  # noqa: E402
-    exists_globally as exists_globally,
-    exists_next as exists_next,
-    exists_until as exists_until,
-    forall_globally as forall_globally,
-    forall_next as forall_next,
-    forall_until as forall_until,
 )
 from .foxglynn import fox_glynn as fox_glynn  # noqa: E402
 from .graph import (  # noqa: E402
@@ -51,7 +49,9 @@ from .graph import (  # noqa: E402
     prob1A as prob1A,
     prob1E as prob1E,
 )
+from .matrices import LAYOUTS as LAYOUTS, resolve_layout as resolve_layout  # noqa: E402
 from .reach import until_probabilities as until_probabilities  # noqa: E402
+from .result import NumericResult as NumericResult  # noqa: E402
 from .rewards import (  # noqa: E402
     cumulative_rewards as cumulative_rewards,
     instantaneous_rewards as instantaneous_rewards,
@@ -60,7 +60,7 @@ from .rewards import (  # noqa: E402
 )
 from .steady import (  # noqa: E402
     long_run_rewards as long_run_rewards,
+    stationary_distributions as stationary_distributions,
     steady_state as steady_state,
     steady_state_values as steady_state_values,
-    stationary_distributions as stationary_distributions,
 )

@@ -18,17 +18,11 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
-from ._common import (
-    NumericResult,
-    check_type,
-    host_structure,
-    layout_name,
-    probabilities,
-    resolve_layout,
-    sparse,
-    valued,
-)
-from ._timing import stage
+from .matrices import host_structure, layout_name, resolve_layout, sparse, valued
+from .methods import check_type
+from .result import NumericResult
+from .timing import stage
+from .transitions import probabilities
 
 
 @eqx.filter_jit

@@ -24,21 +24,21 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
-from ._common import (
-    NumericResult,
+from .foxglynn import fox_glynn
+from .matrices import (
     build_matrix,
     build_ordered,
+    host_structure,
     layout_name,
     lex_rank,
-    exit_rates,
-    host_structure,
     resolve_layout,
     sparse,
-    state_of_entry,
     valued,
 )
-from ._timing import stage
-from .foxglynn import fox_glynn
+from .result import NumericResult
+from .timing import stage
+from .transitions import exit_rates, state_of_entry
+
 
 #: PRISM's uniformisation rate factor: q = 1.02 * max exit rate.
 UNIF_FACTOR = 1.02

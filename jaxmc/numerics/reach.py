@@ -9,17 +9,13 @@ import numpy as np
 
 from ..explore.model import ExplicitModel
 from . import graph
-from ._common import (
-    NumericResult,
-    check_precision,
-    check_type,
-    default_method,
-    expand_result,
-    probabilities,
-    quotient,
-    solve_fixed,
-)
-from ._timing import stage
+from .fixed_point import solve_fixed
+from .methods import check_type, default_method
+from .precision import check_precision
+from .quotient import expand_result, quotient
+from .result import NumericResult
+from .timing import stage
+from .transitions import probabilities
 
 
 def prob01_sets(model: ExplicitModel, phi, psi, opt):
@@ -55,7 +51,7 @@ def until_probabilities(
     - `method`: `"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
       `"value_iteration"` (default for MDPs), `"interval_iteration"`; for
       DTMC/CTMC the default `None` picks Gauss-Seidel in topological order
-      or Jacobi by the system's components (`_common.AUTO`).
+      or Jacobi by the system's components (`methods.AUTO`).
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` on non-convergence.
     - `precompute`: use prob1 too (prob0 is always used: it makes the

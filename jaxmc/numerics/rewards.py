@@ -21,22 +21,16 @@ from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
 from . import graph
-from ._common import (
-    NumericResult,
-    check_precision,
-    check_type,
-    choice_rewards,
-    default_method,
-    exit_rates,
-    expand_result,
-    probabilities,
-    quotient,
-    solve_fixed,
-    sparse,
-)
-from ._timing import stage
 from .bounded import _discrete, masked_steps
 from .bounds import reward_upper_bound_model
+from .fixed_point import solve_fixed
+from .matrices import sparse
+from .methods import check_type, default_method
+from .precision import check_precision
+from .quotient import expand_result, quotient
+from .result import NumericResult
+from .timing import stage
+from .transitions import choice_rewards, exit_rates, probabilities
 
 
 def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision):

@@ -7,47 +7,11 @@
 3. absorption: the probability of ending in each BSCC, combined with the
    BSCC's long-run values, by one linear solve over the transient states.
 
-Why linear-system solvers and not power iteration: an iteration stopped when
-its relative step falls below epsilon is, on slowly mixing chains (polling,
-kanban, fms), wrong by that step divided by the spectral gap, orders of
-magnitude above epsilon. So both systems are solved to rounding accuracy:
-
-- up to `DIRECT_MAX_STATES` unknowns by sparse LU (SuperLU); its fill-in on
-  these lattice-like chains grows fast (4,600 kanban states: 5M factor
-  entries, 1.4 s), so only small systems go this way;
-- above, by restarted GMRES (`scipy.sparse.linalg.gmres`) to a relative
-  residual of `GMRES_RTOL`; the stationary system is first scaled to the
-  jump chain (`y = pi * d`, d the diagonal), which makes it well
-  conditioned: poll10 (15k states), fms n=4 (36k) and kanban t=3 (58k)
-  converge in 0.4-2.5 s;
-- if GMRES does not converge within `max_iters` iterations, by Jacobi with
-  PRISM's criterion (`epsilon`, `relative`, `max_iters`, `throw`): PRISM's
-  `-jacobi` for the stationary system (damped by 1/2 when the Jacobi
-  iteration matrix, the jump chain, has a periodic BSCC, on which plain
-  Jacobi oscillates forever), `solve_fixed`'s Jacobi for the absorption.
-
 All BSCCs are solved in one system: their equations are independent blocks,
 with one equation of each block replaced by its normalisation.
 
-On the device: a system of at least `DEVICE_MIN_STATES` unknowns on a GPU
-(or any size with `device=True`, or when a layout other than "auto"/"csr" is
-asked for) is solved on the device (`jaxmc.numerics._krylov`), same system
-and same stopping test (true relative residual below `GMRES_RTOL`), with
-its SpMV on a `layout` matrix (on a GPU by default the warp-segment layout
-through the Pallas kernel); the normalisation rows, dense, are computed by
-a reduction beside the SpMV. The method is BiCGStab restarted from its true
-residual (`_device_krylov`), then GMRES from its best iterate: a Krylov
-method rather than the device Jacobi because of the accuracy argument above
-and because Jacobi does not converge in 10^5 steps on some of these systems
-(cluster N=256); BiCGStab rather than GMRES(40) because restarted GMRES
-stagnates on the tandem queue's systems (relative residual stuck at 0.28
-from c=63 on, in 20,000 steps, host scipy and device alike), while
-restarted BiCGStab reaches 1e-14 in a few hundred steps (pi within 4e-14 of
-the direct solve, c=63), with memory for 8 vectors instead of 41. It too
-fails on the largest tandem chains (c >= 255: no convergence in 50,000
-SpMVs), so it gets `DEVICE_KRYLOV_MAX_SPMV` SpMVs; then PRISM's (damped)
-Jacobi runs on the device on the same layout (`max_iters` iterations), as
-on the host path, with PRISM's criterion and its accuracy caveat above.
+How the systems are solved (sparse LU, GMRES, on the host or the device,
+then PRISM's Jacobi where those fail) is `jaxmc.numerics.steady_solve`.
 
 With `precision="fp32"` the direct and Krylov solves are skipped (their
 stopping test, a relative residual of 1e-13, is below float32's rounding):
@@ -61,206 +25,27 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from scipy.sparse import csgraph
 
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
-from ..layout import layout_kind
 from ..solvers import Status, jacobi
 from . import graph
-from ._common import (
-    NumericResult,
-    _host_csr,
-    build_ordered,
-    check_layout,
-    check_precision,
-    layout_name,
-    lex_rank,
-    on_gpu,
-    probabilities,
-    solve_fixed,
-    state_of_entry,
-    to_precision,
-    undo_order,
+from .fixed_point import solve_fixed
+from .matrices import build_ordered, layout_name, undo_order
+from .precision import check_precision, to_precision
+from .result import NumericResult
+from .steady_solve import (
+    canonical,
+    device_solve,
+    dia_rank,
+    host_solve,
+    solves_on_device,
+    system_kind,
 )
-from ._krylov import Operator, bicgstab as device_bicgstab, gmres as device_gmres
-from ._timing import stage
-
-#: Systems (BSCC states of all BSCCs together, or transient states) up to
-#: this size are solved by sparse LU (at most ~0.1 s even on random graphs,
-#: whose fill-in is the worst); larger ones by GMRES.
-DIRECT_MAX_STATES = 1000
-
-#: Relative residual at which GMRES stops (rounding level for doubles,
-#: leaving room for the condition number).
-GMRES_RTOL = 1e-13
-
-#: GMRES restart length (memory: this many vectors of the system's size).
-GMRES_RESTART = 40
-
-#: Host GMRES gives up when its residual has not halved over this many
-#: iterations (checked at restarts): restarted GMRES stagnates for good on
-#: some chains (tandem: relative residual stuck at 0.0634 from iteration
-#: ~840 at c=63; at c=255 it spent 99 s in 10,000 iterations before Jacobi
-#: converged in 4 s), while the systems it solves gain a factor 3-40 per
-#: restart (poll10, kanban t=3, fms n=4: 240-720 iterations).
-GMRES_STALL_ITERS = 320
-
-#: On a GPU, systems of at least this many unknowns are solved on the device
-#: (smaller ones: the host's LU/GMRES wins over the device loop's fixed costs).
-DEVICE_MIN_STATES = 50_000
-
-#: Device BiCGStab restarts (each from the true residual of the last).
-BICGSTAB_RESTARTS = 8
-
-#: SpMVs the device Krylov solve may take before PRISM's Jacobi takes over
-#: (within `max_iters`). Measured: tandem c=127 needs 1,022, cluster N=32 52;
-#: tandem c=255 (CPU) and c=2047 (H200) did not converge in 50,000-60,000,
-#: where Jacobi then converged in 4,212 and 24,160 iterations.
-DEVICE_KRYLOV_MAX_SPMV = 4000
-
-
-def _device(k: int, layout: str, device: bool | None) -> bool:
-    """Whether a system of `k` unknowns is solved on the device."""
-    check_layout(layout)
-    if device is not None:
-        return bool(device)
-    return layout not in ("auto", "csr") or (on_gpu() and k >= DEVICE_MIN_STATES)
-
-
-def _system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
-    """`(kind, fallback)`: the layout of a derived system matrix and, for
-    "dia", the one `build_ordered` takes where the matrix is no few
-    diagonals. `layout` as given (falling back to "compact"), or for "auto"
-    the automatic choice: on a GPU the compact diagonal layout where the
-    states have lexicographic ranks (`rank`; tandem's fused Jacobi step
-    takes 76-80 µs on it against 88-93 on the compact warp layout and
-    140-150 on the warp layout, RESULTS.md), else and as its fallback
-    `layout_kind`'s warp layout; CSR on a CPU."""
-    if layout != "auto":
-        return layout, "compact"
-    if not on_gpu():
-        return "csr", "csr"
-    if rank is not None:
-        return "dia", "auto"
-    return layout_kind(_host_csr(A.indptr, A.indices, A.data, A.shape), "gpu"), "compact"
-
-
-def _dia_rank(model: ExplicitModel, layout: str, states=None):
-    """The lexicographic ranks of `states` (`lex_rank`) where `layout` can
-    end up as the diagonal layout ("dia", or "auto" on a GPU), else None:
-    no O(n) pass on the CPU's default path."""
-    if layout == "dia" or (layout == "auto" and on_gpu()):
-        return lex_rank(model, states)
-    return None
-
-
-def _canonical(A) -> sp.csr_matrix:
-    A = sp.csr_matrix(A)
-    A.sum_duplicates()
-    A.sort_indices()
-    return A
-
-
-def _device_solve(off, b, layout, max_iters, norm=None, rank=None):
-    """`(I - off) x = b` (rows `norm = (rows, group, weight, n_groups)`
-    replaced by group sums) by device GMRES with `off` on `layout` (`rank`:
-    the unknowns' lexicographic ranks, for the diagonal layout). Returns
-    the `Solution` (not raised on failure) and the layout's name."""
-    off = _canonical(off)
-    kind, fallback = _system_kind(off, layout, rank)
-    with stage("layout"):
-        A, order = build_ordered(off.indptr, off.indices, off.data, off.shape, kind, rank,
-                                 fallback)
-        # In the layout's numbering (`order`: see `build_ordered`).
-        at = (lambda v: v) if order is None else order.apply
-        if norm is None:
-            op = Operator(A)
-        else:
-            rows, group, weight, ng = norm
-            op = Operator(A, jnp.asarray(at(rows)), jnp.asarray(at(group), jnp.int32),
-                          jnp.asarray(at(weight), jnp.float64), int(ng))
-    sol, method = _device_krylov(op, at(b), min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
-    return undo_order(sol, order), method, layout_name(A)
-
-
-def _device_krylov(op, b, max_iters):
-    """BiCGStab restarted from its true residual until that is below
-    `GMRES_RTOL` (relative, 2-norm), then, if that failed, GMRES from the
-    best iterate; `(solution, method)`. Iterations count SpMVs.
-
-    BiCGStab's recursive residual drifts from the true one: the first run
-    typically stops at a true residual of 1e-8, and a restart from there
-    reaches 1e-14 (tandem). A restart can also wander (its residual is not
-    monotone), so restarts after the first are capped at twice the first
-    run's length, and the next one starts from where it stopped (a new
-    Krylov sequence; restarting from the best iterate would repeat it).
-    Restarts take the all-ones shadow vector: the default (the initial
-    residual), once it is rounding-sized, made restarts wander (tandem
-    c=127: 7 capped restarts, against one of 195 steps with ones)."""
-    x, total, best, cap = None, 0, None, None
-    for _ in range(BICGSTAB_RESTARTS):
-        left = max(max_iters - total, 2) // 2
-        sol = device_bicgstab(op, b, x, rtol=GMRES_RTOL,
-                              max_iters=left if cap is None else min(left, cap),
-                              shadow=None if cap is None else np.ones(len(b)))
-        if cap is None:
-            cap = max(2 * int(sol.iterations), 100)
-        total += 2 * int(sol.iterations)
-        if Status(int(sol.status)) == Status.NONFINITE:
-            break
-        if best is None or float(sol.residual) < float(best.residual):
-            best = sol
-        x = sol.value
-        if float(sol.residual) <= GMRES_RTOL:
-            return sol.__class__(sol.value, Status.CONVERGED, total, sol.residual), "bicgstab"
-        if total >= max_iters or int(sol.iterations) == 0:
-            break
-    sol = device_gmres(op, b, None if best is None else best.value, rtol=GMRES_RTOL,
-                       restart=GMRES_RESTART, max_iters=max(max_iters - total, 1))
-    total += int(sol.iterations)
-    return sol.__class__(sol.value, sol.status, total, sol.residual), "bicgstab+gmres"
-
-
-class _Stalled(Exception):
-    """Raised from GMRES's callback to stop a stagnating solve."""
-
-
-def _gmres(A, b, max_iters):
-    """`A x = b` by restarted GMRES, or `None` if it does not converge within
-    `max_iters` inner iterations or stagnates (`GMRES_STALL_ITERS`)."""
-    cycles = max(1, -(-int(max_iters) // GMRES_RESTART))
-    hist: list[float] = []
-
-    def watch(res):  # the relative residual, once per inner iteration
-        hist.append(float(res))
-        k = len(hist)
-        if k % GMRES_RESTART == 0 and k > GMRES_STALL_ITERS:
-            if not hist[-1] <= 0.5 * hist[-1 - GMRES_STALL_ITERS]:
-                raise _Stalled
-
-    try:
-        x, info = spla.gmres(
-            A, b, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART, maxiter=cycles,
-            callback=watch, callback_type="pr_norm",
-        )
-    except _Stalled:
-        return None
-    if info != 0 or not np.all(np.isfinite(x)):
-        return None
-    return x
-
-
-def _solve(A, b, max_iters, trans=False):
-    """`A x = b` (`A^T x = b` if `trans`) directly or by GMRES (see the
-    module docstring); `(x, method)` or `(None, None)` if GMRES fails."""
-    if A.shape[0] <= DIRECT_MAX_STATES:
-        lu = spla.splu(sp.csc_matrix(A), permc_spec="COLAMD")
-        return lu.solve(b, trans="T" if trans else "N"), "direct"
-    x = _gmres(sp.csr_matrix(A.T if trans else A), b, max_iters)
-    return (x, "gmres") if x is not None else (None, None)
+from .timing import stage
+from .transitions import probabilities, state_of_entry
 
 
 def _require_markov(model):
@@ -314,7 +99,7 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None
         keep = ~is_rep[dst]
         off = sp.csr_matrix((val[keep] / diag[src[keep]], (dst[keep], src[keep])), shape=(k, k))
         nb = int(lab.max(initial=-1)) + 1
-        sol, method, name = _device_solve(off, is_rep.astype(np.float64), layout, max_iters,
+        sol, method, name = device_solve(off, is_rep.astype(np.float64), layout, max_iters,
                                           norm=(is_rep, lab, 1.0 / diag, nb), rank=rank)
         info = dict(method=method, layout=name, iterations=int(sol.iterations))
         if Status(int(sol.status)) != Status.CONVERGED:
@@ -328,7 +113,7 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None
     cols = np.concatenate([cols[keep], np.arange(k)])
     vals = np.concatenate([vals[keep], 1.0 / diag])
     A = sp.csr_matrix((vals, (rows, cols)), shape=(k, k))
-    y, method = _solve(A, is_rep.astype(np.float64), max_iters)
+    y, method = host_solve(A, is_rep.astype(np.float64), max_iters)
     info = dict(method=method or "gmres", layout="host")
     return (None, info) if y is None else (y / diag, info)
 
@@ -346,8 +131,8 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
         cols = np.concatenate([cols, np.arange(k)])
         vals = np.concatenate([vals, diag])
         d = 2.0 * diag
-    A = _canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
-    kind, fallback = _system_kind(A, layout, rank)
+    A = canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
+    kind, fallback = system_kind(A, layout, rank)
     with stage("layout"):
         mat, order = build_ordered(A.indptr, A.indices, A.data, (k, k), kind, rank, fallback)
     x0 = 1.0 / sizes[lab]
@@ -406,8 +191,8 @@ def stationary_distributions(
         uniq, lab = np.unique(labels[idx], return_inverse=True)
         reps = np.unique(lab, return_index=True)[1]
     kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
-    on_device = _device(k, layout, device)
-    rank = _dia_rank(model, layout, idx)
+    on_device = solves_on_device(k, layout, device)
+    rank = dia_rank(model, layout, idx)
     if precision == "fp64":
         with stage("solve"):
             x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
@@ -461,15 +246,15 @@ def _transient_system(model, trans):
 
 def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
     """`(I - P) x = rhs` (`(I - P)^T x = rhs` if `trans`), on the host
-    (LU or GMRES) or by device GMRES (see `_device`; `rank`: the unknowns'
+    (LU or GMRES) or by device GMRES (see `solves_on_device`; `rank`: the unknowns'
     lexicographic ranks). Returns `(x or None, info)`."""
     k = P.shape[0]
-    if _device(k, layout, device):
-        sol, method, name = _device_solve(P.T if trans else P, rhs, layout, max_iters, rank=rank)
+    if solves_on_device(k, layout, device):
+        sol, method, name = device_solve(P.T if trans else P, rhs, layout, max_iters, rank=rank)
         info = dict(method=method, layout=name, iterations=int(sol.iterations))
         ok = Status(int(sol.status)) == Status.CONVERGED
         return (np.asarray(sol.value) if ok else None), info
-    y, method = _solve(sp.eye(k, format="csc") - P, rhs, max_iters, trans=trans)
+    y, method = host_solve(sp.eye(k, format="csc") - P, rhs, max_iters, trans=trans)
     return y, dict(method=method or "gmres", layout="host")
 
 
@@ -487,7 +272,7 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp6
         idx, P, (r, c, v) = _transient_system(model, trans)
         rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
         y, info = (None, None) if precision != "fp64" else _solve_transient(
-            P, rhs, kw["max_iters"], False, layout, device, _dia_rank(model, layout, idx))
+            P, rhs, kw["max_iters"], False, layout, device, dia_rank(model, layout, idx))
     if y is not None:
         x = fixed.copy()
         x[idx] = y
@@ -496,7 +281,7 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp6
     b = np.zeros(model.num_choices)
     return solve_fixed(
         model, probabilities(model), trans, fixed, b, opt=None, method="jacobi",
-        layout=layout if _device(k, layout, device) else "csr", precision=precision, **kw,
+        layout=layout if solves_on_device(k, layout, device) else "csr", precision=precision, **kw,
     )
 
 
@@ -593,12 +378,12 @@ def steady_state(
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
         y, _ = _solve_transient(P, init[idx], max_iters, True, layout, device,
-                                _dia_rank(model, layout, idx))
+                                dia_rank(model, layout, idx))
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
         else:
             reach += _reach_jacobi(model, labels, count, init, trans, kw,
-                                   layout if _device(len(idx), layout, device) else "csr")
+                                   layout if solves_on_device(len(idx), layout, device) else "csr")
     return np.where(inb, reach[np.maximum(labels, 0)] * pi, 0.0)
 
 
@@ -612,9 +397,9 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     diag_e = tt & (rows == model.col)
     off = np.where(tt & ~diag_e, p, 0.0)
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
-    At = _canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
-    rank = _dia_rank(model, layout)
-    kind, fallback = _system_kind(At, layout, rank)
+    At = canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
+    rank = dia_rank(model, layout)
+    kind, fallback = system_kind(At, layout, rank)
     mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n), kind, rank, fallback)
     at = (lambda v: v) if order is None else order.apply
     y0 = at(np.where(trans, init, 0.0))

@@ -33,7 +33,8 @@ from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp
-from ..numerics._timing import collect
+from ..numerics.timing import collect
+from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
 from .result import CheckOptions, CheckResult
@@ -269,42 +270,7 @@ class _Checker:
         """CTL `E`/`A` (see `jaxmc.numerics.ctl`), reduced to E X, E U, E G,
         A X, A U, A G by the usual dualities."""
         with self._needing():
-            return self._path_quantifier(q)
-
-    def _path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
-        path, m = q.path, self.model
-        exists = q.quantifier == ast.Quantifier.EXISTS
-        if not isinstance(path, ast.Temporal):
-            return self.bool(path)
-        if path.bound is not None:
-            raise UnsupportedError(
-                "time-bounded path formulas under E [...] / A [...] are not "
-                "supported (as in PRISM)",
-                path.bound.span or path.span,
-            )
-        op = path.op
-        true = np.ones(self.n, dtype=bool)
-        right = self.bool(path.right)
-        left = self.bool(path.left) if path.left is not None else true
-        if op == TemporalOp.NEXT:
-            return (numerics.exists_next if exists else numerics.forall_next)(m, right)
-        if op == TemporalOp.EVENTUALLY:
-            left = true
-        if op in (TemporalOp.EVENTUALLY, TemporalOp.UNTIL):
-            fn = numerics.exists_until if exists else numerics.forall_until
-            return fn(m, left, right)
-        if op == TemporalOp.GLOBALLY:
-            fn = numerics.exists_globally if exists else numerics.forall_globally
-            return fn(m, right)
-        # φ W ψ = (φ U ψ) ∨ G φ, and φ R ψ = ψ W (φ ∧ ψ).
-        if op == TemporalOp.RELEASE:
-            left, right = right, left & right
-        if exists:
-            return numerics.exists_until(m, left, right) | numerics.exists_globally(
-                m, left
-            )
-        # A [φ W ψ] = ¬E [¬ψ U (¬φ ∧ ¬ψ)]
-        return ~numerics.exists_until(m, ~right, ~left & ~right)
+            return path_quantifier(q, self.model, self.bool)
 
     def path_probs(self, path: ast.Expr, opt: str | None) -> np.ndarray:
         """P(path) in every state, optimised with `opt` on MDPs."""

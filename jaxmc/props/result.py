@@ -18,7 +18,7 @@ class CheckOptions:
     (`jaxmc.numerics.LAYOUTS`: "auto" is CSR on a CPU, a warp-segment layout
     run by the Pallas kernels on a GPU), and `precision`, their float type
     ("fp64" or "fp32"; fp32 refuses an `epsilon` below
-    `jaxmc.numerics._common.FP32_MIN_EPSILON`, 1e-6, which it cannot reach)."""
+    `jaxmc.numerics.precision.FP32_MIN_EPSILON`, 1e-6, which it cannot reach)."""
 
     method: str | None = None
     epsilon: float = 1e-6
@@ -29,7 +29,8 @@ class CheckOptions:
     precision: str = "fp64"
 
     def __post_init__(self):
-        from ..numerics._common import check_layout, check_precision
+        from ..numerics.matrices import check_layout
+        from ..numerics.precision import check_precision
 
         check_layout(self.layout)
         check_precision(self.precision, self.epsilon)

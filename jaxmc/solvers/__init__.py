@@ -1,5 +1,8 @@
 """Stage 5: iterative solvers (jitted `lax.while_loop`s returning a `Status`).
 
+The solvers live in private modules and are re-exported here; `progress`
+(how long solves report their progress to the front end) is public.
+
 Model checking needs float64 by default, as PRISM uses doubles: with float32 a
 relative criterion of 1e-6 is at the rounding level and iterations stall. So
 importing this package turns on `jax_enable_x64`.
@@ -10,13 +13,23 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from ._gauss_seidel import gauss_seidel as gauss_seidel  # noqa: E402
-from ._linear import bicgstab as bicgstab, jacobi as jacobi, power as power  # noqa: E402
+from ._gauss_seidel import (  # noqa: E402
+    gauss_seidel as gauss_seidel,
+    scc_labels as scc_labels,
+    topological_order as topological_order,
+)
+from ._linear import (  # noqa: E402
+    bicgstab as bicgstab,
+    bicgstab_loop as bicgstab_loop,
+    jacobi as jacobi,
+    power as power,
+)
 from ._minmax import (  # noqa: E402
     interval_iteration as interval_iteration,
     value_iteration as value_iteration,
 )
 from ._results import (  # noqa: E402
+    RUNNING as RUNNING,
     Solution as Solution,
     Status as Status,
     check_solution as check_solution,

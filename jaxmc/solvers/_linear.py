@@ -19,8 +19,8 @@ from jax import lax
 
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
-from ..layout._warp import CompactVector
-from ._progress import report
+from ..layout import CompactVector
+from .progress import report
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
 
 
@@ -93,10 +93,10 @@ def fixed_point_fused(
 
 
 #: Steps per loop trip of the fused Pallas path (the reference path keeps 2,
-#: PRISM's iteration counts up to one step). On an H200, tandem c=2047's
-#: Jacobi ran 158 µs/step with 4, 152-155 with 8, 149 with 16 and 148 with 32
-#: (only the last step of a trip is measured, and the loop's per-trip cost is
-#: spread); the price is up to 15 steps past PRISM's stopping point.
+#: PRISM's iteration counts up to one step). More steps per trip are faster
+#: per step (only the last step of a trip is measured, and the loop's
+#: per-trip cost is spread; `benchmarks/RESULTS.md`, steps per trip); the
+#: price is up to 15 steps past PRISM's stopping point.
 PALLAS_STEPS_PER_TRIP = 16
 
 #: Where the fused Pallas path measures convergence: "last" (the last step of
@@ -205,7 +205,7 @@ def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
     recursive residual, reported as `residual`), breakdown, a non-finite
     iterate or `max_iters` iterations. `rhat0`: the shadow residual (default
     the initial residual). Shared by `bicgstab` (operator `diag x - A x`) and
-    the device Krylov solve of steady state (`jaxmc.numerics._krylov`, whose
+    the device Krylov solve of steady state (`jaxmc.numerics.krylov`, whose
     operator has dense normalisation rows); traced inside their `jit`."""
     r0 = b - op(x0)
     one = jnp.ones((), b.dtype)

@@ -14,11 +14,11 @@ import equinox as eqx
 import jax.numpy as jnp
 from jax import lax
 
-from ..kernels.spmv import spmv
 from ..kernels.fused import bellman_step
+from ..kernels.spmv import spmv
 from ._linear import _args, fixed_point
-from ._progress import report
 from ._results import RUNNING, Solution, Status, check_solution
+from .progress import report
 
 
 def bellman(M, b, x, opt: str):

@@ -33,9 +33,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from ..kernels.spmv import spmv
-from ..solvers import Solution, Status, check_solution
-from ..solvers._linear import bicgstab_loop
-from ..solvers._results import RUNNING
+from ..solvers import RUNNING, Solution, Status, bicgstab_loop, check_solution
 
 
 class Operator(eqx.Module):

@@ -1,0 +1,199 @@
+"""`solve_fixed`, the one engine behind unbounded reachability,
+reachability/total rewards and BSCC absorption:
+
+    x_s = opt_{c in s} (b_c + sum_t P(c, t) x_t)   for s in `maybe`,
+    x_s = fixed_s                                  otherwise.
+
+Rows of non-`maybe` states are masked by *values* (never by shape), so the
+compiled solver is reused for every property on a model.
+
+The system's matrix is on the device layout `layout=` names
+(`jaxmc.numerics.matrices`), in the precision `precision=` names
+(`jaxmc.numerics.precision`); the method is `method=` or the automatic
+choice (`jaxmc.numerics.methods`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..explore.model import ExplicitModel
+from ..layout import SparseModel
+from ..solvers import (
+    Status,
+    bicgstab,
+    check_solution,
+    gauss_seidel,
+    interval_iteration,
+    jacobi,
+    power,
+    value_iteration,
+)
+from .matrices import (
+    host_structure,
+    layout_name,
+    lex_rank,
+    resolve_layout,
+    sparse,
+    square_matrix,
+    undo_order,
+    valued,
+)
+from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
+from .precision import check_precision, to_precision
+from .result import NumericResult, from_solution
+from .timing import stage
+
+
+def solve_fixed(
+    model: ExplicitModel,
+    probs: np.ndarray,
+    maybe: np.ndarray,
+    fixed: np.ndarray,
+    b: np.ndarray,
+    *,
+    opt: str | None,
+    method: str,
+    epsilon: float,
+    relative: bool,
+    max_iters: int,
+    throw: bool,
+    upper: np.ndarray | None = None,
+    layout: str = "auto",
+    M: SparseModel | None = None,
+    precision: str = "fp64",
+) -> NumericResult:
+    """Solve `x = opt(b + P x)` on `maybe`, `x = fixed` elsewhere.
+
+    `probs` are the entry probabilities of `model` (or of `M` if given), `b`
+    the per-choice constants (±inf disables a choice of an MDP). `upper` is an
+    upper bound on the solution for interval iteration (which also needs the
+    maybe states free of end components; see `jaxmc.numerics.reach`).
+    `layout`: the device matrix the SpMV runs on (`jaxmc.numerics.matrices`;
+    `M`, if given, must have been built for the same layout). `precision`:
+    the float type of the matrix and the iterate during the solve
+    (`jaxmc.numerics.precision`); the values come back as float64.
+    """
+    check_precision(precision, epsilon)
+    if precision == "fp32" and method == "bicgstab":
+        # In float32 BiCGStab can stop "converged" by its recursive residual
+        # at a value of the wrong sign (brp, `benchmarks/RESULTS.md`): the
+        # recursive residual drifts from the true one.
+        raise UnsupportedError(
+            "BiCGStab is not reliable in fp32: its recursive residual drifts "
+            "from the true residual and it can stop at a wrong value",
+            hint="use method='jacobi' or 'power' with fp32, or precision fp64",
+        )
+    kind = resolve_layout(model, layout)
+    host = host_structure(model, M)
+    if M is None:
+        M = sparse(model, kind)
+    maybe = np.asarray(maybe, dtype=bool)
+    fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
+    if not maybe.any():
+        return NumericResult(
+            values=fixed.copy(), method="jacobi" if method == AUTO else method
+        )
+    rank = None
+    if kind == "dia":
+        if M.nondeterministic or M.n_states != model.num_states:
+            kind = "compact"  # (choices are not states: no square system)
+        else:
+            rank = lex_rank(model)
+    with stage("solve"):
+        kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
+        out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
+                            kw, precision,
+                            auto_ok=layout == "auto" and precision == "fp64", rank=rank)
+    return out
+
+
+def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
+                  precision="fp64", auto_ok=False, rank=None):
+    soc, rows, cols, indptr = host
+    n = M.n_states
+    state_row = soc[rows]
+    data = np.where(maybe[state_row], probs, 0.0)
+    bb = np.where(maybe[soc], b, fixed[soc])
+    x0 = fixed
+    extra = {"precision": precision}
+    # `vec` puts a host vector on the device and `mat` a device matrix in
+    # `precision` (for fp64: `jnp.asarray` and the matrix as it is).
+    if precision == "fp64":
+        vec, mat = jnp.asarray, (lambda A: A)
+    else:
+        def vec(v):
+            return jnp.asarray(v, jnp.float32)
+
+        def mat(A):
+            return to_precision(A, precision)
+    sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
+    if method == AUTO:
+        A, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
+        method = "jacobi"
+        if A is not None:  # chosen for the structure: bounded, then Jacobi takes over
+            budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
+            sol = gauss_seidel(
+                A, bb, x0, order=order, **dict(kw, max_iters=budget, throw=False)
+            )
+            if Status(int(sol.status)) != Status.MAX_ITERS or budget == kw["max_iters"]:
+                method = "gauss_seidel"
+                sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
+                # a host solve, in float64
+                extra.update(layout="host", precision="fp64")
+            else:
+                sweeps, x0 = int(sol.iterations), np.asarray(sol.value)
+                kw = dict(kw, max_iters=int(kw["max_iters"]) - sweeps)
+                extra["gauss_seidel_sweeps"] = sweeps
+    elif method == "gauss_seidel":
+        sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)
+        extra.update(layout="host", precision="fp64")  # a host solve, in float64
+    if method == "gauss_seidel":
+        pass  # solved above
+    elif method in ("jacobi", "power", "bicgstab"):
+        # (in the layout's numbering: `at` for every vector in, `undo_order`
+        # on the result; the identity but for "dia")
+        if method == "jacobi":
+            on_diag = cols == state_row
+            diag = 1.0 - np.bincount(rows[on_diag], weights=data[on_diag], minlength=n)
+            off = np.where(on_diag, 0.0, data)
+            A, order = square_matrix(M, kind, off, indptr, cols, rank)
+        else:
+            diag = np.ones(n)
+            A, order = square_matrix(M, kind, data, indptr, cols, rank)
+        at = (lambda v: v) if order is None else order.apply
+        A = mat(A)
+        if method == "jacobi":
+            sol = jacobi(A, vec(at(diag)), vec(at(bb)), vec(at(x0)), **kw)
+        elif method == "power":
+            sol = power(A, vec(at(bb)), vec(at(x0)), **kw)
+        else:
+            sol = bicgstab(A, vec(diag), vec(at(bb)), vec(at(x0)), **kw)
+        sol = undo_order(sol, order)
+        if sweeps:
+            sol = sol.__class__(
+                sol.value, sol.status, sol.iterations + sweeps, sol.residual
+            )
+    elif method == "value_iteration":
+        A = mat(valued(M, kind, data, indptr, cols))
+        sol = value_iteration(A, vec(bb), vec(x0), opt or "max", **kw)
+    elif method == "interval_iteration":
+        if upper is None:
+            raise UnsupportedError(
+                "interval iteration needs an upper bound, which jaxmc only has "
+                "for probabilities",
+                hint="use method='value_iteration'",
+            )
+        A = mat(valued(M, kind, data, indptr, cols))
+        up = np.where(maybe, upper, fixed)
+        sol, lo, hi = interval_iteration(
+            A, vec(bb), vec(x0), vec(up), opt or "max", **kw
+        )
+        extra.update(lower=np.asarray(lo, np.float64), upper=np.asarray(hi, np.float64))
+    else:  # pragma: no cover - validated by default_method
+        raise ValueError(method)
+    if "layout" not in extra:
+        extra["layout"] = layout_name(A)
+    return from_solution(sol, method, extra)

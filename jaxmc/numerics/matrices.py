@@ -1,0 +1,270 @@
+"""The device matrices of a model, cached per model and layout.
+
+Layouts (`layout=`): every iterative solve runs its SpMV on the device matrix
+named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
+`segment_sum` is best there) and `jaxmc.layout.layout_kind` on a GPU (the
+warp-segment layouts, which the solvers run through the fused Pallas
+kernels). The compact layouts tabulate their values on the host, so they are
+rebuilt for each solve from the (host) masked values; "auto" never picks them
+(the host build costs seconds on large models), and where they cannot hold
+the matrix (not square, more than 65536 distinct values) the warp layout with
+the same lanes is used instead. `"dia"` (`jaxmc.layout.CompactDIA`) runs the
+solve in PRISM's lexicographic state order, where a model whose reachable
+states form a box is a few diagonals (a byte per row and diagonal, no
+columns); it applies to the square systems of DTMCs and CTMCs (Jacobi,
+power, BiCGStab, the steady-state solves) and falls back to `"compact"`
+where the matrix is not a few diagonals in that order (`ordered_dia`) and
+for MDPs. It is rebuilt for each solve (on the GPU where there is one:
+`ordered_dia`); "auto" picks it on a GPU for the steady-state device solves,
+whose system matrices are built per solve anyway (`steady_solve.system_kind`).
+`NumericResult.extra["layout"]` says which layout a solve ran on.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..explore.model import ExplicitModel
+from ..layout import (
+    CSR,
+    ELL,
+    CompactDIA,
+    CompactWarpELL,
+    SlicedELL,
+    SparseModel,
+    VectorCSR,
+    WarpELL,
+    group_index,
+    layout_kind,
+    lex_order,
+    make_layout,
+    ordered_csr,
+    ordered_dia,
+)
+from .timing import stage
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: The names `layout=` takes (see the module docstring).
+LAYOUTS = (
+    "auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector",
+    "dia",
+)  # fmt: skip
+COMPACT = ("compact", "compact2")
+#: Layouts built on the host from each solve's values (the device matrix
+#: cached per model holds the structure only).
+HOST_BUILT = COMPACT + ("dia",)
+
+
+def check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown `layout` {layout!r}; expected one of {LAYOUTS}")
+    return layout
+
+
+def on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
+
+
+def resolve_layout(model: ExplicitModel, layout: str = "auto") -> str:
+    """The concrete layout for `layout` on `model` ("auto": see the module
+    docstring; the choice is cached per model)."""
+    check_layout(layout)
+    if layout != "auto":
+        return layout
+    if not on_gpu():
+        return "csr"
+    per = _CACHE.setdefault(model, {})
+    if "auto" not in per:
+        host = host_csr(model.row_ptr, model.col, model.val,
+                         (model.num_choices, model.num_states))
+        per["auto"] = layout_kind(host, "gpu")
+    return per["auto"]
+
+
+def host_csr(indptr, cols, vals, shape) -> CSR:
+    """A `CSR` whose arrays stay numpy (the layouts' host-side builders read
+    them without a round trip through the device)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return CSR(
+        data=np.asarray(vals, dtype=np.float64),
+        indices=np.asarray(cols, dtype=np.int32),
+        row_ids=rows.astype(np.int32),
+        indptr=indptr.astype(np.int32),
+        shape=(int(shape[0]), int(shape[1])),
+    )
+
+
+def build_matrix(indptr, cols, vals, shape, kind: str):
+    """Device layout `kind` (not "auto") of the host CSR `(indptr, cols,
+    vals)`. A compact layout that cannot hold the matrix falls back to the
+    warp layout with the same lanes."""
+    if kind == "csr":
+        return CSR.from_arrays(indptr, cols, vals, shape)
+    host = host_csr(indptr, cols, vals, shape)
+    if kind == "dia":  # (no state order given here: `build_ordered` takes one)
+        kind = "compact"
+    if kind in COMPACT:
+        lanes = 2 if kind == "compact2" else 1
+        if shape[0] == shape[1]:
+            try:
+                return CompactWarpELL.from_csr(host, lanes=lanes)
+            except ValueError:  # too many distinct values for the table
+                pass
+        return WarpELL.from_csr(host, lanes=lanes)
+    return make_layout(host, kind)
+
+
+def lex_rank(model: ExplicitModel, states=None) -> np.ndarray:
+    """Each state's place in PRISM's lexicographic state order (the order
+    of the diagonal layout), or with `states` (indices) each one's place
+    among them: a permutation of `0..len(states)-1`, found in O(n) from the
+    model's order (cached per model)."""
+    per = _CACHE.setdefault(model, {})
+    if "lex_order" not in per:
+        per["lex_order"] = np.asarray(lex_order(model.states), dtype=np.int64)
+    order = per["lex_order"]
+    if states is None:
+        states = np.arange(len(order))
+    states = np.asarray(states, dtype=np.int64)
+    local = np.full(len(order), -1, dtype=np.int64)
+    local[states] = np.arange(len(states))
+    sub = local[order]
+    sub = sub[sub >= 0]  # the states, in lexicographic order
+    rank = np.empty(len(states), dtype=np.int64)
+    rank[sub] = np.arange(len(states))
+    return rank
+
+
+def build_ordered(
+    indptr, cols, vals, shape, kind: str, rank=None, fallback: str = "compact"
+):
+    """`(matrix, order)`: `build_matrix` of the host CSR, reordered first by
+    `jaxmc.layout.ordered_csr` where that pays for `kind` (a warp-segment
+    layout of a square matrix whose segments carry much padding; the rows
+    sorted by length within short windows). `order` is that `Permutation`,
+    or None: the caller applies it to every vector of the solve
+    (`order.apply`) and undoes it on the result (`order.undo`).
+
+    `kind` "dia": the compact diagonal layout in the order of `rank` (each
+    row's lexicographic rank), where the matrix is a few diagonals in it;
+    else (or without `rank`) `fallback` ("auto": `layout_kind`'s choice on
+    a GPU)."""
+    host = None
+    if kind == "dia":
+        host = host_csr(indptr, cols, vals, shape)
+        got = None if rank is None else ordered_dia(host, rank)
+        if got is not None:
+            return got
+        kind = layout_kind(host, "gpu") if fallback == "auto" else fallback
+    if kind in COMPACT + ("warp", "warp2") and shape[0] == shape[1]:
+        if host is None:
+            host = host_csr(indptr, cols, vals, shape)
+        B, order = ordered_csr(host, kind)
+        if order is not None:
+            B = host_csr(B.indptr, B.indices, B.data, shape)
+            return build_matrix(B.indptr, B.indices, B.data, shape, kind), order
+    return build_matrix(indptr, cols, vals, shape, kind), None
+
+
+def layout_name(matrix) -> str:
+    """The layout name of a device matrix."""
+    if isinstance(matrix, SparseModel):
+        matrix = matrix.matrix
+    if isinstance(matrix, WarpELL):
+        return "warp" if matrix.lanes == 1 else "warp2"
+    if isinstance(matrix, CompactWarpELL):
+        return "compact" if matrix.lanes == 1 else "compact2"
+    if isinstance(matrix, VectorCSR):
+        return "vector"
+    if isinstance(matrix, CompactDIA):
+        return "dia"
+    names = {CSR: "csr", ELL: "ell", SlicedELL: "sell"}
+    return names.get(type(matrix), type(matrix).__name__)
+
+
+def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
+                 kind: str = "csr") -> SparseModel:
+    """A `SparseModel` from host arrays with its matrix in layout `kind`
+    (for a compact kind the structure only: `valued` builds the matrix)."""
+    choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
+    n, m = len(choice_ptr) - 1, len(row_ptr) - 1
+    csr = CSR.from_arrays(row_ptr, col, val, (m, n))
+    if kind in HOST_BUILT + ("csr",):
+        matrix = csr
+    else:
+        matrix = build_matrix(row_ptr, col, val, (m, n), kind)
+    return SparseModel(
+        csr=csr,
+        matrix=matrix,
+        group_ids=jnp.asarray(
+            np.repeat(np.arange(n), np.diff(choice_ptr)), dtype=jnp.int32
+        ),
+        n_states=n,
+        n_choices=m,
+        nondeterministic=nondeterministic,
+        groups=group_index(choice_ptr) if nondeterministic else None,
+    )
+
+
+def sparse(model: ExplicitModel, kind: str = "csr") -> SparseModel:
+    """The device matrix of `model` (cached per model and layout kind;
+    `kind` may be "auto")."""
+    kind = resolve_layout(model, kind)
+    key = "csr" if kind in HOST_BUILT else kind
+    per = _CACHE.setdefault(model, {})
+    if key not in per:
+        with stage("layout"):
+            per[key] = jax.block_until_ready(sparse_model(
+                model.choice_ptr, model.row_ptr, model.col, model.val,
+                nondeterministic=model.is_nondeterministic, kind=key,
+            ))
+    return per[key]
+
+
+def host_structure(model: ExplicitModel, M: SparseModel | None = None):
+    """`(state of each choice, row of each entry, column of each entry,
+    row pointers)` on the host: from the model's arrays, or from `M`."""
+    if M is None:
+        return (model.state_of_choice(), model.row_of_entry(), np.asarray(model.col),
+                np.asarray(model.row_ptr))
+    return (np.asarray(M.group_ids), np.asarray(M.csr.row_ids),
+            np.asarray(M.csr.indices), np.asarray(M.csr.indptr))
+
+
+def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseModel:
+    """`M` with entry values `vals` (host, CSR order) on layout `kind`: the
+    compact layouts are built from them on the host (`indptr`, `cols`: the
+    host structure), the others take them by `with_values` on the device."""
+    if kind not in HOST_BUILT:
+        return M.with_values(jnp.asarray(vals))
+    kind = "compact" if kind == "dia" else kind  # (a non-square or MDP system)
+    if indptr is None:
+        _, _, cols, indptr = host_structure(None, M)
+    mat = build_matrix(indptr, cols, vals, M.csr.shape, kind)
+    return eqx.tree_at(lambda m: (m.csr, m.matrix), M,
+                       (M.csr.with_values(jnp.asarray(vals)), mat))
+
+
+def square_matrix(M: SparseModel, kind: str, vals, indptr, cols, rank=None):
+    """`(matrix, order)` of a DTMC/CTMC system with entry values `vals`:
+    `valued`'s matrix and None, or for "dia" `build_ordered`'s diagonal
+    layout in the lexicographic order of `rank` and that `Permutation`."""
+    if kind == "dia":
+        return build_ordered(indptr, cols, vals, M.csr.shape, "dia", rank)
+    return valued(M, kind, vals, indptr, cols).matrix, None
+
+
+def undo_order(sol, order):
+    """A solver's solution with its value back in the model's numbering
+    (`order` a `Permutation`, or None)."""
+    if order is None:
+        return sol
+    return eqx.tree_at(lambda s: s.value, sol, order.undo(sol.value))

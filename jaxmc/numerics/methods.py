@@ -1,0 +1,105 @@
+"""The solution methods `method=` names, the default of each model type,
+and the automatic choice (`AUTO`) between Gauss-Seidel in topological order
+and Jacobi for DTMC/CTMC linear systems."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..errors import ModelCheckingError, UnsupportedError
+from ..explore.model import ExplicitModel
+from ..lang.ast import ModelType
+from ..solvers import scc_labels, topological_order
+
+
+def check_type(model: ExplicitModel, opt):
+    """Validate `opt` against the model type."""
+    if model.model_type not in (ModelType.DTMC, ModelType.CTMC, ModelType.MDP):
+        raise UnsupportedError(f"model type {model.model_type.value} is not supported")
+    if model.is_nondeterministic:
+        if opt not in ("min", "max"):
+            raise ModelCheckingError(
+                "an MDP property needs `min` or `max`",
+                hint="write Pmin=?/Pmax=? or Rmin=?/Rmax=?",
+            )
+    elif opt not in (None, "min", "max"):
+        raise ValueError(f"`opt` must be None, 'min' or 'max', not {opt!r}")
+
+
+LINEAR = ("jacobi", "gauss_seidel", "power", "bicgstab")
+MINMAX = ("value_iteration", "interval_iteration")
+
+
+#: The default method of DTMC/CTMC linear systems: `solve_fixed` picks
+#: Gauss-Seidel in topological order (on the host) where the system's graph
+#: is nearly acyclic (at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns in
+#: strongly connected components of more than one state), and Jacobi (on
+#: the device layout) otherwise.
+AUTO = "auto"
+
+#: See `AUTO`. Why: where the graph is acyclic a Gauss-Seidel sweep in
+#: topological order is a back-substitution (a couple of sweeps give the
+#: exact value, where Jacobi takes thousands of iterations and stops
+#: epsilon off); inside a cyclic component it is a plain Gauss-Seidel sweep
+#: on the host, sequential and slower per sweep than Jacobi's vectorised
+#: step. Small cyclic systems stay with Jacobi too, although its first
+#: solve compiles: a host sweep has a fixed Python and scipy overhead
+#: however small the system. Measurements: `benchmarks/RESULTS.md`
+#: ("Steady-state and linear-solve choices").
+TOPOLOGICAL_MAX_CYCLIC = 0.1
+
+#: See `AUTO`: the host Gauss-Seidel chosen for the structure stops after
+#: this many sweeps and hands its iterate to Jacobi (cyclic components that
+#: mix slowly would otherwise cost a host sweep's overhead per iteration).
+AUTO_GS_MAX_SWEEPS = 200
+
+#: Systems with more entries than this keep Jacobi without looking at their
+#: components (the host's decomposition would cost seconds).
+TOPOLOGICAL_MAX_ENTRIES = 1 << 24
+
+
+def default_method(model, method):
+    if method is None:
+        return "value_iteration" if model.is_nondeterministic else AUTO
+    if method not in LINEAR + MINMAX:
+        raise ValueError(
+            f"unknown `method` {method!r}; expected one of {LINEAR + MINMAX}"
+        )
+    if model.is_nondeterministic and method in LINEAR:
+        raise ModelCheckingError(
+            f"method {method!r} solves linear systems and cannot solve an MDP",
+            hint="use method='value_iteration' or 'interval_iteration'",
+        )
+    return method
+
+
+def host_matrix(n, data, state_row, cols):
+    """The masked system as a scipy matrix (the host Gauss-Seidel's input)."""
+    import scipy.sparse as scipy_sparse
+
+    live = data != 0
+    return scipy_sparse.csr_matrix(
+        (data[live], (state_row[live], cols[live])), shape=(n, n)
+    )
+
+
+def auto_linear(n, data, state_row, cols, maybe, auto_ok):
+    """`(A, order)` for `AUTO`: the host matrix and its topological order
+    if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
+    more than one state (Gauss-Seidel), else `(None, None)` (Jacobi)."""
+    k = int(maybe.sum())
+    # (on an accelerator only small systems: there Jacobi's loop is fast and
+    # the host's decomposition would add to every property)
+    cap = TOPOLOGICAL_MAX_ENTRIES
+    if jax.default_backend() != "cpu":
+        cap >>= 4
+    if not auto_ok or data.size > cap or k == 0:
+        return None, None
+    A = host_matrix(n, data, state_row, cols)
+    scc = scc_labels(A)
+    size = np.bincount(scc[1])
+    cyclic = int(np.count_nonzero(size[scc[1][maybe]] > 1))
+    if cyclic > TOPOLOGICAL_MAX_CYCLIC * k:
+        return None, None
+    return A, topological_order(A, scc)

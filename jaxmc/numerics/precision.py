@@ -1,0 +1,59 @@
+"""Precision (`precision=`, one of `PRECISIONS`): "fp64" (the default) or
+"fp32", the float type of the matrix values and the iterate during the
+iterative solves of `solve_fixed` (the SpMV and the Jacobi, power, value
+and interval iteration loops; BiCGStab is refused in fp32, see
+`solve_fixed`). fp32 halves the bytes the SpMV moves; the graph
+precomputation, the masking and the results stay float64. fp32 rounds at
+~6e-8 relative, so its values agree with fp64 to ~1e-5 relative, not to
+PRISM's 1e-6, and it takes no `epsilon` below `FP32_MIN_EPSILON`.
+Gauss-Seidel runs on the host in float64 whatever the precision.
+`NumericResult.extra["precision"]` says which precision a solve ran in.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UnsupportedError
+
+
+#: The names `precision=` takes.
+PRECISIONS = ("fp64", "fp32")
+
+#: The smallest `epsilon` accepted with "fp32": about 8 float32 ulps (2^-23
+#: = 1.2e-7 relative), so that PRISM's criterion `sup_norm < epsilon` can hold
+#: above the rounding noise of an fp32 step instead of iterating to
+#: `max_iters`.
+FP32_MIN_EPSILON = 1e-6
+
+
+def check_precision(precision: str, epsilon: float | None = None) -> str:
+    """Validate `precision` and, for "fp32", that `epsilon` is reachable."""
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"unknown `precision` {precision!r}; expected one of {PRECISIONS}"
+        )
+    if precision == "fp32" and epsilon is not None and epsilon < FP32_MIN_EPSILON:
+        raise UnsupportedError(
+            f"epsilon {epsilon:g} is below what fp32 can reach (float32 rounds at "
+            f"~6e-8 relative; the smallest epsilon with fp32 is {FP32_MIN_EPSILON:g})",
+            hint=f"use epsilon >= {FP32_MIN_EPSILON:g} with fp32, or precision fp64",
+        )
+    return precision
+
+
+def to_precision(tree, precision: str):
+    """`tree` (an array, a layout matrix, a `SparseModel`) with its floating
+    arrays in `precision`; unchanged (the same object) for "fp64"."""
+    if precision == "fp64":
+        return tree
+
+    def cast(leaf):
+        is_array = isinstance(leaf, (jax.Array, np.ndarray))
+        if is_array and jnp.issubdtype(leaf.dtype, jnp.floating):
+            return jnp.asarray(leaf, jnp.float32)
+        return leaf
+
+    return jax.tree_util.tree_map(cast, tree)
