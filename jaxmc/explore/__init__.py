@@ -3,6 +3,7 @@ expression lowering, and PRISM's explicit model files."""
 
 from .builder import Provenance as Provenance, build as build
 from .growth import BuildProgress as BuildProgress
+from .explicit_import import import_explicit as import_explicit
 from .formats import (
     export_explicit as export_explicit,
     format_lab as format_lab,
@@ -10,7 +11,6 @@ from .formats import (
     format_sta as format_sta,
     format_tra as format_tra,
     format_trew as format_trew,
-    import_explicit as import_explicit,
 )
 from .lower import Lowered as Lowered, lower as lower
 from .model import (

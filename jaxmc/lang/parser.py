@@ -20,7 +20,7 @@ from lark.visitors import Transformer_NonRecursive
 from ..errors import JaxmcError, PrismSyntaxError, UnsupportedError
 from . import ast
 from ._errors import translate_lark_error
-from ._tree import ASSOCIATIVE, CHAIN_LIMIT, balance_chains
+from .tree import ASSOCIATIVE, CHAIN_LIMIT, balance_chains
 from .grammar import ReservedName, get_parser
 from .source import read_source
 
@@ -106,7 +106,7 @@ def _parse(grammar: str, text: str, file: str | None, start: str) -> lark.Tree:
 def _build(tree, text: str, file: str | None, props: bool = False):
     # The builder walks the parse tree without recursion (a generated model's
     # expressions may be thousands of levels deep); long chains of `+`, `*`,
-    # `&`, `|` are then rebuilt as balanced trees (see `_tree.balance_chains`).
+    # `&`, `|` are then rebuilt as balanced trees (see `tree.balance_chains`).
     builder = _Builder(file, props)
     try:
         result = builder.transform(tree)
@@ -184,7 +184,7 @@ class _Builder(Transformer_NonRecursive):
         result = super()._call_userfunc(tree, new_children)
         depth = self._depth
         chain = self._chains.get(id(result))
-        if chain is not None:  # depth once balanced (see `_tree.balance_chains`)
+        if chain is not None:  # depth once balanced (see `tree.balance_chains`)
             _, n, operand_depth = chain
             d = operand_depth + (n - 1).bit_length()
         else:

@@ -32,7 +32,8 @@ from .constants import (
     coerce_value,
     parse_constants,
 )
-from .evaluate import Value, fold as _fold, is_literal, literal_value
+from .evaluate import Value, is_literal, literal_value
+from .fold import fold as _fold
 from .program import (
     CheckedCommand,
     CheckedModule,
@@ -86,7 +87,7 @@ def fold(
     env: Mapping[str, Value | ast.Expr],
     types: Mapping[str, Type] | None = None,
 ) -> ast.Expr:
-    """`evaluate.fold`, with a located `UnsupportedError` where the folding
+    """`fold.fold`, with a located `UnsupportedError` where the folding
     recursion is deeper than Python allows (an expression nested a few
     hundred levels deep, e.g. a long `c1 ? a1 : c2 ? a2 : ...`)."""
     try:
