@@ -1,7 +1,7 @@
 """Stage 3: state-space construction (`CheckedProgram` → `ExplicitModel`),
 expression lowering, and PRISM's explicit model files."""
 
-from .builder import Provenance as Provenance, build as build
+from .builder import build as build
 from .growth import BuildProgress as BuildProgress
 from .explicit_import import import_explicit as import_explicit
 from .formats import (
@@ -18,3 +18,4 @@ from .model import (
     RewardStructure as RewardStructure,
     StateVar as StateVar,
 )
+from .provenance import Provenance as Provenance
