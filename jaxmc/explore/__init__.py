@@ -2,7 +2,6 @@
 expression lowering, and PRISM's explicit model files."""
 
 from .builder import build as build
-from .growth import BuildProgress as BuildProgress
 from .explicit_import import import_explicit as import_explicit
 from .formats import (
     export_explicit as export_explicit,
@@ -12,6 +11,7 @@ from .formats import (
     format_tra as format_tra,
     format_trew as format_trew,
 )
+from .growth import BuildProgress as BuildProgress
 from .lower import Lowered as Lowered, lower as lower
 from .model import (
     ExplicitModel as ExplicitModel,
