@@ -9,7 +9,7 @@ import pytest
 import jaxmc
 from jaxmc.errors import JaxmcError, PrismSyntaxError
 from jaxmc.lang import ast, format_expr, format_program, parse_expression, parse_model
-from jaxmc.lang._tree import CHAIN_LIMIT, chain_operands
+from jaxmc.lang.tree import CHAIN_LIMIT, chain_operands
 from jaxmc.semantics import type_of
 from jaxmc.semantics.rewrite import substitute
 from jaxmc.semantics.types import Type

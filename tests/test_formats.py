@@ -16,8 +16,8 @@ from jaxmc.explore.formats import (
     format_sta,
     format_tra,
     format_trew,
-    import_explicit,
 )
+from jaxmc.explore.explicit_import import import_explicit
 from jaxmc.explore.model import ExplicitModel, RewardStructure, StateVar
 from jaxmc.explore.reorder import lexicographic
 from jaxmc.lang.ast import ModelType

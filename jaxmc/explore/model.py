@@ -77,7 +77,7 @@ class ExplicitModel:
     #: back by `-exportmodel`. The builder leaves it None.
     entry_action: tuple[str | None, ...] | None = None
     #: Builder-specific record of which command/update produced each entry,
-    #: used to recompute `val` from parameters (see explore.builder).
+    #: used to recompute `val` from parameters (see explore.provenance).
     provenance: object = field(default=None, repr=False)
     #: Warnings raised while building (e.g. deadlocks fixed with self-loops).
     warnings: tuple[str, ...] = ()

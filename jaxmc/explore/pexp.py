@@ -9,37 +9,14 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 from ..errors import ExplorationError, UnsupportedError
 from ..lang.ast import ModelType
-from .formats import (
-    PathLike,
-    format_lab,
-    format_srew,
-    format_sta,
-    format_tra,
-    format_trew,
-    import_explicit,
-)
+from .explicit_import import import_explicit
+from .formats import format_lab, format_srew, format_sta, format_tra, format_trew
 from .model import ExplicitModel
 from .reorder import lexicographic
-
-
-def read_text(path: PathLike) -> str:
-    """The text of `path`, gunzipped (`.gz`) or un-xz'd (`.xz`) as its name says."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        import gzip
-
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    if path.suffix == ".xz":
-        import lzma
-
-        with lzma.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    return path.read_text(encoding="utf-8")
+from .textfile import PathLike, read_text
 
 
 _SECTION = re.compile(

@@ -14,7 +14,8 @@ from .constants import (
     parse_constants as parse_constants,
     range_values as range_values,
 )
-from .evaluate import evaluate as evaluate, fold as fold, literal as literal
+from .evaluate import evaluate as evaluate, literal as literal
+from .fold import fold as fold
 from .program import (
     CheckedCommand as CheckedCommand,
     CheckedModule as CheckedModule,

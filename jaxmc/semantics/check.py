@@ -19,20 +19,15 @@ checks:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
 from ..errors import JaxmcError, SemanticError, UnsupportedError
 from ..lang import ast
-from .constants import (
-    ConstRange,
-    ConstValue,
-    MissingConstantsError,
-    coerce_value,
-    parse_constants,
-)
-from .evaluate import Value, fold as _fold, is_literal, literal_value
+from .evaluate import is_literal, literal_value
+from .formulas import FormulaTable
+from .located import attach_source, where
+from .modules import expand_modules
 from .program import (
     CheckedCommand,
     CheckedModule,
@@ -42,8 +37,10 @@ from .program import (
     CheckedUpdate,
     CheckedVar,
 )
-from .rewrite import idents, rename_idents, substitute
-from .types import Type, can_assign, is_numeric, suggest, type_of, unknown_identifier
+from .resolve import ConstantResolver, Names, fold, normalize_overrides
+from .rewrite import idents
+from .system import check_system
+from .types import Type, can_assign, is_numeric, suggest, type_of
 
 
 SUPPORTED_MODEL_TYPES = (ast.ModelType.DTMC, ast.ModelType.CTMC, ast.ModelType.MDP)
@@ -80,269 +77,6 @@ def check_program(
     except JaxmcError as err:
         raise attach_source(err, source, file) from None
 
-
-def fold(
-    expr: ast.Expr,
-    env: Mapping[str, Value | ast.Expr],
-    types: Mapping[str, Type] | None = None,
-) -> ast.Expr:
-    """`evaluate.fold`, with a located `UnsupportedError` where the folding
-    recursion is deeper than Python allows (an expression nested a few
-    hundred levels deep, e.g. a long `c1 ? a1 : c2 ? a2 : ...`)."""
-    try:
-        return _fold(expr, env, types)
-    except RecursionError:
-        raise UnsupportedError(
-            "expression nested too deeply to be evaluated",
-            expr.span,
-            hint="split it into formulas, or use fewer nested parentheses or `? :`",
-        ) from None
-
-
-def attach_source(err: JaxmcError, source: str | None, file: str | None) -> JaxmcError:
-    if source is not None:
-        err.with_source(source, file)
-    elif file is not None and err.span is not None and err.span.file is None:
-        err.span = dataclasses.replace(err.span, file=file)
-        err.args = (err._render(),)
-    return err
-
-
-def _where(span: ast.Span | None) -> str:
-    if span is None:
-        return "elsewhere"
-    return f"{span.file or '<string>'}:{span.line}"
-
-
-def normalize_overrides(constants: Mapping[str, object] | str | None) -> dict[str, object]:
-    if constants is None:
-        return {}
-    if isinstance(constants, str):
-        constants = parse_constants(constants)
-    out = {}
-    for k, v in constants.items():
-        if isinstance(v, ConstRange):
-            raise SemanticError(
-                f"constant `{k}` is given a range `{v.low}:{v.high}`",
-                hint="expand ranges into single settings with `expand_constants` first",
-            )
-        out[k] = v
-    return out
-
-
-# ---------------------------------------------------------------- constants
-
-
-class ConstantResolver:
-    """Evaluates a list of constant declarations in dependency order.
-
-    Shared by model and properties files (a properties file's constants may
-    use the model's). `env` maps each resolved constant to its value, or to
-    a folded expression when it depends on a parameter.
-    """
-
-    def __init__(
-        self,
-        decls: Sequence[ast.ConstDecl],
-        overrides: Mapping[str, object],
-        parameters: Sequence[str],
-        outer_env: Mapping[str, Value | ast.Expr] | None = None,
-        outer_types: Mapping[str, Type] | None = None,
-        formulas: "FormulaTable | None" = None,
-        extra_names: Sequence[str] = (),
-        allow_missing: bool = False,
-    ):
-        self.allow_missing = allow_missing
-        #: constant → the undefined constants it needs (with `allow_missing`)
-        self.missing: dict[str, tuple[str, ...]] = {}
-        self.decls = {d.name: d for d in decls}
-        self.overrides = overrides
-        self.parameters = tuple(parameters)
-        self.outer_env = dict(outer_env or {})
-        self.outer_types = dict(outer_types or {})
-        self.formulas = formulas
-        self.extra_names = extra_names
-        self.types: dict[str, Type] = {d.name: d.type for d in decls}
-        self.env: dict[str, Value | ast.Expr] = {}
-        self.warnings: list[str] = []
-        self.used_overrides: set[str] = set()
-
-    def run(self) -> None:
-        undefined = [d for d in self.decls.values() if d.value is None]
-        missing = [
-            d.name for d in undefined if d.name not in self.overrides and d.name not in self.parameters
-        ]
-        if missing and self.allow_missing:
-            for n in missing:
-                self.missing[n] = (n,)
-        elif missing:
-            raise self.missing_error(missing)
-        for d in self.decls.values():
-            if d.value is not None and d.name in self.overrides:
-                # PRISM: "Constant ... has already been defined"
-                raise SemanticError(
-                    f"constant `{d.name}` is defined in the file, so it cannot be given a value",
-                    d.span,
-                    hint="only undefined constants (declared without `= ...`) take values: "
-                    f"leave `{d.name}` out of the constants given, or remove its definition",
-                )
-        for d in self.decls.values():
-            if d.name not in self.missing:
-                try:
-                    self._resolve(d.name, [])
-                except _Missing as m:
-                    self.missing[d.name] = m.names
-
-    def missing_in(self, e: ast.Node) -> list[str]:
-        """The undefined constants (roots) that `e` needs, in declaration order."""
-        need = set()
-        for i in idents(e):
-            need.update(self.missing.get(i.name, ()))
-        return [n for n in self.decls if n in need]
-
-    def missing_error(self, names: Sequence[str], span=None) -> SemanticError:
-        return MissingConstantsError(
-            names,
-            span if span is not None else self.decls[names[0]].span,
-            types={n: self.decls[n].type for n in names},
-            in_properties=self.allow_missing,
-        )
-
-    def all_types(self) -> dict[str, Type]:
-        return {**self.outer_types, **self.types}
-
-    def _resolve(self, name: str, stack: list[str]) -> Value | ast.Expr:
-        if name in self.env:
-            return self.env[name]
-        d = self.decls[name]
-        if name in stack:
-            cycle = " -> ".join(stack[stack.index(name) :] + [name])
-            raise SemanticError(f"cyclic dependency among constants: {cycle}", d.span)
-        if d.value is None:
-            if name in self.parameters and name not in self.overrides:
-                v: Value | ast.Expr = ast.Ident(name, span=d.span)
-            else:
-                v = coerce_value(name, self.overrides[name], d.type)
-                self.used_overrides.add(name)
-            self.env[name] = v
-            return v
-        expr = d.value
-        if self.formulas is not None:
-            expr = self.formulas.expand(expr)
-        scope = _Names(self.all_types(), self.extra_names)
-        for ident in idents(expr):
-            if ident.name in self.decls:
-                continue
-            if ident.name in self.outer_types:
-                continue
-            if ident.name in self.extra_names:
-                raise SemanticError(
-                    f"definition of constant `{name}` is not constant: it uses `{ident.name}`",
-                    ident.span,
-                    hint="constants may only depend on other constants",
-                )
-            raise unknown_identifier(ident, scope)
-        t = type_of(expr, scope)
-        if not can_assign(d.type, t):
-            raise SemanticError(
-                f"type mismatch in definition of constant `{name}`: declared {d.type.value}, value is {t.value}",
-                d.value.span or d.span,
-            )
-        env: dict[str, Value | ast.Expr] = dict(self.outer_env)
-        need: list[str] = []
-        for ident in idents(expr):
-            if ident.name in self.decls:
-                if ident.name in self.missing:
-                    need += self.missing[ident.name]
-                    continue
-                try:
-                    env[ident.name] = self._resolve(ident.name, stack + [name])
-                except _Missing as m:
-                    need += m.names
-        if need:
-            self.missing[name] = tuple(dict.fromkeys(need))
-            raise _Missing(self.missing[name])
-        v = fold(expr, env, self.all_types())
-        if is_literal(v):
-            val = literal_value(v)
-            if d.type == Type.DOUBLE:
-                val = float(val)
-            v = val
-        self.env[name] = v
-        return v
-
-
-class _Missing(Exception):
-    def __init__(self, names):
-        self.names = tuple(names)
-
-
-class _Names(Mapping):
-    """A type scope whose iteration (used for did-you-mean hints) also lists
-    names that have no type here (formulas, labels, ...)."""
-
-    def __init__(self, types: Mapping[str, Type], extra: Sequence[str] = ()):
-        self.types = types
-        self.extra = extra
-
-    def __getitem__(self, k):
-        return self.types[k]
-
-    def __iter__(self):
-        seen = set()
-        for k in list(self.types) + list(self.extra):
-            if k not in seen:
-                seen.add(k)
-                yield k
-
-    def __len__(self):
-        return len(set(self.types) | set(self.extra))
-
-
-# ----------------------------------------------------------------- formulas
-
-
-class FormulaTable:
-    """Formulas, expanded lazily with cycle detection (text-level macros)."""
-
-    def __init__(self, decls: Sequence[ast.FormulaDecl], outer: "FormulaTable | None" = None):
-        self.decls = {d.name: d for d in decls}
-        self.outer = outer
-        self._expanded: dict[str, ast.Expr] = {}
-
-    def names(self) -> list[str]:
-        return list(self.decls) + (self.outer.names() if self.outer else [])
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.decls or (self.outer is not None and name in self.outer)
-
-    def expanded(self, name: str, stack: tuple[str, ...] = ()) -> ast.Expr:
-        if name not in self.decls:
-            assert self.outer is not None
-            return self.outer.expanded(name)
-        if name in self._expanded:
-            return self._expanded[name]
-        d = self.decls[name]
-        if name in stack:
-            cycle = " -> ".join(stack[stack.index(name) :] + (name,))
-            raise SemanticError(f"cyclic dependency among formulas: {cycle}", d.span)
-        body = self._expand(d.expr, stack + (name,))
-        self._expanded[name] = body
-        return body
-
-    def _expand(self, e: ast.Node, stack: tuple[str, ...]) -> ast.Node:
-        used = {i.name for i in idents(e) if i.name in self}
-        if not used:
-            return e
-        return substitute(e, {n: self.expanded(n, stack) for n in used})
-
-    def expand(self, e: ast.Node) -> ast.Node:
-        return self._expand(e, ())
-
-
-# ------------------------------------------------------------------ program
-
-
 class _ProgramChecker:
     def __init__(self, program, constants, parameters, source, file):
         self.p: ast.Program = program
@@ -365,7 +99,7 @@ class _ProgramChecker:
                     hint=suggest(name, decls),
                 )
         self.formulas = FormulaTable(p.formulas)
-        modules = self._modules()
+        modules = expand_modules(p, self.formulas)
         self._check_unique_names(modules)
 
         var_decls: list[tuple[ast.VarDecl, str | None]] = [(v, None) for v in p.globals]
@@ -387,7 +121,7 @@ class _ProgramChecker:
         self.var_types = {
             v.name: (Type.BOOL if v.type == Type.BOOL else Type.INT) for v, _ in var_decls
         }
-        self.scope = _Names(
+        self.scope = Names(
             {**self.const_types, **self.var_types}, self.formulas.names()
         )
         self.owner = {v.name: m for v, m in var_decls}
@@ -406,7 +140,7 @@ class _ProgramChecker:
 
         labels = self._labels()
         rewards = self._rewards(alphabet)
-        system = self._system(modules, checked_modules, alphabet)
+        system = check_system(p, modules, alphabet)
         formulas = self._checked_formulas()
 
         values = {k: v for k, v in self.env.items() if not isinstance(v, ast.Node)}
@@ -443,85 +177,6 @@ class _ProgramChecker:
             )
         return t
 
-    # ------------------------------------------------------------- modules
-
-    def _modules(self) -> list[ast.Module]:
-        """Formula-expanded modules, renamed modules built from their base."""
-        by_name: dict[str, ast.Module | ast.RenamedModule] = {}
-        for m in self.p.modules:
-            if m.name in by_name:
-                raise SemanticError(
-                    f"module `{m.name}` is already declared at {_where(by_name[m.name].span)}",
-                    m.span,
-                )
-            by_name[m.name] = m
-        built: dict[str, ast.Module] = {}
-
-        def build(name: str, stack: tuple[str, ...]) -> ast.Module:
-            if name in built:
-                return built[name]
-            m = by_name[name]
-            if isinstance(m, ast.Module):
-                if m.invariant is not None:
-                    raise UnsupportedError(
-                        "module invariants are only meaningful for PTAs", m.invariant.span
-                    )
-                out = self.formulas.expand(m)
-            else:
-                if m.base not in by_name:
-                    raise SemanticError(
-                        f"module `{m.name}` renames unknown module `{m.base}`",
-                        m.span,
-                        hint=suggest(m.base, by_name),
-                    )
-                if m.base in stack or m.base == name:
-                    raise SemanticError(f"cyclic module renaming involving `{m.name}`", m.span)
-                out = self._rename(m, build(m.base, stack + (name,)))
-            built[name] = out
-            return out
-
-        return [build(m.name, ()) for m in self.p.modules]
-
-    def _rename(self, rm: ast.RenamedModule, base: ast.Module) -> ast.Module:
-        renames: dict[str, str] = {}
-        for old, new in rm.renames:
-            if old in renames:
-                raise SemanticError(
-                    f"`{old}` is renamed twice in the definition of module `{rm.name}`", rm.span
-                )
-            renames[old] = new
-        # PRISM accepts renamings of names that do not occur in the base
-        # module (they are no-ops), so they are not checked here.
-        base_vars = [v.name for v in base.variables]
-        for v in base_vars:
-            if v not in renames:
-                raise SemanticError(
-                    f"module `{rm.name}` must rename variable `{v}` of module `{rm.base}`",
-                    rm.span,
-                    hint=f"add `{v}={v}_{rm.name}` (or another fresh name) to the renaming",
-                )
-        variables = tuple(
-            dataclasses.replace(
-                rename_idents(v, renames), name=renames.get(v.name, v.name)
-            )
-            for v in base.variables
-        )
-        commands = []
-        for c in base.commands:
-            c2 = rename_idents(c, renames)
-            updates = tuple(
-                dataclasses.replace(
-                    u,
-                    assigns=tuple(
-                        dataclasses.replace(a, var=renames.get(a.var, a.var)) for a in u.assigns
-                    ),
-                )
-                for u in c2.updates
-            )
-            action = renames.get(c.action, c.action) if c.action else c.action
-            commands.append(dataclasses.replace(c2, action=action, updates=updates))
-        return ast.Module(rm.name, variables, tuple(commands), span=rm.span)
-
     def _check_unique_names(self, modules: list[ast.Module]) -> None:
         """Constants, formulas and variables share one name space."""
         items: list[tuple[str, str, ast.Span | None]] = []
@@ -540,7 +195,7 @@ class _ProgramChecker:
             if name in seen:
                 other_kind, other_span = seen[name]
                 raise SemanticError(
-                    f"`{name}` is already declared ({other_kind}) at {_where(other_span)}",
+                    f"`{name}` is already declared ({other_kind}) at {where(other_span)}",
                     span,
                     hint=f"rename this {kind}",
                 )
@@ -725,7 +380,7 @@ class _ProgramChecker:
                 )
             if lab.name in out:
                 raise SemanticError(
-                    f'label "{lab.name}" is already declared at {_where(spans[lab.name])}', lab.span
+                    f'label "{lab.name}" is already declared at {where(spans[lab.name])}', lab.span
                 )
             spans[lab.name] = lab.span
             out[lab.name] = self._expr(lab.expr, Type.BOOL, f'label "{lab.name}"')
@@ -738,7 +393,7 @@ class _ProgramChecker:
             if r.name is not None:
                 if r.name in names:
                     raise SemanticError(
-                        f'reward structure "{r.name}" is already declared at {_where(names[r.name])}',
+                        f'reward structure "{r.name}" is already declared at {where(names[r.name])}',
                         r.span,
                     )
                 names[r.name] = r.span
@@ -746,7 +401,7 @@ class _ProgramChecker:
             for it in r.items:
                 if it.transition and it.action is not None and it.action not in alphabet:
                     self.warnings.append(
-                        f"{_where(it.span)}: action `{it.action}` of a transition reward is not used by any module"
+                        f"{where(it.span)}: action `{it.action}` of a transition reward is not used by any module"
                     )
                 guard = self._expr(it.guard, Type.BOOL, "a reward guard")
                 value = self._expr(it.value, "numeric", "a reward value")
@@ -767,66 +422,3 @@ class _ProgramChecker:
                 # a property using it reports the error at its use.
                 out[name] = self.formulas.expanded(name)
         return out
-
-    # -------------------------------------------------------------- system
-
-    def _system(self, modules, checked, alphabet) -> ast.SystemExpr:
-        names = [m.name for m in modules]
-        sysexpr = self.p.system
-        if sysexpr is None:
-            if not names:
-                raise SemanticError("the model has no modules", self.p.span)
-            out: ast.SystemExpr = ast.SysModule(names[0])
-            for n in names[1:]:
-                out = ast.SysFullParallel(out, ast.SysModule(n))
-            return out
-        used: list[tuple[str, ast.Span | None]] = []
-
-        def actions_ok(acts, node, what):
-            seen = set()
-            for a in acts:
-                if a not in alphabet:
-                    raise SemanticError(
-                        f'invalid action "{a}" in {what} of the system construct: no module uses it',
-                        node.span,
-                        hint=suggest(a, alphabet),
-                    )
-                if a in seen:
-                    raise SemanticError(f'duplicated action "{a}" in the system construct', node.span)
-                seen.add(a)
-
-        def check(s):
-            if isinstance(s, ast.SysModule):
-                if s.name not in names:
-                    raise SemanticError(
-                        f"unknown module `{s.name}` in the system construct",
-                        s.span,
-                        hint=suggest(s.name, names),
-                    )
-                used.append((s.name, s.span))
-            elif isinstance(s, ast.SysParallel):
-                actions_ok(s.actions, s, "a parallel composition")
-            elif isinstance(s, ast.SysHide):
-                actions_ok(s.actions, s, "hiding")
-            elif isinstance(s, ast.SysRename):
-                actions_ok([a for a, _ in s.renames], s, "renaming")
-            elif not isinstance(s, (ast.SysFullParallel, ast.SysInterleave)):
-                raise SemanticError(  # pragma: no cover
-                    f"unknown system construct {type(s).__name__}", s.span
-                )
-
-        for s in ast.walk(sysexpr):  # pre-order, left to right, no recursion
-            check(s)
-        counts: dict[str, int] = {}
-        for n, span in used:
-            counts[n] = counts.get(n, 0) + 1
-            if counts[n] == 2:
-                raise SemanticError(
-                    f"module `{n}` appears more than once in the system construct", span
-                )
-        for n in names:
-            if n not in counts:
-                raise SemanticError(
-                    f"module `{n}` does not appear in the system construct", sysexpr.span
-                )
-        return sysexpr

@@ -455,6 +455,3 @@ def literal_value(e: ast.Expr) -> Value | None:
 def is_literal(e: ast.Expr) -> bool:
     return isinstance(e, (ast.BoolLit, ast.IntLit, ast.RealLit))
 
-
-# `fold` lives in its own module; re-exported here, where callers find it.
-from .fold import fold as fold  # noqa: E402

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 
 from ..lang import ast
-from ..lang._tree import map_tree
+from ..lang.tree import map_tree
 
 
 def map_expr(e: ast.Node, f: Callable[[ast.Node], ast.Node | None]) -> ast.Node:

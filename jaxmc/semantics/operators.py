@@ -1,0 +1,309 @@
+"""The typing rules of a property's operators: `P`, `R`, `S`, `E`, `A`,
+filters, labels and references to named properties, their path formulas
+(one temporal operator over state formulas: no LTL), time bounds,
+thresholds and reward structures.
+
+`OperatorTyping` is the part of the properties checker
+(`jaxmc.semantics.properties`) that `type_of` calls back (`_hook`) for these
+nodes; it reads the checker's `m` (the `CheckedProgram`), `formulas`, `env`,
+`var_types`, `label_kinds`, `prop_names`, `pf_label_decls` and `_typing`.
+"""
+
+from __future__ import annotations
+
+from ..errors import SemanticError, UnsupportedError
+from ..lang import ast
+from .check import BUILTIN_LABELS
+from .evaluate import is_literal, literal_value
+from .resolve import fold
+from .rewrite import idents
+from .types import Type, is_numeric, suggest
+
+
+class OperatorTyping:
+    """Typing of property operators, mixed into the properties checker."""
+
+
+    def _hook(self, e: ast.Expr, recurse) -> Type:
+        if isinstance(e, ast.LabelRef):
+            self._label(e, recurse)
+            return Type.BOOL if self.label_kinds[e.name] != "property" else self._ref_type(e, recurse)
+        if isinstance(e, ast.ProbOp):
+            self._path(e.path, recurse, "P")
+            return self._threshold(e.threshold, recurse, probability=True)
+        if isinstance(e, ast.PathQuantifier):
+            self._path(e.path, recurse, e.quantifier.value)
+            return Type.BOOL
+        if isinstance(e, ast.RewardOp):
+            self._reward_structure(e, recurse)
+            self._reward_path(e.path, recurse)
+            return self._threshold(e.threshold, recurse, probability=False)
+        if isinstance(e, ast.SteadyOp):
+            if self.m.model_type == ast.ModelType.MDP:
+                raise UnsupportedError(
+                    "the steady-state operator S is not supported for MDPs", e.span
+                )
+            t = recurse(e.operand)
+            if t != Type.BOOL:
+                raise SemanticError(
+                    f"type error: the operand of S must be Boolean, not {t.value}", e.operand.span
+                )
+            return self._threshold(e.threshold, recurse, probability=True)
+        if isinstance(e, ast.Filter):
+            return self._filter(e, recurse)
+        if isinstance(e, (ast.Temporal, ast.RewardPath)):
+            raise SemanticError(
+                "a path formula can only appear directly inside P [...], R [...], E [...] or A [...]",
+                e.span,
+                hint="write e.g. P=? [ F \"goal\" ]",
+            )
+        raise SemanticError(f"unexpected `{type(e).__name__}` in a property", e.span)  # pragma: no cover
+
+    def _label(self, e: ast.LabelRef, recurse) -> None:
+        name = e.name
+        if name in BUILTIN_LABELS:
+            kind = "builtin"
+        elif name in self.m.labels:
+            kind = "model"
+        elif name in self.pf_label_decls:
+            kind = "properties"
+        elif name in self.prop_names:
+            kind = "property"
+        else:
+            known = list(BUILTIN_LABELS) + list(self.m.labels) + list(self.pf_label_decls) + list(self.prop_names)
+            raise SemanticError(f'unknown label or property "{name}"', e.span, hint=suggest(name, known))
+        self.label_kinds[name] = kind
+
+    def _ref_type(self, e: ast.LabelRef, recurse) -> Type:
+        name = e.name
+        if name in self._typing:
+            raise SemanticError(f'property "{name}" refers to itself', e.span)
+        self._typing.append(name)
+        try:
+            p = self.prop_names[name]
+            return self._type_property(name, self.formulas.expand(p.expr))
+        finally:
+            self._typing.pop()
+
+    def _threshold(self, th: ast.Threshold | None, recurse, probability: bool) -> Type:
+        if th is None:
+            return Type.DOUBLE
+        t = recurse(th.value)
+        if not is_numeric(t):
+            raise SemanticError(f"type error: a bound must be a number, not {t.value}", th.value.span)
+        v = fold(th.value, self.env, self.var_types)
+        if is_literal(v):
+            x = float(literal_value(v))
+            if probability and not 0 <= x <= 1:
+                raise SemanticError(f"invalid probability bound {x}: it must be in [0, 1]", th.value.span)
+        else:
+            for i in idents(v):
+                if i.name in self.var_types:
+                    raise SemanticError(
+                        f"a bound must be constant, but uses variable `{i.name}`", i.span or th.value.span
+                    )
+        return Type.BOOL
+
+    def _state(self, e: ast.Expr, recurse, ctx: str) -> None:
+        t = self._state_no_temporal(e, recurse, ctx)
+        if t != Type.BOOL:
+            raise SemanticError(
+                f"type error: the argument of a temporal operator must be Boolean, not {t.value}", e.span
+            )
+
+    def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
+        if _has_path_outside_operators(e):
+            raise UnsupportedError(
+                f"LTL path formula {_quote(e)} is not supported yet",
+                e.span,
+                hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+            )
+        return recurse(e)
+
+    def _path(self, path: ast.Expr, recurse, ctx: str) -> None:
+        if isinstance(path, ast.RewardPath):
+            raise SemanticError(
+                f"the reward path `{path.kind.value}` can only appear inside R [...]", path.span
+            )
+        if not isinstance(path, ast.Temporal):
+            if _has_path_outside_operators(path):
+                raise UnsupportedError(
+                    f"LTL path formula {_quote(path)} is not supported yet",
+                    path.span,
+                    hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+                )
+            # PRISM reads a state formula here as a (trivial) LTL formula
+            raise UnsupportedError(
+                f"LTL path formula {_quote(path)} is not supported yet "
+                f"(a state formula inside {ctx} [...] is read as LTL, as in PRISM)",
+                path.span,
+                hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]" if ctx == "P" else None,
+            )
+        operands = [x for x in (path.left, path.right) if x is not None]
+        if any(_has_path_outside_operators(x) for x in operands):
+            raise UnsupportedError(
+                f"LTL path formula {_quote(path)} is not supported yet",
+                path.span,
+                hint="only one temporal operator (X, U, F, G, W, R) may appear "
+                f"directly inside {ctx} [...]",
+            )
+        if path.left is not None:
+            self._state(path.left, recurse, ctx)
+        self._state(path.right, recurse, ctx)
+        if path.bound is not None:
+            if path.op == ast.TemporalOp.NEXT:
+                raise UnsupportedError("time-bounded X is not supported", path.bound.span or path.span)
+            self._bound(path.bound, recurse, path.op.value)
+
+    def _bound(self, b: ast.TimeBound, recurse, opname: str) -> None:
+        discrete = self.m.model_type != ast.ModelType.CTMC
+        for x in (b.low, b.high):
+            if x is None:
+                continue
+            t = recurse(x)
+            if not is_numeric(t):
+                raise SemanticError(f"type error: the bound of {opname} must be a number, not {t.value}", x.span)
+            if discrete and t != Type.INT:
+                raise SemanticError(
+                    f"the bound of {opname} must be an integer (a number of steps) for discrete-time models",
+                    x.span,
+                )
+            v = fold(x, self.env, self.var_types)
+            if is_literal(v):
+                if float(literal_value(v)) < 0:
+                    raise SemanticError(f"the bound of {opname} is negative ({literal_value(v)})", x.span)
+            else:
+                for i in idents(v):
+                    if i.name in self.var_types:
+                        raise SemanticError(
+                            f"the bound of {opname} must be constant, but uses variable `{i.name}`", i.span
+                        )
+        if b.kind == ast.TimeBoundKind.INTERVAL:
+            lo = fold(b.low, self.env, self.var_types)
+            hi = fold(b.high, self.env, self.var_types)
+            if is_literal(lo) and is_literal(hi) and float(literal_value(hi)) < float(literal_value(lo)):
+                raise SemanticError(
+                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of {opname} is empty", b.span
+                )
+
+    def _reward_path(self, path: ast.Expr, recurse) -> None:
+        if isinstance(path, ast.RewardPath):
+            if path.kind == ast.RewardPathKind.LONG_RUN and self.m.model_type == ast.ModelType.MDP:
+                pass  # R[S] on MDPs: the numeric layer decides (PRISM supports it for some engines)
+            if path.bound is not None:
+                self._bound(path.bound, recurse, path.kind.value)
+            elif path.kind == ast.RewardPathKind.INSTANT:
+                raise SemanticError("the instantaneous reward I needs a time bound `I=t`", path.span)
+            return
+        if isinstance(path, ast.Temporal):
+            nested = _has_path_outside_operators(path.right)
+            if path.op == ast.TemporalOp.EVENTUALLY and nested:
+                raise UnsupportedError(
+                    f"co-safe LTL reward formula {_quote(path)} is not supported yet",
+                    path.span,
+                    hint="the operand of F inside R [...] must be a state formula",
+                )
+            if path.op != ast.TemporalOp.EVENTUALLY:
+                raise UnsupportedError(
+                    f"co-safe LTL reward formula {_quote(path)} is not supported yet "
+                    f"(here `{path.op.value}`; R [...] takes F, C, I or S)",
+                    path.span,
+                    hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
+                )
+            self._state(path.right, recurse, "R")
+            if path.bound is not None:
+                self._bound(path.bound, recurse, "F")
+            return
+        # PRISM reads anything else as a co-safe LTL formula (a state formula
+        # included), which jaxmc does not support
+        raise UnsupportedError(
+            f"co-safe LTL reward formula {_quote(path)} is not supported yet",
+            path.span,
+            hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
+        )
+
+    def _reward_structure(self, e: ast.RewardOp, recurse) -> None:
+        rewards = self.m.rewards
+        names = [r.name for r in rewards if r.name is not None]
+        if e.structure is None:
+            if not rewards:
+                raise SemanticError("the model has no reward structures", e.span)
+            return
+        if isinstance(e.structure, str):
+            if e.structure not in names:
+                avail = ", ".join(f'"{n}"' for n in names) or "none"
+                raise SemanticError(
+                    f'unknown reward structure "{e.structure}" (available: {avail})',
+                    e.span,
+                    hint=suggest(e.structure, names),
+                )
+            return
+        t = recurse(e.structure)
+        if t != Type.INT:
+            raise SemanticError(
+                f"type error: a reward structure index must be an int, not {t.value}", e.structure.span
+            )
+        v = fold(e.structure, self.env, self.var_types)
+        if is_literal(v):
+            k = int(literal_value(v))
+            if not 1 <= k <= len(rewards):
+                raise SemanticError(
+                    f"reward structure index {k} is out of range (the model has {len(rewards)})",
+                    e.structure.span or e.span,
+                )
+
+    def _filter(self, e: ast.Filter, recurse) -> Type:
+        if e.op not in ast.FILTER_OPS:
+            raise SemanticError(
+                f"unknown filter operator `{e.op}`", e.span, hint=suggest(e.op, ast.FILTER_OPS)
+            )
+        t = recurse(e.operand)
+        if e.states is not None:
+            ts = recurse(e.states)
+            if ts != Type.BOOL:
+                raise SemanticError(
+                    f"type error: the states of a filter must be Boolean, not {ts.value}", e.states.span
+                )
+        if e.op in ("min", "max", "argmin", "argmax", "sum", "avg", "range") and t == Type.BOOL:
+            raise SemanticError(
+                f"type error: Boolean operand not allowed for filter `{e.op}`", e.operand.span
+            )
+        if e.op in ("count", "forall", "exists") and t != Type.BOOL:
+            raise SemanticError(
+                f"type error: the operand of filter `{e.op}` must be Boolean", e.operand.span
+            )
+        if e.op == "count":
+            return Type.INT
+        if e.op == "avg":
+            return Type.DOUBLE
+        if e.op in ("argmin", "argmax", "forall", "exists"):
+            return Type.BOOL
+        return t
+
+
+def _quote(e: ast.Expr, limit: int = 60) -> str:
+    """`e` as PRISM text in backticks, shortened to about `limit` characters."""
+    from ..lang.printer import format_expr
+
+    text = format_expr(e)
+    if len(text) > limit:
+        text = text[: limit - 3].rstrip() + "..."
+    return f"`{text}`"
+
+
+def _has_path_outside_operators(e: ast.Expr) -> bool:
+    """Whether `e` contains a temporal operator not enclosed in its own
+    P/R/S/E/A operator (i.e. a nested path formula: LTL)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Temporal, ast.RewardPath)):
+            return True
+        if isinstance(n, _OPERATORS):
+            continue
+        bounds = (ast.TimeBound, ast.Threshold)
+        stack.extend(c for c in ast.children(n) if not isinstance(c, bounds))
+    return False
+
+
+_OPERATORS = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)
