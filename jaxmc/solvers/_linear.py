@@ -19,7 +19,7 @@ from jax import lax
 
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
-from ..layout._warp import CompactVector
+from ..layout import CompactVector
 from ._progress import report
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
 
