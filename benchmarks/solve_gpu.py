@@ -313,7 +313,7 @@ def bellman_model(em, L, groups="auto"):
     import equinox as eqx
 
     from jaxmc.layout import from_arrays
-    from jaxmc.layout._model import group_index
+    from jaxmc.layout.grouped import group_index
 
     M = from_arrays(em.choice_ptr, em.row_ptr, em.col, em.val, nondeterministic=True)
     M = eqx.tree_at(lambda m: m.matrix, M, L)

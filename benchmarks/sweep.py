@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--omega", type=float, default=None,
                     help="over-relaxation of jaxmc's solves (default: automatic; 1: plain Gauss-Seidel)")
     ap.add_argument("--sor-kernel", choices=("auto", "on", "off"), default=None,
-                    help="fused Pallas SOR kernel of batched sweeps (jaxmc.kernels.sor_multi_pallas.MODE; "
+                    help="fused Pallas SOR kernel of batched sweeps (jaxmc._config.SOR_KERNEL; "
                          "default: $JAXMC_SOR_KERNEL or auto, i.e. on a GPU)")
     ap.add_argument("--json", help="append one JSON line with all numbers to this file")
     ap.add_argument("--xla-defaults", action="store_true",
@@ -110,7 +110,7 @@ def main():
     from jaxmc.kernels import sor_multi_pallas
 
     if args.sor_kernel:
-        sor_multi_pallas.MODE = args.sor_kernel
+        jaxmc._config.SOR_KERNEL = args.sor_kernel
     side = int(round(np.sqrt(args.points)))
     P0, P1 = np.meshgrid(np.linspace(0.3, 0.5, side), np.linspace(0.35, 0.55, args.points // side))
     pts = {"p0": P0.reshape(-1), "p1": P1.reshape(-1)}
@@ -127,13 +127,13 @@ def main():
           f"jax {jax.__version__} on {jax.default_backend()} ({getattr(dev, 'device_kind', dev.platform)})")
     print(f"# model: {explicit.num_states} states, {explicit.num_transitions} transitions, "
           f"fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; epsilon {args.epsilon}; "
-          f"SOR kernel {sor_multi_pallas.MODE} (active: {sor_multi_pallas.active()})")
+          f"SOR kernel {sor_multi_pallas.mode()} (active: {sor_multi_pallas.active()})")
     kw = dict(epsilon=args.epsilon, build_params=first, omega=args.omega)
     rec = {"bench": "sweep", "backend": jax.default_backend(),
            "device": str(getattr(dev, "device_kind", dev.platform)), "cpus": os.cpu_count(),
            "states": explicit.num_states, "nnz": explicit.num_transitions, "points": npts,
            "fail": args.fail, "epsilon": args.epsilon, "omega": args.omega,
-           "sor_kernel": sor_multi_pallas.MODE, "sweeps": []}
+           "sor_kernel": sor_multi_pallas.mode(), "sweeps": []}
     rows = []
     out = None
     for chunk in args.chunk:

@@ -3,6 +3,8 @@
 - `JAXMC_CACHE_DIR`: where [`jaxmc.enable_compilation_cache`][] keeps JAX's
   persistent compilation cache (default `~/.cache/jaxmc/jax`); set it to the
   empty string to disable the cache.
+- `JAXMC_SOR_KERNEL`: `SOR_KERNEL`, when batched Gauss-Seidel sweeps run the
+  fused Pallas SOR kernel.
 
 jaxmc itself never changes JAX's configuration behind a library user's back,
 except `jax_enable_x64` (model checking needs float64, as PRISM uses doubles).
@@ -83,3 +85,16 @@ def cpu_solver_options() -> dict | None:
         return None
     items = tuple(sorted(CPU_SOLVER_OPTIONS.items()))
     return dict(items) if _accepted(items) else None
+
+
+#: When batched multicolour Gauss-Seidel sweeps (`jaxmc.diff`) run the fused
+#: Pallas SOR kernel (`jaxmc.kernels.sor_multi_pallas`): `"auto"` (on a GPU
+#: backend, for wide batches), `"on"` (native, any backend), `"off"`, or
+#: `"interpret"` (Pallas' interpret mode: CPU tests). From `JAXMC_SOR_KERNEL`;
+#: read at trace time, so set it before the first call of a jitted function.
+SOR_KERNEL_MODES = ("auto", "on", "off", "interpret")
+SOR_KERNEL = os.environ.get("JAXMC_SOR_KERNEL", "auto")
+if SOR_KERNEL not in SOR_KERNEL_MODES:
+    raise ValueError(
+        f"JAXMC_SOR_KERNEL must be one of {SOR_KERNEL_MODES}, not {SOR_KERNEL!r}"
+    )

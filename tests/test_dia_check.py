@@ -187,7 +187,7 @@ def test_prism_tandem_is_dia_in_lex_order():
 def test_sampled_refusal():
     """A matrix with many diagonals is refused from a sample of its entries
     (no full pass); one with few is not, whatever the sample."""
-    from jaxmc.layout._dia import _too_many_offsets
+    from jaxmc.layout.dia import _too_many_offsets
 
     n = 200_000
     rng = np.random.default_rng(11)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import jaxmc
-from jaxmc.layout import _model
-from jaxmc.layout._model import choose_width, from_arrays, group_index, group_reduce
+from jaxmc.layout import sparse_model as layout_model
+from jaxmc.layout.grouped import choose_width, group_index, group_reduce
+from jaxmc.layout.sparse_model import from_arrays
 
 jax.config.update("jax_enable_x64", True)
 
@@ -170,7 +171,7 @@ def test_numerics_sparse_model_gets_index():
     np.testing.assert_array_equal(M2.groups.rest_choice, M.groups.rest_choice)
 
     def build_and_reduce(ids, v):
-        S = _model.SparseModel(csr=M.csr, matrix=M.matrix, group_ids=ids,
+        S = layout_model.SparseModel(csr=M.csr, matrix=M.matrix, group_ids=ids,
                                n_states=M.n_states, n_choices=M.n_choices,
                                nondeterministic=True)
         assert S.groups is None
@@ -199,8 +200,12 @@ def test_bellman_step_fused_matches():
 def _check_both(monkeypatch, path, prop, consts=None):
     model = jaxmc.load_model(str(path), consts)
     with_gather = jaxmc.check(model, prop, method="value_iteration").value
-    monkeypatch.setattr(_model, "group_index", lambda *a, **k: None)
     from jaxmc.numerics import matrices
+
+    # both places that build a model's GroupIndex: without it, max/min over
+    # choices is a segment reduction (the path being compared with)
+    monkeypatch.setattr(layout_model, "group_index", lambda *a, **k: None)
+    monkeypatch.setattr(matrices, "group_index", lambda *a, **k: None)
 
     matrices._CACHE.clear()
     without = jaxmc.check(jaxmc.load_model(str(path), consts), prop,

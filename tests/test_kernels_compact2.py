@@ -15,7 +15,7 @@ import jaxmc
 from jaxmc.kernels import jacobi_step
 from jaxmc.kernels.spmv_pallas import TUNING, fused
 from jaxmc.layout import CSR, CompactVector, CompactWarpELL, WarpELL, window_order
-from jaxmc.layout._warp import reference_spmv
+from jaxmc.layout.warp import reference_spmv
 from jaxmc.solvers import sup_norm
 
 

@@ -28,7 +28,7 @@ from jaxmc.layout import (
     padding,
     window_order,
 )
-from jaxmc.layout import _choose
+from jaxmc.layout import build as layout_build
 
 
 MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
@@ -99,7 +99,7 @@ def test_padding_falls_and_bandwidth_grows_by_less_than_two_windows():
 
 def test_choose_order_only_when_it_pays(monkeypatch):
     csr = _csr(_random(3000, 2))
-    assert padding(csr) > _choose.ORDER_MIN_PADDING
+    assert padding(csr) > layout_build.ORDER_MIN_PADDING
     assert choose_order(csr, "warp") is not None
     assert choose_order(csr, "csr") is None and choose_order(csr, "vector") is None
     # equal row lengths: no padding, no reordering
@@ -108,7 +108,7 @@ def test_choose_order_only_when_it_pays(monkeypatch):
     B, order = ordered_csr(even, "compact")
     assert order is None and B is even
     # the threshold is read at call time
-    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", float("inf"))
+    monkeypatch.setattr(layout_build, "ORDER_MIN_PADDING", float("inf"))
     assert choose_order(csr, "warp") is None
     assert choose_order(csr, "warp", min_padding=0.0) is not None
 
@@ -197,7 +197,7 @@ def test_check_with_the_order_matches_csr(monkeypatch, fname, consts, props, lay
     import jaxmc.numerics.matrices as common
 
     # these small models pad less than the default threshold
-    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", 0.05)
+    monkeypatch.setattr(layout_build, "ORDER_MIN_PADDING", 0.05)
     used = []
     real = common.ordered_csr
 
@@ -223,7 +223,7 @@ def test_jacobi_steady_state_with_the_order(monkeypatch):
     import jaxmc.numerics.steady as steady
 
     m = jaxmc.build(_model("ctmcs/tandem/tandem.sm", "c=15"))
-    monkeypatch.setattr(_choose, "ORDER_MIN_PADDING", 0.05)
+    monkeypatch.setattr(layout_build, "ORDER_MIN_PADDING", 0.05)
     calls = []
     real = steady.build_ordered
 

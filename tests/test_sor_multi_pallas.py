@@ -13,6 +13,7 @@ import pytest
 from test_diff_sor import walk_system
 
 from jaxmc.diff._linalg import Pattern, Relevance, _sor, gs_sweep
+from jaxmc import _config
 from jaxmc.kernels import sor_multi_pallas as K
 
 
@@ -66,22 +67,22 @@ def setup(r, c, v, k, kind, seed=0):
 
 
 def in_mode(mode, f, *args):
-    """`jax.jit(f)(*args)` (as numpy) with `sor_multi_pallas.MODE = mode`
+    """`jax.jit(f)(*args)` (as numpy) with `jaxmc._config.SOR_KERNEL = mode`
     (read when `gs_sweep` is traced: a fresh jitted function each time),
     and how many kernel calls `f` traced."""
-    old = K.MODE
-    K.MODE = mode
+    old = _config.SOR_KERNEL
+    _config.SOR_KERNEL = mode
     g = lambda *a: f(*a)  # noqa: E731  (a new function: jit's cache must not hand back another mode's trace)
     try:
         calls = str(jax.make_jaxpr(g)(*args)).count("pallas_call")
         out = jax.tree_util.tree_map(np.asarray, jax.jit(g)(*args))
         return out, calls
     finally:
-        K.MODE = old
+        _config.SOR_KERNEL = old
 
 
 def sweeps(mode, pat, arrays, off, dg, rhs, classes, x, omega, count=1):
-    """`count` sweeps of `x` with `sor_multi_pallas.MODE = mode`."""
+    """`count` sweeps of `x` with `jaxmc._config.SOR_KERNEL = mode`."""
     n = pat.shape[0]
 
     def f(x, omega):
@@ -177,17 +178,17 @@ def test_sor_solve_agrees_with_xla():
 
 
 def test_default_on_cpu_is_xla(monkeypatch):
-    monkeypatch.setattr(K, "MODE", "auto")
+    monkeypatch.setattr(_config, "SOR_KERNEL", "auto")
     assert jax.default_backend() != "cpu" or K.active() is None
     monkeypatch.setattr(K.jax, "default_backend", lambda: "gpu")
     assert K.active() == K.active(1024) == "native"
     assert K.active(134) is None and K.active(K.AUTO_MIN_K // 2) is None
-    monkeypatch.setattr(K, "MODE", "interpret")
+    monkeypatch.setattr(_config, "SOR_KERNEL", "interpret")
     assert K.active() == "interpret"
-    monkeypatch.setattr(K, "MODE", "off")
+    monkeypatch.setattr(_config, "SOR_KERNEL", "off")
     assert K.active() is None
-    monkeypatch.setattr(K, "MODE", "bogus")
-    with pytest.raises(ValueError, match="MODE"):
+    monkeypatch.setattr(_config, "SOR_KERNEL", "bogus")
+    with pytest.raises(ValueError, match="SOR_KERNEL"):
         K.active()
 
 
@@ -274,7 +275,7 @@ def test_sweep_through_the_kernel_with_sparse_rhs(monkeypatch):
     monkeypatch.setattr(K, "block_update", spy)
     out = {}
     for mode in ("off", "interpret"):
-        monkeypatch.setattr(K, "MODE", mode)
+        monkeypatch.setattr(_config, "SOR_KERNEL", mode)
         model = jaxmc.load_model_string(text, parameters=("p",), params={"p": 0.5})
         out[mode] = jaxmc.sweep(model, 'P=? [ F "goal" ]', params=ps, epsilon=1e-10)
     assert (True, True) in seen and (True, False) in seen

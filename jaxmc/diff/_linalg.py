@@ -205,8 +205,8 @@ def dia_active() -> bool:
     (`DIA`). Why only the CPU by default: there XLA runs each gather as its
     own pass (a gathered slot is written and read back), and contiguous
     slices fuse; the GPU's sweeps are tuned on the gather layout and its
-    fused kernel (also where it is asked for: `sor_multi_pallas.MODE`)."""
-    if DIA == "auto" and _sor_kernel.MODE in ("on", "interpret"):
+    fused kernel (also where it is asked for: `sor_multi_pallas.mode()`)."""
+    if DIA == "auto" and _sor_kernel.mode() in ("on", "interpret"):
         return False  # the fused kernel was asked for: it reads the gather layout
     return DIA == "on" or (DIA == "auto" and jax.default_backend() == "cpu")
 

@@ -14,8 +14,7 @@ contiguous slices (`tile`); the others with masked index loads.
 Why: with no column indices stored and no gather, a step moves the value
 indices (1 byte per row and diagonal), `x` about once, `y`, and the
 epilogue's vectors: for tandem c=2047 ~190 MB against ~240 MB for the
-compact warp layout, whose kernel is latency-bound on its gathers
-(RESULTS.md, issue #5).
+compact warp layout, whose kernel is latency-bound on its gathers.
 """
 
 from __future__ import annotations
@@ -27,8 +26,9 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from ..layout._dia import CompactDIA
-from .spmv_pallas import _change, _compiler_params, _load, _lookup, _store, _vec_spec
+from ..layout.dia import CompactDIA
+from .pallas_ops import change, compiler_params, load, lookup, store, vec_spec
+
 
 #: Kernel defaults (read at trace time): warps per program, software
 #: pipelining stages, the unmasked interior path (`tile`), and alignment
@@ -64,7 +64,7 @@ def fused_dia(
     if epilogue == "jacobi" and inv is None:
         raise ValueError("the Jacobi epilogue needs `inv`")
     x = x.astype(dtype)
-    bkind, ikind = _vec_spec(b), _vec_spec(inv)
+    bkind, ikind = vec_spec(b), vec_spec(inv)
     npad = int(matrix.vidx.shape[1])  # each diagonal's stored rows
     ins = [matrix.table, matrix.vidx.reshape(-1), matrix.active, x]
     for v, k in ((b, bkind), (inv, ikind)):
@@ -104,11 +104,11 @@ def fused_dia(
             acc = jnp.zeros((R,), dtype)
             for d, o in enumerate(offsets):
                 def term(d=d, o=o):
-                    vi = _load(vidx_ref, d * npad + r, None, None)  # (padded: in bounds)
-                    v = _lookup(tab_ref, vi.astype(jnp.int32), None)
+                    vi = load(vidx_ref, d * npad + r, None, None)  # (padded: in bounds)
+                    v = lookup(tab_ref, vi.astype(jnp.int32), None)
                     c = r + o
                     m = valid & (c >= 0) & (c < n)
-                    xv = _load(x_ref, jnp.where(m, c, 0), m, 0)
+                    xv = load(x_ref, jnp.where(m, c, 0), m, 0)
                     return jnp.where(v != 0, v * xv, 0)
                 acc = add(acc, d, term)
             return acc
@@ -118,9 +118,9 @@ def fused_dia(
             for d, o in enumerate(offsets):
                 def term(d=d, o=o):
                     base = d * npad + start
-                    vi = _load(vidx_ref, pl.ds(pl.multiple_of(base, 16) if align else base, R), None, None)
-                    v = _lookup(tab_ref, vi.astype(jnp.int32), None)
-                    xv = _load(x_ref, pl.ds(start + o, R), None, None)
+                    vi = load(vidx_ref, pl.ds(pl.multiple_of(base, 16) if align else base, R), None, None)
+                    v = lookup(tab_ref, vi.astype(jnp.int32), None)
+                    xv = load(x_ref, pl.ds(start + o, R), None, None)
                     return jnp.where(v != 0, v * xv, 0)
                 acc = add(acc, d, term)
             return acc
@@ -135,18 +135,18 @@ def fused_dia(
 
         def vec(spec):
             if len(spec) == 2:
-                vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
-                return _lookup(spec[0], vi, None)
-            return _load(spec[0], rows, valid, 0)
+                vi = load(spec[1], rows, valid, 0).astype(jnp.int32)
+                return lookup(spec[0], vi, None)
+            return load(spec[0], rows, valid, 0)
 
         if epilogue in ("power", "jacobi") and vecs[0] is not None:
             y = y + vec(vecs[0])
         if epilogue == "jacobi":
             y = y * vec(vecs[1])
-        _store(y_ref, rows, y, valid)
+        store(y_ref, rows, y, valid)
         if diff:
-            xo = _load(x_ref, rows, valid, 0)
-            dd, bad = _change(y, xo, valid, relative)
+            xo = load(x_ref, rows, valid, 0)
+            dd, bad = change(y, xo, valid, relative)
             nbad = jnp.max(bad.astype(jnp.int32))
             dmax_ref[pid] = jnp.where(nbad > 0, jnp.nan, jnp.max(dd)).astype(dtype)
 
@@ -154,7 +154,7 @@ def fused_dia(
     if diff:
         out_shape.append(jax.ShapeDtypeStruct((nblocks,), dtype))
     kw = {}
-    params = _compiler_params(num_warps, num_stages)
+    params = compiler_params(num_warps, num_stages)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ..layout._warp import CompactVector
-from ..solvers._results import sup_norm
-from .spmv import spmv, use_pallas
+from ..layout.compact import CompactVector
+from .impl import on_gpu, use_pallas
+from .norms import sup_norm
+from .spmv import spmv
 
 
 def _dense(v):
@@ -41,7 +42,6 @@ def _finish(y, x, relative):
 
 
 def _pallas(A, x, b, inv, epilogue, relative, measure=True):
-    from .spmv import on_gpu
     from .spmv_pallas import fused
 
     if not measure:
@@ -78,14 +78,12 @@ def bellman_step(M, b, x, opt: str, relative: bool, *, impl: str = "auto"):
     over the choices `c` of state `s` (identity for DTMCs/CTMCs).
 
     The group min/max is `SparseModel.group_reduce`: a gather (no scatter)
-    when `M.groups` is set, so XLA can fuse it with the measure below (on an
-    H200, consensus K=4: 810 -> 196 µs per step on the full-warp layout,
-    benchmarks/RESULTS.md, session 5)."""
+    when `M.groups` is set, so XLA can fuse it with the measure below
+    (much faster per step than a scatter; see `jaxmc.layout.grouped`)."""
     A = M.matrix
     if not M.nondeterministic:
         return power_step(A, b, x, relative, impl=impl)
     if use_pallas(A, impl):
-        from .spmv import on_gpu
         from .spmv_pallas import fused
 
         v = fused(A, x, b, None, epilogue="power", interpret=not on_gpu())

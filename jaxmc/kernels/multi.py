@@ -26,10 +26,9 @@ is plain JAX for every layout; `"auto"` takes the kernel on a GPU where
 it exists and plain JAX otherwise (half-warp, row-sorted and CSR-vector
 layouts have no multi-vector kernel yet).
 
-Measured on an H200 (benchmarks/RESULTS.md, "Multi-vector SpMV"): the
-warp kernel's cost per vector falls 1.6-2.6x from k=1 to k=16, but from
-k=4 on the plain-JAX path of the ELL layout (`make_layout(csr, "ell")`,
-`impl="reference"`) is faster still (0.86 of the copy bandwidth at k=16);
+Measured (the "Multi-vector SpMV" benchmark): the warp kernel's cost per
+vector falls as `k` grows, but from k=4 on the plain-JAX path of the ELL
+layout (`make_layout(csr, "ell")`, `impl="reference"`) is faster still;
 prefer it for wide batches until the kernel's tiling is tuned.
 """
 
@@ -40,20 +39,13 @@ import functools as ft
 import jax
 import jax.numpy as jnp
 
-from ..layout._matrix import CSR, ELL, SlicedELL
-from ..layout._vector import VectorCSR
-from ..layout._warp import CompactVector, CompactWarpELL, WarpELL
-from .spmv import _check, on_gpu
-
-
-def supported(matrix) -> bool:
-    """Whether the multi-vector Pallas kernel handles `matrix`: full-warp
-    segment layouts in stored row order."""
-    return (
-        isinstance(matrix, (WarpELL, CompactWarpELL))
-        and matrix.lanes == 1
-        and matrix.lane_info is None
-    )
+from ..layout.compact import CompactVector
+from ..layout.csr import CSR
+from ..layout.ell import ELL, SlicedELL
+from ..layout.vector import VectorCSR
+from ..layout.warp import CompactWarpELL, WarpELL
+from .impl import on_gpu, use_pallas_multi as use_pallas_multi
+from .norms import sup_norm_columns as sup_norm_columns
 
 
 def fused_multi(*args, **kwargs):
@@ -62,19 +54,6 @@ def fused_multi(*args, **kwargs):
     from .spmv_multi_pallas import fused_multi as f
 
     return f(*args, **kwargs)
-
-
-def use_pallas_multi(matrix, impl: str) -> bool:
-    """Whether `impl` means the multi-vector Pallas kernel for `matrix`."""
-    _check(impl)
-    if impl == "pallas" and not supported(matrix):
-        raise TypeError(
-            f"no multi-vector Pallas kernel for {type(matrix).__name__}"
-            f"{' with lanes=' + str(matrix.lanes) if hasattr(matrix, 'lanes') else ''}; "
-            "use a full-warp layout (`make_layout(csr, 'warp')` or 'compact', "
-            "without sort_rows) or impl='reference'"
-        )
-    return supported(matrix) and (impl == "pallas" or (impl == "auto" and on_gpu()))
 
 
 def _as2d(x):
@@ -146,15 +125,6 @@ def _dense(v):
         return None
     v = v.dense() if isinstance(v, CompactVector) else jnp.asarray(v)
     return v[:, None] if v.ndim == 1 else v
-
-
-def sup_norm_columns(x_new, x_old, relative: bool):
-    """`[k]`: `jaxmc.solvers.sup_norm` of each column of `[n, k]` iterates."""
-    diff = jnp.abs(x_new - x_old)
-    diff = jnp.where(x_new == x_old, 0.0, diff)
-    if relative:
-        diff = jnp.where(diff == 0, 0.0, diff / jnp.abs(x_new))
-    return jnp.max(diff, axis=0, initial=0.0)
 
 
 def _finish(y, x, relative, measure):

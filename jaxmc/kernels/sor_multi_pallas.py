@@ -16,8 +16,8 @@ the iterate and the table only) or `vals[j, i, :]` / `vals[j, i]`.
 overflow entries, summed by XLA.
 
 Why a kernel: XLA does fuse each block's gathers into one fusion, but a
-sweep still costs it ~4 passes over the iterate (measured on an H200,
-RESULTS.md "Fused batched SOR kernel"); this kernel needs ~2 (gather the
+sweep still costs it ~4 passes over the iterate (the "Fused batched SOR
+kernel" benchmark); this kernel needs ~2 (gather the
 other colours' rows, read `rp` and the block's rows, write them). One program handles an `(R, K)`
 tile: `R` rows times `K` = `k` rounded up to a power of two (Triton's
 tensor dimensions; the extra columns are masked and cost no traffic).
@@ -30,8 +30,7 @@ stop rule on the values it writes (`check`: per-column flags, no extra
 pass over the iterate). With both, a sweep of the `benchmarks/sweep.py`
 walk at `k = 1024` reads the other colour's rows and the block's own and
 writes the block, `3 x 8 n k` bytes in all, at about the device's copy
-bandwidth (0.35 ms per block of 50,000 rows on an H200; RESULTS.md,
-session 5).
+bandwidth.
 
 Where the rows come from: a sweep writes a new buffer (`sweep`). Block
 `c`'s call gathers the columns below its `lo` (blocks already updated in
@@ -44,12 +43,12 @@ within the colour, updated Jacobi-style) is handled too, and the input
 stays intact: `_sor` compares the two sweeps of a step, and an in-place
 update of the input would cost XLA a full copy of it per step.
 
-`MODE` (environment `JAXMC_SOR_KERNEL`, read at import; `gs_sweep` reads
-the attribute at trace time, so set it before the first call of a jitted
-function): `"auto"` (the kernel on a GPU backend for batches of
-`AUTO_MIN_K` or more columns, a power of two; XLA elsewhere), `"off"`,
-`"on"` (native, any backend), `"interpret"` (the kernel in Pallas'
-interpret mode: CPU tests).
+`jaxmc._config.SOR_KERNEL` (environment `JAXMC_SOR_KERNEL`, read at
+import; `gs_sweep` reads it at trace time through `mode()`, so set it
+before the first call of a jitted function): `"auto"` (the kernel on a GPU
+backend for batches of `AUTO_MIN_K` or more columns, a power of two; XLA
+elsewhere), `"off"`, `"on"` (native, any backend), `"interpret"` (the
+kernel in Pallas' interpret mode: CPU tests).
 """
 
 from __future__ import annotations
@@ -61,14 +60,11 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from .spmv_multi_pallas import _pow2
-from .spmv_pallas import _compiler_params, _load, _store
+from .. import _config
+from .pallas_ops import compiler_params, load, pow2, store
 
 
-MODES = ("auto", "on", "off", "interpret")
-MODE = os.environ.get("JAXMC_SOR_KERNEL", "auto")
-if MODE not in MODES:
-    raise ValueError(f"JAXMC_SOR_KERNEL must be one of {MODES}, not {MODE!r}")
+MODES = _config.SOR_KERNEL_MODES
 
 #: Elements per `(R, K)` tile (`R = max(1, TILE // K)` rows) and warps per
 #: program, unless given.
@@ -83,31 +79,38 @@ UNROLL = 16
 CHECK_TILES = int(os.environ.get("JAXMC_SOR_CHECK_TILES", 2))
 #: ... but no fewer programs than this per call (enough to fill the GPU).
 CHECK_MIN_PROGRAMS = 4096
-#: Warps per program of a checking call. (H200, one block of 50,000 rows,
-#: k = 1024, 4 slots: 459 µs without the check; with it 588 µs at 4 warps
-#: and 1-2 tiles, 569 at 8 warps, 673 / 583 at 4 tiles, 808 at 12.)
+#: Warps per program of a checking call (8 measured fastest against 4 and
+#: 12, with 1-2 tiles per program).
 CHECK_NUM_WARPS = 8
 
 
 #: `"auto"` takes the kernel for batches of these widths only: powers of
-#: two from `AUTO_MIN_K` on. Measured on an H200 (benchmarks/RESULTS.md,
-#: "Fused batched SOR kernel"): whole `jaxmc.sweep` runs 2% faster at k =
-#: 256 and 19% at k = 1024, but 29% slower at k = 134 (the default chunk
-#: there, whose `(R, 256)` tiles are half masked), not yet understood.
+#: two from `AUTO_MIN_K` on. Measured (the "Fused batched SOR kernel"
+#: benchmark): whole `jaxmc.sweep` runs faster with the kernel at k = 256
+#: and k = 1024, but slower at k = 134 (the default chunk there, whose
+#: `(R, 256)` tiles are half masked), not yet understood.
 AUTO_MIN_K = 256
+
+
+def mode() -> str:
+    """The setting now: `jaxmc._config.SOR_KERNEL`, checked."""
+    m = _config.SOR_KERNEL
+    if m not in MODES:
+        raise ValueError(
+            f"`jaxmc._config.SOR_KERNEL` must be one of {MODES}, not {m!r}"
+        )
+    return m
 
 
 def active(k: int | None = None) -> str | None:
     """How `gs_sweep` runs a sweep of `k` columns now: `"native"`,
     `"interpret"` or None (the XLA path)."""
-    mode = MODE
-    if mode not in MODES:
-        raise ValueError(f"`sor_multi_pallas.MODE` must be one of {MODES}, not {mode!r}")
-    if mode == "off":
+    mode_ = mode()
+    if mode_ == "off":
         return None
-    if mode == "interpret":
+    if mode_ == "interpret":
         return "interpret"
-    if mode == "on":
+    if mode_ == "on":
         return "native"
     if jax.default_backend() not in ("gpu", "cuda", "rocm"):
         return None
@@ -165,7 +168,7 @@ def block_update(
     if (cls is None) == (vals is None) or (cls is None) != (table is None):
         raise ValueError("give either `cls` and `table`, or `vals`")
     dt = old.dtype
-    K = _pow2(k)
+    K = pow2(k)
     R = block_rows or max(1, TILE // K)
     if R & (R - 1):
         raise ValueError(f"`block_rows` must be a power of two, not {R}")
@@ -221,7 +224,7 @@ def block_update(
         f_ref = next(it) if check is not None else None
         cv = jnp.arange(K, dtype=jnp.int32)
         ck = cv < k
-        om = _load(om_ref, jnp.where(ck, cv, 0), ck, 0)[None, :] if om_ref is not None else None
+        om = load(om_ref, jnp.where(ck, cv, 0), ck, 0)[None, :] if om_ref is not None else None
 
         def tile(t, flags):
             """Rows `t R .. t R + R - 1` of the block; with `check`, also
@@ -235,59 +238,59 @@ def block_update(
 
             def slot(j, acc):
                 e = j * nc + ic
-                c = _load(c_ref, e, valid, -1)
+                c = load(c_ref, e, valid, -1)
                 real = valid & (c >= 0)
                 g = real[:, None] & m2
                 xi = jnp.where(g, c[:, None] * k + col, 0)
                 if y_ref is None:
-                    xv = _load(x_ref, xi, g, 0)
+                    xv = load(x_ref, xi, g, 0)
                 else:  # rows below lo: this sweep's values
                     gn = g & (c < lo)[:, None]
                     go = g & (c >= lo)[:, None]
-                    xv = jnp.where(gn, _load(y_ref, xi, gn, 0), _load(x_ref, xi, go, 0))
+                    xv = jnp.where(gn, load(y_ref, xi, gn, 0), load(x_ref, xi, go, 0))
                 if wkind == "table":
-                    cl = _load(cls_ref, e, real, 0)
-                    wt = _load(tab_ref, jnp.where(g, cl[:, None] * k + col, 0), g, 0)
+                    cl = load(cls_ref, e, real, 0)
+                    wt = load(tab_ref, jnp.where(g, cl[:, None] * k + col, 0), g, 0)
                 elif wkind == "dense":
-                    wt = _load(val_ref, jnp.where(g, e[:, None] * k + col, 0), g, 0)
+                    wt = load(val_ref, jnp.where(g, e[:, None] * k + col, 0), g, 0)
                 else:
-                    wt = _load(val_ref, e, real, 0)[:, None]
+                    wt = load(val_ref, e, real, 0)[:, None]
                 return acc + xv * wt
 
             if ri_ref is None:
-                acc = _load(rp_ref, own, m2, 0)
+                acc = load(rp_ref, own, m2, 0)
             else:
-                ri = _load(ri_ref, lo + ic, valid, -1)
+                ri = load(ri_ref, lo + ic, valid, -1)
                 has = (ri >= 0)[:, None] & m2
-                acc = _load(rp_ref, jnp.where(has, ri[:, None] * k + col, 0), has, 0)
+                acc = load(rp_ref, jnp.where(has, ri[:, None] * k + col, 0), has, 0)
             if w <= UNROLL:
                 for j in range(w):
                     acc = slot(j, acc)
             else:
                 acc = lax.fori_loop(0, w, slot, acc)
             if ex_ref is not None:
-                acc = acc + _load(ex_ref, jnp.where(m2, ic[:, None] * k + col, 0), m2, 0)
-            xo = _load(x_ref, own, m2, 0) if (om is not None or check is not None) else None
+                acc = acc + load(ex_ref, jnp.where(m2, ic[:, None] * k + col, 0), m2, 0)
+            xo = load(x_ref, own, m2, 0) if (om is not None or check is not None) else None
             if om is not None:
                 acc = (1.0 - om) * xo + om * acc
             dst = own
             if spare:
                 dst = jnp.where(m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)
-            _store(o_ref, dst, acc, m2)
+            store(o_ref, dst, acc, m2)
             if flags is None:
                 return None
             # the stop rule, as `Relevance.converged` computes it (NaN fails)
             d = jnp.abs(acc - xo)
-            eps_v = _load(eps_ref, jnp.zeros((1,), jnp.int32), None, 0)[:, None]
+            eps_v = load(eps_ref, jnp.zeros((1,), jnp.int32), None, 0)[:, None]
             ax = jnp.abs(acc)
             if nw_ref is None:
                 ok = d <= eps_v * jnp.maximum(ax, 1e-300)
             else:
                 if wdense:
-                    nwv = _load(nw_ref, own, m2, 0)
+                    nwv = load(nw_ref, own, m2, 0)
                 else:
-                    nwv = _load(nw_ref, lo + ic, valid, 0)[:, None]
-                mv = _load(m_ref, jnp.where(ck, cv, 0), ck, 0)[None, :]
+                    nwv = load(nw_ref, lo + ic, valid, 0)[:, None]
+                mv = load(m_ref, jnp.where(ck, cv, 0), ck, 0)[None, :]
                 ok = d * nwv <= eps_v * jnp.maximum(ax * nwv, jnp.maximum(mv, 1e-300))
             ok = ok & (ax < jnp.inf)
             bad = jnp.where(m2 & ~ok, 1, 0).astype(jnp.int32)
@@ -302,10 +305,10 @@ def block_update(
             flags = tile(pid, flags)
         else:
             flags = lax.fori_loop(0, G, lambda g, f: tile(pid * G + g, f), flags)
-        _store(f_ref, pid * K + cv, flags.astype(jnp.int8), None)
+        store(f_ref, pid * K + cv, flags.astype(jnp.int8), None)
 
     kw = {}
-    params = _compiler_params(num_warps or (CHECK_NUM_WARPS if check is not None else NUM_WARPS), 1)
+    params = compiler_params(num_warps or (CHECK_NUM_WARPS if check is not None else NUM_WARPS), 1)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     if new is not None:
@@ -323,7 +326,7 @@ def block_update(
 
 
 def _spare(k: int, R: int | None = None) -> int:
-    K = _pow2(k)
+    K = pow2(k)
     return (R or max(1, TILE // K)) * K
 
 

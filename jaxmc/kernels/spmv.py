@@ -18,37 +18,13 @@ import functools as ft
 import jax
 import jax.numpy as jnp
 
-from ..layout._dia import CompactDIA, dia_reference_spmv
-from ..layout._matrix import CSR, ELL, SlicedELL
-from ..layout._vector import VectorCSR, vector_reference_spmv
-from ..layout._warp import CompactWarpELL, WarpELL, reference_spmv
-
-
-IMPLS = ("auto", "reference", "pallas")
-
-
-def _check(impl):
-    if impl not in IMPLS:
-        raise ValueError(f"`impl` must be one of {IMPLS}, not {impl!r}")
-
-
-def on_gpu() -> bool:
-    return jax.default_backend() == "gpu"
-
-
-def use_pallas(matrix, impl: str) -> bool:
-    """Whether `impl` means the Pallas kernel for `matrix`."""
-    _check(impl)
-    if not isinstance(matrix, (WarpELL, CompactWarpELL, VectorCSR, CompactDIA)):
-        if impl == "pallas":
-            raise TypeError(
-                f"no Pallas kernel for {type(matrix).__name__}; use a warp-segment "
-                "layout (`make_layout(csr, 'warp')`), the CSR-vector layout "
-                "(`make_layout(csr, 'vector')`), the diagonal layout "
-                "(`make_layout(csr, 'dia')`) or impl='reference'"
-            )
-        return False
-    return impl == "pallas" or (impl == "auto" and on_gpu())
+from ..layout.csr import CSR
+from ..layout.dia import CompactDIA, dia_reference_spmv
+from ..layout.ell import ELL, SlicedELL
+from ..layout.vector import VectorCSR, vector_reference_spmv
+from ..layout.warp import CompactWarpELL, WarpELL, reference_spmv
+from .impl import IMPLS as IMPLS, on_gpu as on_gpu, use_pallas as use_pallas
+from .multi import spmv_multi
 
 
 @ft.singledispatch
@@ -59,8 +35,6 @@ def spmv(matrix, x, *, impl: str = "auto"):
 
 
 def _multi(matrix, x, impl):
-    from .multi import spmv_multi
-
     return spmv_multi(matrix, x, impl=impl)
 
 

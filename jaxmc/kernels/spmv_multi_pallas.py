@@ -40,13 +40,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from ..layout._warp import WARP, CompactVector, CompactWarpELL
-from .multi import supported
-from .spmv_pallas import _change, _compiler_params, _load, _store
-
-
-def _pow2(k: int) -> int:
-    return 1 << max(0, (k - 1).bit_length())
+from ..layout.compact import CompactVector
+from ..layout.warp import WARP, CompactWarpELL
+from .impl import multi_supported as supported
+from .pallas_ops import change, compiler_params, load, pow2, store
 
 
 def _vec_kind(v, n, k):
@@ -63,13 +60,11 @@ def _vec_kind(v, n, k):
 
 #: Default settings (`num_warps` None: 4 up to k = 4, else 8; `by_k`: the
 #: settings from `min_k` columns on, the largest `min_k` that applies).
-#: Measured on an H200, tandem c=2047 f64 (RESULTS.md, "Multi-vector
-#: SpMV"): warp full at k = 16 takes 1444 µs per pass with 8 warps and
-#: whole layout blocks, 1144 with 4 warps, 1061 with 4 warps and 64 rows
-#: per program; at k = 8 626 µs with 8 warps and whole blocks, 542 with 4
-#: warps and 128 rows per program (session 6); at k = 4 every setting is
-#: within 3% (348 µs). Compact (session 6): k = 8 645 -> 578 µs with 2 warps
-#: and 64 rows per program, k = 16 1602 -> 975 µs with 4 warps and 64 rows.
+#: Tuned on tandem c=2047 f64 (the "Multi-vector SpMV" benchmark): for the
+#: full warp, 4 warps and 64 rows per program are fastest at k = 16 and 4
+#: warps and 128 rows at k = 8 (8 warps and whole layout blocks are
+#: slower); at k = 4 every setting is within a few percent. Compact: 2
+#: warps and 64 rows per program at k = 8, 4 warps and 64 rows at k = 16.
 TUNING = {
     "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True, load2d=False,
                     by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
@@ -130,7 +125,7 @@ def fused_multi(
     if epilogue == "jacobi" and inv is None:
         raise ValueError("the Jacobi epilogue needs `inv`")
     tune = TUNING[type(matrix).__name__]
-    K = _pow2(k)
+    K = pow2(k)
     wide = _by_k(tune, K)
     if wide:
         num_warps = num_warps or wide["num_warps"]
@@ -210,16 +205,16 @@ def fused_multi(
                 idx = jnp.where(m, base + j * WARP, 0)
                 rr = r
             if compact:
-                v = tab_ref[_load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)]
-                c = rr + _load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
+                v = tab_ref[load(vidx_ref, idx, m, zero, ev_m).astype(jnp.int32)]
+                c = rr + load(offs_ref, idx, m, 0, ev_m).astype(jnp.int32)
             else:
-                v = _load(data_ref, idx, m, 0, ev_m)
-                c = _load(cols_ref, idx, m, 0, ev_m)
+                v = load(data_ref, idx, m, 0, ev_m)
+                c = load(cols_ref, idx, m, 0, ev_m)
             g = m & (v != 0) if gate else m
             if not load2d:  # the gate on (R,), then broadcast
                 g, v, c = g[:, None] & cmask, v[:, None], c[:, None]
             xi = jnp.where(g, c * k + col, 0)
-            xv = _load(x_ref, xi, g, 0, ev_x)
+            xv = load(x_ref, xi, g, 0, ev_x)
             prod = v * xv
             return acc + (prod if gate else jnp.where(v != 0, prod, 0))
 
@@ -242,23 +237,23 @@ def fused_multi(
         def vec(spec):
             kind, ref = spec[0], spec[1]
             if kind == "compact":
-                return spec[1][_load(spec[2], rc, valid, 0).astype(jnp.int32)][:, None]
+                return spec[1][load(spec[2], rc, valid, 0).astype(jnp.int32)][:, None]
             if kind == "shared":
-                return _load(ref, rc, valid, 0)[:, None]
-            return _load(ref, yidx, ymask, 0)
+                return load(ref, rc, valid, 0)[:, None]
+            return load(ref, yidx, ymask, 0)
 
         y = acc
         if epilogue in ("power", "jacobi") and vecs[0] is not None:
             y = y + vec(vecs[0])
         if epilogue == "jacobi":
             y = y * vec(vecs[1])
-        _store(y_ref, sidx, y, ymask)
+        store(y_ref, sidx, y, ymask)
         if diff:
-            d, bad = _change(y, _load(x_ref, yidx, ymask, 0), ymask, relative)
+            d, bad = change(y, load(x_ref, yidx, ymask, 0), ymask, relative)
             # Per column: the block's largest measure and non-finite flag.
             out = pid * K + jnp.arange(K, dtype=jnp.int32)
-            _store(dmax_ref, out, jnp.max(d, axis=0).astype(dtype), None)
-            _store(bad_ref, out, jnp.max(bad.astype(jnp.int32), axis=0), None)
+            store(dmax_ref, out, jnp.max(d, axis=0).astype(dtype), None)
+            store(bad_ref, out, jnp.max(bad.astype(jnp.int32), axis=0), None)
 
     spare = R * K if interpret else 0
     out_shape = [jax.ShapeDtypeStruct((n * k + spare,), dtype)]
@@ -266,7 +261,7 @@ def fused_multi(
         out_shape += [jax.ShapeDtypeStruct((nblocks * K,), dtype),
                       jax.ShapeDtypeStruct((nblocks * K,), jnp.int32)]
     kw = {}
-    params = _compiler_params(num_warps, num_stages)
+    params = compiler_params(num_warps, num_stages)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(

@@ -48,90 +48,35 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from ..layout._dia import CompactDIA
-from ..layout._vector import VectorCSR
-from ..layout._warp import WARP, CompactVector, CompactWarpELL
-
-
-try:  # jax 0.10/0.11: jax.experimental.pallas.triton
-    from jax.experimental.pallas import triton as _pltr
-except ImportError:  # pragma: no cover - very old or very new jax
-    _pltr = None
-
-
-def _compiler_params(num_warps, num_stages):
-    if _pltr is None:
-        return None
-    cls = getattr(_pltr, "CompilerParams", None) or getattr(_pltr, "TritonCompilerParams", None)
-    if cls is None:  # pragma: no cover
-        return None
-    return cls(num_warps=num_warps, num_stages=num_stages)
-
-
-def _load(ref, idx, mask, other, evict=None):
-    """`ref[idx]` where `mask` (`other` elsewhere); `mask=None` loads all
-    (Triton then takes no `other`)."""
-    if mask is None:
-        other = None
-    if _pltr is not None and hasattr(_pltr, "load"):
-        kw = {"eviction_policy": evict} if evict else {}
-        return _pltr.load(ref.at[idx], mask=mask, other=other, **kw)
-    return pl.load(ref, (idx,), mask=mask, other=other)  # pragma: no cover
-
-
-def _store(ref, idx, val, mask):
-    if _pltr is not None and hasattr(_pltr, "store"):
-        return _pltr.store(ref.at[idx], val, mask=mask)
-    return pl.store(ref, (idx,), val, mask=mask)  # pragma: no cover
-
-
-def _change(y, xo, mask, relative):
-    """PRISM's per-row change `|y - x|` (relative: `/ |y|`) of a kernel
-    block, and where `y` is non-finite. `d` is 0 on masked and non-finite
-    rows (the flag carries those: Triton's max may drop NaNs, so callers
-    reduce the two apart) and inf where the change itself is NaN with a
-    finite `y` (a NaN start vector)."""
-    d = jnp.abs(y - xo)
-    d = jnp.where(y == xo, 0, d)
-    if relative:
-        d = jnp.where(d == 0, 0, d / jnp.abs(y))
-    bad = mask & ~jnp.isfinite(y)
-    d = jnp.where(jnp.isnan(d), jnp.inf, d)
-    return jnp.where(mask & ~bad, d, 0), bad
-
-
-def _vec_spec(v):
-    """('dense',) or ('compact', idx dtype) or None, for b / inv."""
-    if v is None:
-        return None
-    if isinstance(v, CompactVector):
-        return "compact"
-    return "dense"
+from ..layout.dia import CompactDIA
+from ..layout.vector import VectorCSR
+from ..layout.warp import WARP, CompactWarpELL
+from .dia_pallas import fused_dia
+from .pallas_ops import change, compiler_params, load, lookup, scalars, store, vec_spec
 
 
 #: Default kernel settings per layout class name (read at trace time: after
 #: changing them, `jax.clear_caches()` before the next call).
-#: Measured on an H200 (RESULTS.md): WarpELL 2 stages + eviction hints ~2%
-#: faster than 1 stage without; CompactWarpELL best without hints, and
-#: (run 12, tandem c=2047 Jacobi) tiled and ungated 89-92 µs against 97-102
-#: for the masked, gated loop: the kernel issues fewer instructions per entry
-#: (no per-row `seg_ptr` gather, no masks: 53 against 60 M instructions)
-#: and, ungated, the gather of `x` waits for the column offset only, not
-#: for the value's table lookup;
+#: Measured (the SpMV and fused-Jacobi benchmarks): WarpELL 2 stages +
+#: eviction hints a little faster than 1 stage without; CompactWarpELL best
+#: without hints, and (tandem c=2047 Jacobi) tiled and ungated faster than
+#: the masked, gated loop: the kernel issues fewer instructions per entry
+#: (no per-row `seg_ptr` gather, no masks) and, ungated, the gather of `x`
+#: waits for the column offset only, not for the value's table lookup;
 #: VectorCSR `num_warps=None`: one warp per 128 tile entries (4 per thread).
 #: `gate`: gather `x[col]` only where the value is non-zero (padding costs no
 #: gather, but the gather waits for the value); `prefetch`: issue the
 #: epilogue's row-wise loads before the matrix loop.
-#: Warp layouts only (issue #5, the compact kernel; run 12 in RESULTS.md):
+#: Warp layouts only:
 #: `tile`: a block whose segments all have the block's width and whose rows
 #: are all below `n` (nearly every block of tandem, in both orders) is read
 #: from one scalar base with contiguous indices and no masks; other blocks
 #: take the masked loop. `static`: a block no wider than `static` steps runs
 #: a straight-line body for its width, all its loads issued before the first
-#: gather (measured slower: 105 against 94 µs tiled). `select`: values of a
-#: table of at most `select` entries by a chain of selects on scalars
-#: instead of a gather per entry (measured slower, +20 µs: some 15 more
-#: instructions per entry, with the issue slots already ~58% busy).
+#: gather (measured slower than tiled). `select`: values of a table of at
+#: most `select` entries by a chain of selects on scalars instead of a
+#: gather per entry (measured slower: more instructions per entry, with the
+#: issue slots already busy).
 #: `align`: tell Triton that a tiled block starts at a multiple of 32
 #: entries (no change in the executed instructions was seen).
 TUNING = {
@@ -142,25 +87,6 @@ TUNING = {
     "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
                       prefetch=False),
 }
-
-
-def _scalars(tab_ref, select):
-    """The entries of a table of at most `select` entries as scalars (read
-    once per program, before any loop), else None."""
-    if not select or tab_ref.shape[0] > select:
-        return None
-    return [tab_ref[k] for k in range(tab_ref.shape[0])]
-
-
-def _lookup(tab_ref, vi, tab):
-    """`table[vi]`: a gather, or with `tab` (`_scalars`) a chain of selects
-    (no memory access per element)."""
-    if tab is None:
-        return tab_ref[vi]
-    v = jnp.broadcast_to(tab[0], vi.shape)
-    for k in range(1, len(tab)):
-        v = jnp.where(vi == k, tab[k], v)
-    return v
 
 
 @ft.partial(
@@ -195,8 +121,6 @@ def fused(
     `TUNING`; the last four for the warp layouts only).
     """
     if isinstance(matrix, CompactDIA):  # its own kernel (`dia_pallas`)
-        from .dia_pallas import fused_dia
-
         return fused_dia(matrix, x, b, inv, epilogue=epilogue, relative=relative, diff=diff,
                          interpret=interpret, num_warps=num_warps, num_stages=num_stages, tile=tile)
     compact = isinstance(matrix, CompactWarpELL)
@@ -230,7 +154,7 @@ def fused(
         S = WARP // lanes
         shp = (R,) if lanes == 1 else (lanes, R)
     x = x.astype(dtype)
-    bkind, ikind = _vec_spec(b), _vec_spec(inv)
+    bkind, ikind = vec_spec(b), vec_spec(inv)
     if epilogue == "jacobi" and inv is None:
         raise ValueError("the Jacobi epilogue needs `inv`")
     zero = matrix.zero if compact else 0
@@ -288,8 +212,8 @@ def fused(
         if vector:
             # A row per group of L threads: entries row_ptr[r] + L j + l.
             rc = jnp.where(valid, r, 0)
-            lo = _load(row_ptr_ref, rc, valid, 0)
-            hi = _load(row_ptr_ref, rc + 1, valid, 0)
+            lo = load(row_ptr_ref, rc, valid, 0)
+            hi = load(row_ptr_ref, rc + 1, valid, 0)
             lane = lax.broadcasted_iota(jnp.int32, shp, 1)
             base = lo[:, None] + lane
             end = jnp.broadcast_to(hi[:, None], shp)
@@ -298,13 +222,13 @@ def fused(
                 idx = base + j * L
                 m = idx < end
                 idx = jnp.where(m, idx, 0)
-                v = _load(data_ref, idx, m, 0, ev_m)
-                c = _load(cols_ref, idx, m, 0, ev_m)
+                v = load(data_ref, idx, m, 0, ev_m)
+                c = load(cols_ref, idx, m, 0, ev_m)
                 g = m & (v != 0) if gate else m
-                xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                xv = load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
                 return acc + (v * xv if gate else jnp.where(v != 0, v * xv, 0))
         else:
-            tab = _scalars(tab_ref, select) if compact else None
+            tab = scalars(tab_ref, select) if compact else None
             seg = r // S
             sp = seg_ptr_ref[seg]
             ws = seg_w_ref[seg]
@@ -331,13 +255,13 @@ def fused(
                 """The stored entries at `idx` (masked by `m`, or all with
                 `m=None`): raw loads only, nothing that waits for them."""
                 if compact:
-                    return (_load(vidx_ref, idx, m, zero, ev_m),
-                            _load(offs_ref, idx, m, 0, ev_m))
-                return _load(data_ref, idx, m, 0, ev_m), _load(cols_ref, idx, m, 0, ev_m)
+                    return (load(vidx_ref, idx, m, zero, ev_m),
+                            load(offs_ref, idx, m, 0, ev_m))
+                return load(data_ref, idx, m, 0, ev_m), load(cols_ref, idx, m, 0, ev_m)
 
             def value_col(a, b):
                 if compact:
-                    return (_lookup(tab_ref, a.astype(jnp.int32), tab),
+                    return (lookup(tab_ref, a.astype(jnp.int32), tab),
                             row + b.astype(jnp.int32))
                 return a, b
 
@@ -346,14 +270,14 @@ def fused(
                 entry is in a row below `n` (tiled blocks), so that even an
                 ungated padding entry's column (its own row) is in bounds."""
                 if m is None and not gate:
-                    xv = _load(x_ref, c, None, 0, ev_x)
+                    xv = load(x_ref, c, None, 0, ev_x)
                 else:
                     if m is None:
                         m = jnp.ones(shp, jnp.bool_)
                     # ungated: padding gathers x[row], which past the last
                     # row would read out of bounds
                     g = m & (v != 0) if gate else m & (c < ncols)
-                    xv = _load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
+                    xv = load(x_ref, jnp.where(g, c, 0), g, 0, ev_x)
                 return v * xv if gate else jnp.where(v != 0, v * xv, 0)
 
             def step(j, acc):
@@ -428,14 +352,14 @@ def fused(
 
         def vec(spec):
             if len(spec) == 2:
-                vi = _load(spec[1], rows, valid, 0).astype(jnp.int32)
-                return _lookup(spec[0], vi, _scalars(spec[0], select))
-            return _load(spec[0], rows, valid, 0)
+                vi = load(spec[1], rows, valid, 0).astype(jnp.int32)
+                return lookup(spec[0], vi, scalars(spec[0], select))
+            return load(spec[0], rows, valid, 0)
 
         def epilogue_inputs():
             bv = vec(vecs[0]) if vecs[0] is not None else None
             iv = vec(vecs[1]) if vecs[1] is not None else None
-            xo = _load(x_ref, rows, valid, 0) if diff else None
+            xo = load(x_ref, rows, valid, 0) if diff else None
             return bv, iv, xo
 
         # Prefetch: the row-wise loads of the epilogue issued before the
@@ -477,10 +401,10 @@ def fused(
             y = y + bv
         if epilogue == "jacobi":
             y = y * iv
-        _store(y_ref, srows, y, valid)
+        store(y_ref, srows, y, valid)
         if diff:
             # NaN marks a non-finite row (one output carries both results).
-            d, bad = _change(y, xo, valid, relative)
+            d, bad = change(y, xo, valid, relative)
             nbad = jnp.max(bad.astype(jnp.int32))
             dmax_ref[pid] = jnp.where(nbad > 0, jnp.nan, jnp.max(d)).astype(dtype)
 
@@ -489,7 +413,7 @@ def fused(
     if diff:
         out_shape += [jax.ShapeDtypeStruct((nblocks,), dtype)]
     kw = {}
-    params = _compiler_params(num_warps, num_stages)
+    params = compiler_params(num_warps, num_stages)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(

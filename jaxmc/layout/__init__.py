@@ -1,48 +1,54 @@
-"""Stage 4: device-side matrices (CSR, ELL, sliced ELL, warp-segment sliced
-ELL full/half warp, compact; CSR-vector for long rows; compact diagonals) built from an `ExplicitModel`; shapes static,
-values dynamic. Also state orderings (BFS, RCM, length-sorted windows) and the automatic choice."""
+"""Stage 4: device-side matrices built from an `ExplicitModel`; shapes
+static, values dynamic.
 
-from ._choose import (
+Modules, lowest first: `stats` (padding and bytes per non-zero), `compact`
+(narrow integers, `CompactVector`), `csr`, `ell` (ELL, sliced ELL), `warp`
+(warp-segment sliced ELL, full/half warp, and its compact variant),
+`vector` (CSR-vector, for long rows), `order` (state orderings: BFS, RCM,
+length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
+builder, and the automatic choice), `grouped` (per-state min/max over MDP
+choices) and `sparse_model` (`SparseModel`, the model's matrix on the
+device)."""
+
+from .build import (
+    Layout as Layout,
     build_layout as build_layout,
     choose_layout as choose_layout,
     choose_order as choose_order,
     choose_ordered_layout as choose_ordered_layout,
     layout_kind as layout_kind,
+    make_layout as make_layout,
     ordered_csr as ordered_csr,
     padding as padding,
 )
-from ._dia import (
+from .compact import CompactVector as CompactVector
+from .csr import CSR as CSR
+from .dia import (
     CompactDIA as CompactDIA,
     dia_order as dia_order,
     lex_order as lex_order,
     ordered_dia as ordered_dia,
 )
-from ._matrix import (
-    CSR as CSR,
-    ELL as ELL,
-    SLICE as SLICE,
-    Layout as Layout,
-    SlicedELL as SlicedELL,
-    make_layout as make_layout,
-)
-from ._model import (
-    SparseModel as SparseModel,
-    from_arrays as from_arrays,
-    from_model as from_model,
+from .ell import ELL as ELL, SLICE as SLICE, SlicedELL as SlicedELL
+from .grouped import (
     GroupIndex as GroupIndex,
     group_index as group_index,
     group_reduce as group_reduce,
 )
-from ._order import (
+from .order import (
     Permutation as Permutation,
     bandwidth as bandwidth,
     bfs_order as bfs_order,
     rcm_order as rcm_order,
     window_order as window_order,
 )
-from ._vector import VectorCSR as VectorCSR
-from ._warp import (
-    CompactVector as CompactVector,
+from .sparse_model import (
+    SparseModel as SparseModel,
+    from_arrays as from_arrays,
+    from_model as from_model,
+)
+from .vector import VectorCSR as VectorCSR
+from .warp import (
     CompactWarpELL as CompactWarpELL,
     WarpELL as WarpELL,
 )

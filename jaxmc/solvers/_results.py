@@ -13,6 +13,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..errors import ConvergenceError
+from ..kernels.norms import sup_norm as sup_norm
 
 
 class Status(enum.IntEnum):
@@ -59,18 +60,6 @@ class Solution(eqx.Module):
     status: Int[Array, ""]
     iterations: Int[Array, ""]
     residual: Float[Array, ""]
-
-
-def sup_norm(x_new, x_old, relative: bool):
-    """PRISM's convergence measure: `max_i |x'_i - x_i|`, divided by `|x'_i|`
-    when relative. As in PRISM's sparse engine, a coordinate with no change
-    (0/0, including both zero) counts 0, and one that changes to 0 counts
-    infinite; identical infinities count 0."""
-    diff = jnp.abs(x_new - x_old)
-    diff = jnp.where(x_new == x_old, 0.0, diff)
-    if relative:
-        diff = jnp.where(diff == 0, 0.0, diff / jnp.abs(x_new))
-    return jnp.max(diff, initial=0.0)
 
 
 def next_status(x, diff, iters, epsilon, max_iters, finite=None):

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from ._matrix import CSR
+from .csr import CSR
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._matrix import CSR
+from .compact import narrow_int
+from .csr import CSR
+from .stats import layout_stats
 
 
 #: Threads per warp: stored entries per segment step.
@@ -102,48 +104,6 @@ def _stored_rows(seg_ptr, seg_width, lanes, total, lane_info=None):
     return np.concatenate([rows, np.zeros(total - len(rows), np.int64)])
 
 
-def narrow_int(lo: int, hi: int, signed: bool = True):
-    """The narrowest integer dtype holding `[lo, hi]`."""
-    kinds = (np.int8, np.int16, np.int32) if signed else (np.uint8, np.uint16, np.uint32)
-    for t in kinds:
-        info = np.iinfo(t)
-        if info.min <= lo and hi <= info.max:
-            return t
-    return np.int64
-
-
-class CompactVector(eqx.Module):
-    """A vector stored as `table[idx]`: a table of its distinct values and a
-    narrow index per entry. For the Jacobi diagonal and right-hand side, which
-    usually take few distinct values."""
-
-    table: Float[Array, " t"]
-    idx: Int[Array, " n"]
-
-    @classmethod
-    def from_array(cls, v, dtype=jnp.float64) -> CompactVector:
-        v = np.asarray(v)
-        table, idx = np.unique(v, return_inverse=True)
-        return cls(
-            table=jnp.asarray(table, dtype=dtype),
-            idx=jnp.asarray(idx.astype(narrow_int(0, max(len(table) - 1, 0), False))),
-        )
-
-    def dense(self):
-        return self.table[self.idx.astype(jnp.int32)]
-
-    def map(self, f) -> CompactVector:
-        """`f` applied elementwise (on the table only)."""
-        return eqx.tree_at(lambda c: c.table, self, f(self.table))
-
-    @property
-    def shape(self):
-        return self.idx.shape
-
-    def nbytes(self) -> int:
-        return int(self.table.size * self.table.dtype.itemsize + self.idx.size * self.idx.dtype.itemsize)
-
-
 class WarpELL(eqx.Module):
     """Warp-segment sliced ELL, full warp (`lanes=1`) or half warp
     (`lanes=2`). Flat arrays of `total` stored entries; see the module
@@ -180,9 +140,8 @@ class WarpELL(eqx.Module):
         `lane_info` (one byte per row): the kernel then masks every lane at
         its own row's length, and the masked tail of a step is a run of
         whole memory sectors that are not read. Off by default: measured
-        slower on an H200 (tandem c=2047 SpMV 157 µs against 138; the
-        per-lane byte and the scattered row-wise epilogue cost more than the
-        skipped padding saves)."""
+        slower on tandem c=2047 (the per-lane byte and the scattered
+        row-wise epilogue cost more than the skipped padding saves)."""
         if lanes not in (1, 2):
             raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
         spb = segs_per_block or (8 if lanes == 1 else 16)
@@ -230,7 +189,7 @@ class WarpELL(eqx.Module):
         stored = int(self.data.shape[0])
         mbytes = stored * (self.data.dtype.itemsize + 4) + self.seg_ptr.size * 8
         mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
-        return _stats(
+        return layout_stats(
             f"warp{self.lanes}", self.nnz, stored, mbytes, self.shape, self.data.dtype.itemsize
         )
 
@@ -320,7 +279,7 @@ class CompactWarpELL(eqx.Module):
         per = self.vidx.dtype.itemsize + self.offs.dtype.itemsize
         mbytes = stored * per + self.seg_ptr.size * 8 + self.table.size * self.table.dtype.itemsize
         mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
-        s = _stats(
+        s = layout_stats(
             f"compact{self.lanes}", self.nnz, stored, mbytes, self.shape,
             self.table.dtype.itemsize,
         )
@@ -344,28 +303,6 @@ def _regroup(m, spb: int):
         m, seg_ptr=jnp.asarray(ptr), seg_width=jnp.asarray(width),
         block_width=jnp.asarray(block), segs_per_block=int(spb), lane_info=info,
     )
-
-
-def _stats(name, nnz, stored, mbytes, shape, itemsize) -> dict:
-    """Padding and bytes per non-zero; `spmv_bytes` counts the matrix once,
-    `x` once and `y` once (the compulsory traffic of one SpMV)."""
-    nnz = max(nnz, 1)
-    return dict(
-        layout=name,
-        nnz=nnz,
-        stored=stored,
-        padding=stored / nnz - 1.0,
-        matrix_bytes=mbytes,
-        bytes_per_nnz=mbytes / nnz,
-        spmv_bytes=mbytes + itemsize * (shape[0] + shape[1]),
-    )
-
-
-def csr_stats(csr: CSR) -> dict:
-    """Stats of the CSR layout (entries, columns, row pointers)."""
-    it = csr.data.dtype.itemsize
-    mbytes = csr.nnz * (it + 4) + 4 * (csr.shape[0] + 1)
-    return _stats("csr", csr.nnz, csr.nnz, mbytes, csr.shape, it)
 
 
 def reference_spmv(matrix, x):

@@ -1,23 +1,19 @@
-"""`SparseModel`: the transition matrix of an `ExplicitModel` on the device.
+"""Per-state min/max over an MDP's choices (`group_reduce`), by gathers
+from the choice pointers (`GroupIndex`) rather than a scatter.
 
-Rows are choices (one per state for DTMCs/CTMCs), columns states. An MDP's
-choices are grouped by state: they are consecutive rows, `group_ids` gives
-the state of each choice and `groups` (a `GroupIndex`) the same grouping as
-row pointers, which `group_reduce` uses for the per-state min/max.
+An MDP's choices are grouped by state: they are consecutive rows, and
+`GroupIndex` gives the same grouping as row pointers, which `group_reduce`
+uses for the per-state min/max.
 
 Why not `segment_max`: it is a scatter (one atomic/serialised update per
-choice), and on an H200 it took ~4x the time of the SpMV it follows
-(benchmarks/RESULTS.md, run 9, consensus). A gather-based reduction reads the
+choice), and on a GPU it took several times the time of the SpMV it follows
+(consensus; the benchmark notes have the figures). A gather-based reduction reads the
 first `width` choices of every state (`ptr[s] + j`, clamped to the state's
 last choice: repeating a value changes neither min nor max), reduces them
 along an axis and leaves the output to fuse with whatever the caller does
 next (the convergence measure of `kernels.fused.bellman_step`). The rare
 states with more than `width` choices take their remaining choices through a
 `segment_max` over those choices only.
-
-Static: `n_states`, `n_choices`, the layout kind and its block shapes, the
-group width. Dynamic: values, index arrays. `with_values` swaps the entry
-values (e.g. a row mask or new parameters) without recompiling.
 """
 
 from __future__ import annotations
@@ -26,10 +22,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
-
-from ..explore.model import ExplicitModel
-from ._matrix import CSR, Layout, make_layout
+from jaxtyping import Array, Int
 
 
 #: Cost of one choice on the overflow path (a scatter) relative to one gather
@@ -124,39 +117,6 @@ def group_index(choice_ptr, *, width: int | None = None, table: bool = False,
     )
 
 
-class SparseModel(eqx.Module):
-    """Device transition structure.
-
-    - `csr`: the matrix in CSR (always kept: masks and diagonals use it).
-    - `matrix`: the layout used by `spmv` (may be `csr` itself).
-    - `group_ids`: the state of each choice (row).
-    - `groups`: the same grouping for `group_reduce`'s gather (`GroupIndex`,
-      from `group_index(choice_ptr)`), or `None`: `segment_min`/`segment_max`
-      over `group_ids`.
-    """
-
-    csr: CSR
-    matrix: Layout
-    group_ids: Int[Array, " m"]
-    n_states: int = eqx.field(static=True)
-    n_choices: int = eqx.field(static=True)
-    nondeterministic: bool = eqx.field(static=True)
-    groups: GroupIndex | None = None
-
-    def with_values(self, vals: Float[Array, " nnz"]) -> SparseModel:
-        """Same structure, new entry values (CSR order)."""
-        csr = self.csr.with_values(vals)
-        matrix = csr if isinstance(self.matrix, CSR) else self.matrix.with_values(vals)
-        return eqx.tree_at(lambda m: (m.csr, m.matrix), self, (csr, matrix))
-
-    def group_reduce(self, v: Float[Array, " m"], op: str) -> Float[Array, " n"]:
-        """Min or max (`op`) of per-choice values over each state's choices;
-        the identity for DTMC/CTMC."""
-        if not self.nondeterministic:
-            return v
-        return group_reduce(v, self.group_ids, self.n_states, op, groups=self.groups)
-
-
 def _identity(dtype, op: str):
     """What `segment_max`/`segment_min` give a state with no choices."""
     if jnp.issubdtype(dtype, jnp.inexact):
@@ -204,35 +164,3 @@ def group_reduce(v, group_ids, n_groups: int, op: str, *, groups: GroupIndex | N
         return _gather_reduce(v, groups, op)
     seg = jax.ops.segment_max if op == "max" else jax.ops.segment_min
     return seg(v, group_ids, num_segments=n_groups, indices_are_sorted=True)
-
-
-def from_arrays(
-    choice_ptr, row_ptr, col, val, *, nondeterministic: bool, kind: str = "csr"
-) -> SparseModel:
-    """From raw row-grouped CSR host arrays."""
-    choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
-    n = len(choice_ptr) - 1
-    m = len(row_ptr) - 1
-    csr = CSR.from_arrays(row_ptr, col, val, (m, n))
-    groups = np.repeat(np.arange(n), np.diff(choice_ptr))
-    return SparseModel(
-        csr=csr,
-        matrix=make_layout(csr, kind),
-        group_ids=jnp.asarray(groups, dtype=jnp.int32),
-        n_states=n,
-        n_choices=m,
-        nondeterministic=nondeterministic,
-        groups=group_index(choice_ptr) if nondeterministic else None,
-    )
-
-
-def from_model(model: ExplicitModel, kind: str = "csr") -> SparseModel:
-    """The device matrix of `model` (rates for a CTMC)."""
-    return from_arrays(
-        model.choice_ptr,
-        model.row_ptr,
-        model.col,
-        model.val,
-        nondeterministic=model.is_nondeterministic,
-        kind=kind,
-    )

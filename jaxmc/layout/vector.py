@@ -10,9 +10,9 @@ lane `l` of row `r` is stored entry `row_ptr[r] + lanes * j + l`
 are added at the end. The kernel gives each thread a few consecutive lanes
 (`num_warps` sets how many). By default `lanes` is the mean row length
 rounded up to a power of two (32 to 1024), so most rows take one or two
-steps: on an H200, herman N=15 ran 362 µs with 32 lanes (14 dependent steps
-a row), 164 µs with 256 (two steps) and 112 µs with 512 (one step; cuSPARSE
-72-79 µs, the thread-per-row warp kernel 16.8 ms).
+steps: on herman N=15 each halving of the dependent steps a row was
+measured faster, down to one step at 512 lanes (figures in the benchmark
+notes, `benchmarks/`).
 
 The storage is CSR with each row padded to a multiple of `align` entries
 (zeros), so that every row starts on a 32-byte sector boundary of both the
@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._matrix import CSR
+from .csr import CSR
+from .stats import layout_stats
 
 
 class VectorCSR(eqx.Module):
@@ -131,11 +132,9 @@ class VectorCSR(eqx.Module):
         return eqx.tree_at(lambda m: m.data, self, self.data.astype(dtype))
 
     def stats(self) -> dict:
-        from ._warp import _stats
-
         stored = int(self.data.shape[0])
         mbytes = stored * (self.data.dtype.itemsize + 4) + self.row_ptr.size * 4
-        return _stats(
+        return layout_stats(
             f"vector{self.lanes}", self.nnz, stored, mbytes, self.shape,
             self.data.dtype.itemsize,
         )

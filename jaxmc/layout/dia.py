@@ -28,9 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._matrix import CSR
-from ._order import Permutation
-from ._warp import _stats, narrow_int
+from .compact import narrow_int
+from .csr import CSR
+from .order import Permutation
+from .stats import layout_stats
 
 
 #: `CompactDIA.from_csr`'s limits: at most this many diagonals, storing at
@@ -60,8 +61,8 @@ class CompactDIA(eqx.Module):
     shape: tuple[int, int] = eqx.field(static=True)
     nnz: int = eqx.field(static=True)
     zero: int = eqx.field(static=True)
-    #: Rows per kernel program (`jaxmc.kernels.dia_pallas`; 256 measured
-    #: best on an H200, RESULTS.md).
+    #: Rows per kernel program (`jaxmc.kernels.dia_pallas`; 256 was the
+    #: fastest measured, see the benchmark notes).
     block_rows: int = eqx.field(static=True, default=256)
 
     @classmethod
@@ -137,7 +138,7 @@ class CompactDIA(eqx.Module):
     def stats(self) -> dict:
         stored = len(self.offsets) * self.shape[0]
         mbytes = stored * self.vidx.dtype.itemsize + self.table.size * self.table.dtype.itemsize
-        s = _stats("dia", self.nnz, stored, mbytes, self.shape, self.table.dtype.itemsize)
+        s = layout_stats("dia", self.nnz, stored, mbytes, self.shape, self.table.dtype.itemsize)
         s.update(table=int(self.table.size), vidx=str(self.vidx.dtype), diagonals=len(self.offsets))
         return s
 
@@ -293,8 +294,8 @@ def ordered_dia(csr: CSR, rank, *, dtype=None, max_diags: int | None = None,
 
     The entries are renumbered, not permuted into a new CSR. On a GPU
     (`on_device`, default: JAX's default backend is one) the passes over the
-    entries run there: the host's numpy took ~4 s per build of tandem
-    c=2047's 29M entries on the H200 host, against milliseconds."""
+    entries run there: the host's numpy takes seconds per build of tandem
+    c=2047's 29M entries, the device milliseconds."""
     n, m = csr.shape
     if n != m or n == 0 or rank is None or len(rank) != n:
         return None

@@ -1,4 +1,5 @@
-"""Automatic layout choice from the matrix and the device.
+"""Layouts by name (`make_layout`: kind -> builder), and the automatic
+choice of layout and state order from the matrix and the device.
 
 On a CPU the plain CSR `segment_sum` is best (no padding, and XLA:CPU has no
 use for coalescing). On a GPU the warp-segment layouts coalesce the matrix
@@ -24,10 +25,13 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ._matrix import CSR, make_layout
-from ._order import Permutation, window_order
-from ._vector import VectorCSR
-from ._warp import WARP, CompactWarpELL, WarpELL, narrow_int
+from .compact import narrow_int
+from .csr import CSR
+from .dia import CompactDIA
+from .ell import ELL, SlicedELL
+from .order import Permutation, window_order
+from .vector import VectorCSR
+from .warp import WARP, CompactWarpELL, WarpELL
 
 
 #: Mean row length from which `layout_kind` picks the CSR-vector layout.
@@ -48,13 +52,12 @@ ORDER_WINDOW = 1024
 
 #: Padding (stored entries / non-zeros - 1) of a warp layout in the given
 #: order from which `choose_order` reorders. Why this high: the reordering
-#: is a host pass over the matrix (~1 s per 29M entries on the H200 host,
-#: estimated from a 2-3x slower CPU; about a third of the layout build),
-#: and it buys what the padding cost. On tandem c=2047 (14%) that is 8-9 µs
-#: of 145 per SpMV (run 8), so it pays back only after ~10^5 SpMVs, more
-#: than a steady-state solve there takes (24,160 Jacobi steps); at 25% and
-#: more (kanban t=5 29%, cluster N=256 43%) the saving per SpMV should grow
-#: with the padding removed (not measured on the GPU).
+#: is a host pass over the matrix (about a third of the layout build), and
+#: it buys only what the padding cost. At tandem c=2047's 14% the saving
+#: per SpMV pays the pass back only after more SpMVs than a steady-state
+#: solve there takes; at 25% and more (kanban t=5 29%, cluster N=256 43%)
+#: the saving per SpMV grows with the padding removed (the windowed-order
+#: benchmark in `benchmarks/` has the figures).
 ORDER_MIN_PADDING = 0.25
 
 WARP_KINDS = ("warp", "warp2", "compact", "compact2")
@@ -195,3 +198,29 @@ def choose_ordered_layout(
     perm, B = got
     kind = layout_kind(B, device_kind, fixed_values=fixed_values) if auto else first
     return build_layout(B, kind, device_kind), perm
+
+
+Layout = CSR | ELL | SlicedELL
+
+
+def make_layout(csr: CSR, kind: str = "csr") -> Layout:
+    """Build layout `kind` from a CSR matrix: `"csr"`, `"ell"`, `"sell"`,
+    the warp-segment layouts `"warp"` (full warp), `"warp2"` (half warp),
+    `"compact"`/`"compact2"` (their compact variants, fixed values only),
+    `"vector"` (CSR-vector, a warp per row, for long rows), `"dia"` (the
+    compact diagonal layout, `CompactDIA`: few diagonals only), or `"auto"`
+    (`jaxmc.layout.choose_layout` for the default device)."""
+    if kind in ("auto", "warp", "warp2", "compact", "compact2", "vector"):
+        return build_layout(csr, kind)
+    if kind == "csr":
+        return csr
+    if kind == "ell":
+        return ELL.from_csr(csr)
+    if kind == "sell":
+        return SlicedELL.from_csr(csr)
+    if kind == "dia":
+        return CompactDIA.from_csr(csr)
+    raise ValueError(
+        f"unknown layout `{kind}`; expected 'csr', 'ell', 'sell', 'warp', "
+        "'warp2', 'compact', 'compact2', 'vector', 'dia' or 'auto'"
+    )
