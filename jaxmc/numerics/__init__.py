@@ -12,9 +12,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-# `jaxmc.solvers` before `jaxmc.kernels`, whose `fused` reads `sup_norm` from
-# `jaxmc.solvers` (a cycle that breaks when `kernels` is imported first).
-from .. import solvers as _solvers  # noqa: E402, F401, I001
 from .bounded import (  # noqa: E402
     bounded_until as bounded_until,
     next_probabilities as next_probabilities,
