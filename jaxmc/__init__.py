@@ -10,11 +10,7 @@ import importlib.metadata
 from . import errors as errors, explore as explore, lang as lang, semantics as semantics
 from ._config import enable_compilation_cache as enable_compilation_cache
 from .api import (
-    Model as Model,
-    build as build,
     check as check,
-    load_model as load_model,
-    load_model_string as load_model_string,
     load_properties as load_properties,
     parametric as parametric,
     parse_properties as parse_properties,
@@ -31,6 +27,14 @@ from .errors import (
     UnsupportedError as UnsupportedError,
 )
 from .explore import ExplicitModel as ExplicitModel
+from .model import (
+    Model as Model,
+    build as build,
+    export_model as export_model,
+    import_model as import_model,
+    load_model as load_model,
+    load_model_string as load_model_string,
+)
 from .props import CheckResult as CheckResult
 
 

@@ -5,6 +5,10 @@
   empty string to disable the cache.
 - `JAXMC_SOR_KERNEL`: `SOR_KERNEL`, when batched Gauss-Seidel sweeps run the
   fused Pallas SOR kernel.
+- `JAXMC_DIFF_DIA`, `JAXMC_DIFF_SHRINK` (`auto`, `on` or `off`, default
+  `auto`): `SETTINGS.diff_dia` and `SETTINGS.diff_shrink`, the layouts of
+  the differentiable path's solves (see `Settings`). Tests change them with
+  `override(...)`.
 
 jaxmc itself never changes JAX's configuration behind a library user's back,
 except `jax_enable_x64` (model checking needs float64, as PRISM uses doubles).
@@ -15,8 +19,79 @@ jitted function (`cpu_solver_options`), never through `XLA_FLAGS`.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
+from collections.abc import Iterator
+
+
+_SWITCH = ("auto", "on", "off")
+
+
+def _switch(name: str) -> str:
+    """The value of the environment variable `name`: one of `_SWITCH`."""
+    value = os.environ.get(name, "auto").strip().lower() or "auto"
+    if value not in _SWITCH:
+        raise ValueError(
+            f"{name}={value!r}: expected one of {', '.join(_SWITCH)}"
+        )
+    return value
+
+
+@dataclasses.dataclass
+class Settings:
+    """Switches of the differentiable path (`jaxmc.diff`), each `"auto"`,
+    `"on"` or `"off"`; read where a solve is set up, so a change applies to
+    solves built after it.
+
+    - `diff_dia`: whether the Gauss-Seidel sweeps use the diagonal layout
+      where a matrix has one (`jaxmc.diff._dia`); `"auto"`: on the CPU
+      backend, unless the fused SOR kernel was asked for.
+    - `diff_shrink`: whether batched solves shrink their batch as its
+      columns converge; `"auto"`: where the fused SOR kernel runs (a GPU).
+    """
+
+    diff_dia: str = "auto"
+    diff_shrink: str = "auto"
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) not in _SWITCH:
+                raise ValueError(
+                    f"`{f.name}` must be one of {', '.join(_SWITCH)}, "
+                    f"not {getattr(self, f.name)!r}"
+                )
+
+
+#: The process's settings, read once from the environment at import.
+SETTINGS = Settings(
+    diff_dia=_switch("JAXMC_DIFF_DIA"), diff_shrink=_switch("JAXMC_DIFF_SHRINK")
+)
+
+
+@contextlib.contextmanager
+def override(**changes: str) -> Iterator[Settings]:
+    """Change `SETTINGS` inside a `with` block (validated), then restore."""
+    old = dataclasses.replace(SETTINGS)
+    new = dataclasses.replace(SETTINGS, **changes)
+    for f in dataclasses.fields(Settings):
+        setattr(SETTINGS, f.name, getattr(new, f.name))
+    try:
+        yield SETTINGS
+    finally:
+        for f in dataclasses.fields(Settings):
+            setattr(SETTINGS, f.name, getattr(old, f.name))
+
+
+def enable_x64() -> None:
+    """Turn on `jax_enable_x64`: model checking needs float64, as PRISM uses
+    doubles (with float32 a relative criterion of 1e-6 is at the rounding
+    level and iterations stall). The packages that compute call it when
+    imported; it is the one JAX setting jaxmc changes by itself."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
 
 
 def default_cache_dir() -> str | None:
@@ -47,15 +122,13 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
 
 #: XLA options for the differentiable solves (`jaxmc.diff`) on the CPU
 #: backend: XLA CPU's older fusion emitters. Why: a solve is thousands of
-#: small passes (10^5 entries each); with the newer emitters one solve ran
-#: 45% slower on one core, and two at once in one process (`jaxmc.sweep`'s
-#: `workers`) took twice as long each, although two processes did not slow
-#: each other: they contend inside XLA's runtime (its intra-op thread pool
-#: runs the kernels; what differs was not established: the optimised HLO
-#: is the same). Measured on the 2-core box, walk of 10^5 states
-#: (benchmarks/RESULTS.md): one solve on one core 89 -> 61 ms; a 1024-point
-#: sweep 72 -> 35 ms per point. `jaxmc.check`'s solvers keep the defaults
-#: (mixed there: some models slower).
+#: small passes; with the newer emitters one solve ran slower on one core,
+#: and two at once in one process (`jaxmc.sweep`'s `workers`) slowed each
+#: other, although two processes did not: they contend inside XLA's runtime
+#: (its intra-op thread pool runs the kernels; what differs was not
+#: established: the optimised HLO is the same). Figures in
+#: benchmarks/RESULTS.md. `jaxmc.check`'s solvers keep the defaults (mixed
+#: there: some models slower).
 CPU_SOLVER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 

@@ -1,156 +1,30 @@
-"""The public entry points: `load_model`, `build`, `load_properties`, `check`,
-`solve`.
+"""The public entry points: `load_properties`, `check`, `solve`, `sweep`,
+`parametric` (loading a model is `jaxmc.model`).
 
 This module is thin on purpose: each function hands over to one stage of the
-pipeline (parse → check → explore → numerics) and adds no logic of its own
-beyond caching the built model and timing the stages.
+pipeline (properties → numerics, or the differentiable path `jaxmc.diff`)
+and adds no logic of its own beyond timing the build.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from . import lang, semantics
-from .errors import JaxmcError, ModelCheckingError
-from .explore import ExplicitModel, build as _build
-from .lang import ast
-from .semantics.constants import MissingConstantsError, constant_setting
-from .semantics.properties import CheckedProperty
-
-
-ConstantsArg = str | Mapping[str, Any] | None
-
-
-@dataclass(eq=False)
-class Model:
-    """A PRISM model parsed and checked, with its constants fixed; built into
-    an `ExplicitModel` on first use (then cached).
-
-    Create it with [`jaxmc.load_model`][].
-    """
-
-    checked: semantics.CheckedProgram
-    path: str | None = None
-    build_options: dict[str, Any] = field(default_factory=dict)
-    _explicit: ExplicitModel | None = field(default=None, repr=False)
-    build_time: float | None = None
-    #: Constants declared by the properties loaded for this model so far
-    #: (the names of its constant setting that are not the model's may
-    #: belong to any of them).
-    _declared_by_properties: set[str] = field(default_factory=set, repr=False)
-
-    @property
-    def model_type(self) -> ast.ModelType:
-        return self.checked.model_type
-
-    @property
-    def constants(self) -> Mapping[str, Any]:
-        return self.checked.constants
-
-    @property
-    def constant_setting(self) -> Mapping[str, Any]:
-        """The constants given to [`jaxmc.load_model`][], names for the
-        properties included (they serve the properties files loaded for
-        this model)."""
-        return self.checked.constant_setting
-
-    def build(self, **options: Any) -> ExplicitModel:
-        """Explore the state space (once; later calls return the cached model
-        unless different options are given)."""
-        if self._explicit is None or (options and options != self.build_options):
-            if options:
-                self.build_options = dict(options)
-            start = time.perf_counter()
-            self._explicit = _build(self.checked, **self.build_options)
-            self.build_time = time.perf_counter() - start
-        return self._explicit
-
-
-def load_model(
-    path: str | os.PathLike,
-    constants: ConstantsArg = None,
-    *,
-    parameters: tuple[str, ...] = (),
-    **build_options: Any,
-) -> Model:
-    """Parse and check a PRISM model file.
-
-    **Arguments:**
-    - `path`: a `.pm` (DTMC), `.sm` (CTMC), `.nm` (MDP) or `.prism` file.
-    - `constants`: values for undefined constants, either as PRISM's
-      `-const` string `"N=3,p=0.2"` or as a mapping. As with PRISM's
-      `-const`, one setting serves the model and its properties: names the
-      model does not declare are kept for the properties files loaded with
-      [`jaxmc.load_properties`][] (and property strings given to
-      [`jaxmc.check`][]), which report a name that none of them declares. A
-      value for a constant the file defines is an error (as in PRISM).
-    - `parameters`: constants to keep symbolic (for gradients).
-    - `build_options`: passed to the builder when the model is built
-      (`max_states`, `deadlocks="fix"|"error"`, `progress`).
-
-    **Returns:** a [`jaxmc.Model`][]; the state space is built lazily.
-    """
-    path = os.fspath(path)
-    text = lang.read_source(path)
-    return load_model_string(
-        text, constants, file=path, parameters=parameters, **build_options
-    )
-
-
-def load_model_string(
-    text: str,
-    constants: ConstantsArg = None,
-    *,
-    file: str | None = None,
-    parameters: tuple[str, ...] = (),
-    **build_options: Any,
-) -> Model:
-    """Like [`jaxmc.load_model`][] but from the model's text."""
-    with _api_hints():
-        setting = constant_setting(constants)
-        program = lang.parse_model(text, file=file)
-        checked = semantics.check_program(
-            program,
-            setting,
-            source=text,
-            file=file,
-            parameters=parameters,
-        )
-    return Model(checked=checked, path=file, build_options=dict(build_options))
-
-
-def python_hint(err: MissingConstantsError) -> str:
-    """How to give the constants of `err` values from Python."""
-    values = ", ".join(f'"{n}": ...' for n in err.names)
-    if err.in_properties:
-        return f"pass constants={{{values}}} to jaxmc.load_properties (or to jaxmc.load_model)"
-    hint = f"pass constants={{{values}}} to jaxmc.load_model"
-    doubles = [n for n in err.names if str(getattr(err.types.get(n), "value", "")) == "double"]
-    if doubles:
-        names = ", ".join(f'"{n}"' for n in doubles)
-        hint += f" (or parameters=({names},) to keep {'them' if len(doubles) > 1 else 'it'} symbolic, for gradients)"
-    return hint
-
-
-@contextlib.contextmanager
-def _api_hints() -> Iterator[None]:
-    """Errors about undefined constants say how to give them values in Python."""
-    try:
-        yield
-    except MissingConstantsError as err:
-        raise err.rehint(python_hint(err)) from None
-
-
-def build(model: Model | ExplicitModel, **options: Any) -> ExplicitModel:
-    """The explicit state space of `model` (built on first use, then cached)."""
-    if isinstance(model, ExplicitModel):
-        return model
-    return model.build(**options)
+from .model import (
+    ConstantsArg,
+    Model,
+    build as build,
+    load_model as load_model,
+    load_model_string as load_model_string,
+)
+from .props.resolve import (
+    parse_properties as parse_properties,
+    property_to_check,
+    python_hint as python_hint,
+)
 
 
 def load_properties(
@@ -173,53 +47,6 @@ def load_properties(
     path = os.fspath(path)
     text = lang.read_source(path)
     return parse_properties(text, model, constants, file=path, errors=errors)
-
-
-def parse_properties(
-    text: str,
-    model: Model,
-    constants: ConstantsArg = None,
-    *,
-    file: str | None = None,
-    errors: str = "raise",
-) -> semantics.CheckedProperties:
-    """Parse and check properties given as text (one or more, `;`-separated).
-
-    With `errors="keep"`, a property that fails its checks is kept with its
-    error, which is raised when that property is checked (so one bad property
-    does not hide the others of a file)."""
-    with _api_hints():
-        pf = lang.parse_properties(text, file=file)
-        props = semantics.check_properties(
-            pf, model.checked, constants, source=text, file=file, errors=errors,
-            known=sorted(model._declared_by_properties),
-        )  # fmt: skip
-    for p in props:
-        if isinstance(p.error, MissingConstantsError):
-            p.error.rehint(python_hint(p.error))
-    model._declared_by_properties.update(c.name for c in pf.constants)
-    return props
-
-
-def _resolve_property(model: Model, prop: Any) -> tuple[Any, semantics.CheckedProperties]:
-    """`prop` as (one checked property, the collection it belongs to)."""
-    if isinstance(prop, str):
-        props = parse_properties(prop, model)
-        if len(props) != 1:
-            raise ModelCheckingError(
-                f"expected exactly one property, got {len(props)}",
-                hint="pass one property at a time, or use load_properties",
-            )
-        return props[0], props
-    if isinstance(prop, CheckedProperty):
-        return prop, prop.properties
-    if isinstance(prop, tuple) and len(prop) == 2:
-        props, key = prop
-        return props.get(key), props
-    raise TypeError(
-        "`prop` should be a property string like 'P=? [ F \"goal\" ]', a property "
-        "from `jaxmc.load_properties`, or a (properties, name_or_index) pair."
-    )
 
 
 def check(
@@ -273,8 +100,7 @@ def check(
       the fp64 direct/Krylov solves for Jacobi; BiCGStab is refused in fp32,
       where it can stop "converged" at a wrong value). fp32 is for
       speed and memory on a GPU, where the SpMV is bound by the bytes it
-      reads (an H200 warp-layout SpMV of tandem c=2047: 108 µs in f32
-      against 144 µs in f64). Its values agree with fp64 to ~1e-5 relative,
+      reads. Its values agree with fp64 to ~1e-5 relative,
       not to PRISM's 1e-6 guarantee; an `epsilon` below 1e-6 is refused with
       fp32 (`UnsupportedError`: float32 cannot reach it), and an absolute
       criterion on large values may not converge (reported as usual). Graph
@@ -287,19 +113,7 @@ def check(
     """
     from .props import CheckOptions, check_property
 
-    if properties is not None and isinstance(prop, (str, int)):
-        try:
-            checked_prop = properties.get(prop)
-        except (KeyError, IndexError, JaxmcError):
-            if isinstance(prop, int):
-                raise
-            checked_prop, properties = _resolve_property(model, prop)
-    else:
-        checked_prop, properties = _resolve_property(model, prop)
-    if checked_prop.properties is not None:
-        properties = checked_prop.properties
-    if checked_prop.error is not None:
-        raise checked_prop.error
+    checked_prop, properties = property_to_check(model, prop, properties)
     explicit = build(model)
     options = CheckOptions(
         method=method,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxmc.cli import _parser, main
+from jaxmc.cli import main
+from jaxmc.cli.args import parser as _parser
 
 
 ROOT = Path(__file__).resolve().parents[1]

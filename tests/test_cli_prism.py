@@ -243,7 +243,7 @@ def test_max_states_names_the_growing_variable(capsys, tmp_path):
 
 
 def test_progress_lines_on_a_non_terminal_stderr(capsys, tmp_path, monkeypatch):
-    from jaxmc._cli import progress
+    from jaxmc.cli import progress
     from jaxmc.explore import builder
 
     monkeypatch.setattr(builder, "PROGRESS_INTERVAL", 0.0)
@@ -284,8 +284,8 @@ def test_internal_error_exit_3_with_a_crash_report(capsys, monkeypatch, tmp_path
     assert str(report) in err
     text = report.read_text()
     assert "Traceback" in text and "RuntimeError: boom" in text and "--prop" in text
-    for sub, fn in (("sweep", "_sweep"), ("plot-matrix", "_plot")):
-        monkeypatch.setattr(cli, fn, boom)
+    for sub, module in (("sweep", cli.sweep), ("plot-matrix", cli.plot)):
+        monkeypatch.setattr(module, "run", boom)
         argv = (
             [sub, DIE, "--prop", SIX, "--param", "p=1"]
             if sub == "sweep"

@@ -1,5 +1,5 @@
 """The diagonal (DIA) layout of the Gauss-Seidel sweeps
-(`jaxmc.diff._linalg.dia_layout` / `dia_sweep`): found where the states form
+(`jaxmc.diff._dia.dia_layout` / `dia_sweep`): found where the states form
 a box in PRISM's lexicographic order, one sweep equal to the gather
 layout's (`gs_sweep`) to rounding, remainders and batches included, and
 the same values and gradients through `jaxmc.parametric`."""
@@ -11,8 +11,13 @@ import pytest
 import scipy.sparse as sp
 
 import jaxmc
-from jaxmc.diff import _linalg
-from jaxmc.diff._linalg import Pattern, dia_sweep, gs_sweep
+from jaxmc import _config
+from jaxmc.diff import _dia
+from jaxmc.diff._dia import dia_sweep
+from jaxmc.diff._iteration import Relevance
+from jaxmc.diff._sparsity import Pattern
+from jaxmc.diff._sweep import gs_sweep
+
 
 WALK = """dtmc
 const int N;
@@ -54,8 +59,8 @@ def walk_pattern(n: int, p: float = 0.3, reset: float = 0.0, monkeypatch=None):
     if reset and monkeypatch is not None:
         # the resets (x'=0: a different offset per x, and no longer a
         # bipartite graph) are a fifth of the entries
-        monkeypatch.setattr(_linalg, "DIA_MAX_REMAINDER", 0.3)
-        monkeypatch.setattr(_linalg, "DIA_MAX_COLORS", 32)
+        monkeypatch.setattr(_dia, "DIA_MAX_REMAINDER", 0.3)
+        monkeypatch.setattr(_dia, "DIA_MAX_COLORS", 32)
     return Pattern(r, c, (N, N), lex), r, c, v, b
 
 
@@ -87,7 +92,7 @@ def sweeps(pat, r, c, v, b, k=None, classes=False):
             sweep, to_p, from_p = dia_sweep(off, dg, rhs, lay, lay["order"], pat.dia[0], n, cl)
         else:
             sweep, to_p, from_p = gs_sweep(off, dg, rhs, a["lay"], a["order"], pat.bounds, n, cl)
-        y, ok = sweep(to_p(x), omega, check=(_linalg.Relevance(), 1e-6, None))
+        y, ok = sweep(to_p(x), omega, check=(Relevance(), 1e-6, None))
         out.append((np.asarray(from_p(y)), np.asarray(ok)))
     return out
 
@@ -130,15 +135,11 @@ def test_irregular_matrices_keep_the_gather_layout():
 
 
 def _value_and_grad(dia: str):
-    old = _linalg.DIA
-    _linalg.DIA = dia
-    try:
+    with _config.override(diff_dia=dia):
         model = jaxmc.load_model_string(PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4})
         problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params={"p": 0.4})
         v, g = jax.value_and_grad(lambda p: problem({"p": p}))(0.4)
         return float(v), float(g)
-    finally:
-        _linalg.DIA = old
 
 
 def test_values_and_gradients_do_not_depend_on_the_layout():
@@ -148,12 +149,8 @@ def test_values_and_gradients_do_not_depend_on_the_layout():
     assert g_on == pytest.approx(g_off, rel=1e-7)
     # and the gradient is the derivative (central differences)
     h = 1e-5
-    old = _linalg.DIA
-    _linalg.DIA = "on"
-    try:
+    with _config.override(diff_dia="on"):
         model = jaxmc.load_model_string(PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4})
         problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params={"p": 0.4})
         fd = (float(problem({"p": 0.4 + h})) - float(problem({"p": 0.4 - h}))) / (2 * h)
-    finally:
-        _linalg.DIA = old
     assert g_on == pytest.approx(fd, rel=1e-5)

@@ -1,4 +1,4 @@
-"""Over-relaxed (SOR) multicolour Gauss-Seidel in `jaxmc.diff._linalg`:
+"""Over-relaxed (SOR) multicolour Gauss-Seidel in `jaxmc.diff` (`_iteration`, `_sweep`):
 the automatic `omega`, its divergence guard, plain Gauss-Seidel on demand,
 and accuracy against direct solves."""
 
@@ -6,14 +6,18 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
+from jax import lax
 
 import jaxmc
-from jaxmc.diff._linalg import Options, Pattern, Relevance, _iterate, _jacobi, _sor, gs_sweep
+from jaxmc.diff._iteration import Relevance, _iterate, _jacobi, _sor
+from jaxmc.diff._linear_solve import Options
+from jaxmc.diff._sparsity import Pattern
+from jaxmc.diff._sweep import gs_sweep
+
 
 EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
 
@@ -265,7 +269,7 @@ def test_shrinking_batch_gives_each_column_its_full_batch_result():
     and sweeps it gets in the full batch. Columns of very different
     difficulty (right-hand sides on different scales and a point source),
     so the batch does shrink, down to a width of 2."""
-    from jaxmc.diff import _linalg
+    from jaxmc.diff import _iteration as iteration
 
     Q, b, i0 = walk_system(24, 0.45)
     run = solver(Q)
@@ -285,7 +289,7 @@ def test_shrinking_batch_gives_each_column_its_full_batch_result():
         widths.append(int(c.shape[0]))
         return run.sweep_for(B[:, c])[0]
 
-    xs, ds = jax.jit(lambda: _linalg._sor_shrinking(build, jnp.zeros_like(B), 1e-10, 100_000, None,
+    xs, ds = jax.jit(lambda: iteration._sor_shrinking(build, jnp.zeros_like(B), 1e-10, 100_000, None,
                                                     None, min_width=2))()
     assert widths == [4, 2]  # shrank twice (traced once)
     np.testing.assert_array_equal(np.asarray(ds), done)

@@ -79,7 +79,8 @@ def test_gauss_seidel_reports(reports):
 
 
 def test_cli_progress_line(capsys):
-    from jaxmc.cli import _parser, _Printer
+    from jaxmc.cli.args import parser as _parser
+    from jaxmc.cli.output import Printer as _Printer
 
     show = _Printer(_parser().parse_args(["m.pm"]))
     show.tty = True

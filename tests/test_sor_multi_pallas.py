@@ -7,13 +7,15 @@ agree; the default on a CPU stays the XLA path."""
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
 import pytest
+from jax import lax
 from test_diff_sor import walk_system
 
-from jaxmc.diff._linalg import Pattern, Relevance, _sor, gs_sweep
 from jaxmc import _config
+from jaxmc.diff._iteration import Relevance, _sor
+from jaxmc.diff._sparsity import Pattern
+from jaxmc.diff._sweep import gs_sweep
 from jaxmc.kernels import sor_multi_pallas as K
 
 

@@ -35,6 +35,8 @@ SHARED_PRIVATE = {"jaxmc._config", "jaxmc.errors"}
 
 
 def _top_package(module: str) -> str:
+    if module == "jaxmc.__main__":  # `python -m jaxmc` is the command line
+        return "cli"
     pkg = package_of(module)
     # top-level modules (api, errors, _config, __main__) form the API layer
     return "" if module.count(".") <= 1 and not _is_package(module) else pkg

@@ -93,7 +93,8 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     import jax
     import jax.numpy as jnp
 
-    from jaxmc.diff._linalg import Pattern, _jacobi_solver
+    from jaxmc.diff._linear_solve import _jacobi_solver
+    from jaxmc.diff._sparsity import Pattern
 
     rng = np.random.default_rng(1)
     n = 120
@@ -144,7 +145,7 @@ def test_hybrid_ell_layout_covers_every_entry_once():
     """Slot-major ELL + overflow: every entry exactly once, each in its own
     row; rows of about equal length give no overflow, one very long row
     does not widen the ELL part to its length."""
-    from jaxmc.diff._linalg import hybrid_ell
+    from jaxmc.diff._sparsity import hybrid_ell
 
     rng = np.random.default_rng(3)
     for n, dense_rows in [(50, 0), (200, 1), (200, 3), (1, 0)]:
@@ -171,7 +172,7 @@ def test_coloring_is_proper_and_two_colours_bipartite_graphs():
     """Gauss-Seidel colours: no off-diagonal entry (either direction) inside
     a colour; a grid walk (bipartite) gets 2 colours, a graph with odd
     cycles more; several components and self-loops are fine."""
-    from jaxmc.diff._linalg import coloring
+    from jaxmc.diff._sparsity import coloring
 
     side = 30
     i = np.arange(side * side)
@@ -202,7 +203,8 @@ def test_weight_classes_path_matches_plain_and_falls_back():
     import jax
     import jax.numpy as jnp
 
-    from jaxmc.diff._linalg import Pattern, _jacobi_solver
+    from jaxmc.diff._linear_solve import _jacobi_solver
+    from jaxmc.diff._sparsity import Pattern
 
     rng = np.random.default_rng(2)
     n = 80

@@ -12,10 +12,10 @@ structure is fixed, as in Storm's parametric models) and
 `jaxmc.diff._problem` for how each property is differentiated.
 """
 
-import jax
+from .._config import enable_x64
 
 
-jax.config.update("jax_enable_x64", True)
+enable_x64()
 
 from ._api import (  # noqa: E402
     parametric as parametric,
@@ -24,7 +24,7 @@ from ._api import (  # noqa: E402
     sweep as sweep,
     with_parameters as with_parameters,
 )
-from ._linalg import Options as Options, linear_solve as linear_solve  # noqa: E402
+from ._linear_solve import Options as Options, linear_solve as linear_solve  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._values import (  # noqa: E402
     StateRewards as StateRewards,

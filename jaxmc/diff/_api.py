@@ -19,7 +19,9 @@ import numpy as np
 from .. import semantics
 from ..errors import ExplorationError, ModelCheckingError, SemanticError
 from ..explore import build as _build
-from ._linalg import Options, raise_if_nan
+from ..props import CheckOptions, check_property
+from ..props.resolve import property_to_check, resolve_property
+from ._linear_solve import Options, raise_if_nan
 from ._problem import Problem
 from ._structure import generic_points
 from ._values import VanishingAtBuildPoint
@@ -78,17 +80,18 @@ def _parameter_names(checked) -> list[str]:
 def _derived(model, checked, build_options):
     """A `Model` for `checked`, derived from `model` (its properties and
     constant setting carried over)."""
-    from ..api import Model
-
     setting = {k: v for k, v in model.checked.constant_setting.items()
                if k not in {d.name for d in checked.program.constants}}  # fmt: skip
     if setting:
         checked = dataclasses.replace(
             checked, constant_setting={**setting, **checked.constant_setting}
         )
-    out = Model(checked=checked, path=model.path, build_options=build_options)
-    out._declared_by_properties = model._declared_by_properties
-    return out
+    # a fresh (unbuilt) model of the same class, sharing the set of
+    # constants its properties declared
+    return dataclasses.replace(
+        model, checked=checked, build_options=build_options, _explicit=None,
+        build_time=None,
+    )  # fmt: skip
 
 
 def with_parameters(model, names) -> Any:
@@ -193,8 +196,6 @@ def parametric(
     differentiable with `jax.grad`/`jax.jvp`/`jax.jacrev` and batchable with
     `jax.vmap`; it compiles once.
     """
-    from ..api import _resolve_property
-
     check_values(params or {})
     theta = dict(params or {})
     names = tuple(build_params or theta)
@@ -207,10 +208,10 @@ def parametric(
         checked_prop = properties.get(prop)
         key_prop = id(checked_prop)
     elif isinstance(prop, str):
-        checked_prop, properties = _resolve_property(model, prop)
+        checked_prop, properties = resolve_property(model, prop)
         key_prop = prop
     else:
-        checked_prop, properties = _resolve_property(model, prop)
+        checked_prop, properties = resolve_property(model, prop)
         key_prop = id(checked_prop)
     if getattr(checked_prop, "properties", None) is not None:
         properties = checked_prop.properties
@@ -309,8 +310,6 @@ def _structure_error(problem, point, differs, prop) -> ModelCheckingError:
 def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
     """Rebuild the state space with `params` as plain constants and check
     (any parameter position allowed; not differentiable)."""
-    from ..api import check
-
     check_values(params)
     checked = model.checked
     decls = {d.name: d for d in checked.program.constants}
@@ -338,7 +337,9 @@ def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
     rechecked = semantics.check_program(program, consts, source=checked.source, file=checked.file)
     opts = {k: v for k, v in model.build_options.items() if k != "params"}
     m2 = _derived(model, rechecked, opts)
-    return jnp.asarray(check(m2, prop, **kwargs).value)
+    checked_prop, properties = property_to_check(m2, prop, kwargs.pop("properties", None))
+    result = check_property(m2.build(), checked_prop, properties, CheckOptions(**kwargs))
+    return jnp.asarray(result.value)
 
 
 def _off_structure(model, prop, problem, flat, total, chunk) -> dict[int, float]:
@@ -399,9 +400,8 @@ def sweep(
     - `workers`: chunks solved concurrently, each by its own host thread
       (default: the usable CPU cores on the CPU backend, 1 on an
       accelerator). Why: a solve is a loop of small XLA operations, which
-      one core runs about as fast as several (measured: one solve at a time
-      kept 1.4 of 2 cores busy), so independent chunks on their own cores
-      add up (1.7-1.9x on 2 cores at 10^5 states). The values do not depend on
+      one core runs about as fast as several, so independent chunks on
+      their own cores add up. The values do not depend on
       it: each chunk runs the same compiled computation.
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
       at `build_params` or at the first point.
@@ -440,19 +440,19 @@ def sweep(
     if chunk is None:
         # The multi-vector solve holds a few `[nnz, chunk]` arrays: bound
         # them to ~512 MB each; on CPU also keep them near cache size
-        # (~16 MB), which measured faster than one big batch.
+        # (~16 MB), which runs faster than one big batch.
         nnz = max(1, int(problem.model.num_transitions))
         chunk = (1 << 26) // nnz
         if jax.default_backend() == "gpu" and chunk >= 64:
             # a power of two, up to ~2 GB per [nnz, chunk] array: the
             # widths the fused SOR kernel takes, and batches that shrink
-            # as their points converge (`_linalg._sor_shrinking`)
+            # as their points converge (`_iteration._sor_shrinking`)
             chunk = 1 << (((1 << 28) // nnz).bit_length() - 1)
         if jax.default_backend() == "cpu":
             # Above ~2^17 entries one point's values already fill the
             # cache: a batch costs as much per point and sweep as a single
-            # solve, and runs to its slowest point (measured 3x slower per
-            # point at 5e5 entries on 2 cores), so go one point at a time.
+            # solve, and runs to its slowest point, so go one point at a
+            # time.
             chunk = min(chunk, (1 << 21) // nnz)
             chunk = 1 if chunk < 16 else chunk
         chunk = min(total, max(1, chunk))

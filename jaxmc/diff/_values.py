@@ -16,10 +16,8 @@ per state otherwise), and each contribution gathers its factor from it: one
 pass over the contributions per column of the provenance, whatever the
 number of parameters or updates. Why: multiplying each update's values into
 the `[c]` array in turn (a scatter-multiply per update) made the gradient's
-forward pass keep a `[c]` copy per update for the backward pass; with 16
-parameters (64 updates) on 10^6 states that was 5.2 GB of residuals (0.12
-GB now), and the values' own gradient took 5.7 s instead of ~0.15 s on the
-2-core CPU (benchmarks/RESULTS.md, session 5).
+forward pass keep a `[c]` copy per update for the backward pass (residuals
+growing with the number of updates; see benchmarks/RESULTS.md).
 
 Semantics (those of Storm's and PRISM's parametric engines): the graph is
 the one of the *symbolic* model. It is built once and kept for every

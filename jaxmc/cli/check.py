@@ -1,0 +1,203 @@
+"""`jaxmc MODEL [PROPS_FILE]`: load (or import) the model once per setting
+of its constants, read the properties, build, check the chosen properties
+through `jaxmc.check`, and hand each result to the printer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from .args import api_supports
+from .output import Printer, error_text, json_default
+
+
+def run(args: argparse.Namespace) -> int:
+    import jaxmc
+
+    extra = _api_options(args)
+    settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
+    show = Printer(args).solve_progress()
+    status = 0
+    runs: list[dict[str, Any]] = []
+    model = None
+    model_key = None
+    for setting in settings:
+        t0 = time.perf_counter()
+        if args.import_model:
+            if model is None:
+                model = jaxmc.import_model(args.import_model, args.import_type)
+            parse_time = time.perf_counter() - t0
+        else:
+            names = None if model is None else _model_constant_names(model)
+            key = None if names is None else {k: v for k, v in setting.items() if k in names}
+            if model is None or key != model_key:
+                options = _build_options(args, show)
+                model = jaxmc.load_model(args.model, setting, **options)
+                model_key = {k: v for k, v in setting.items() if k in _model_constant_names(model)}
+            parse_time = time.perf_counter() - t0
+        # properties are read before the build, as PRISM does: a mistake in
+        # them (or a constant no file declares) costs no exploration
+        props, sources = _properties(args, model, setting, jaxmc)
+        chosen = None if props is None else _selected(args, props, jaxmc)
+        explicit = jaxmc.build(model)
+        show.end_progress()
+        run = {
+            "constants": setting,
+            "model": _summary(model, explicit, args),
+            "timing": {"parse": parse_time, "build": model.build_time or 0.0},
+            "properties": [],
+        }
+        runs.append(run)
+        show.model(run, explicit)
+        if args.export_model:
+            written = jaxmc.export_model(explicit, args.export_model)
+            show.note("Exported model to " + ", ".join(str(p) for p in written))
+        if chosen is None:
+            continue
+        for n, (index, prop) in enumerate(chosen, 1):
+            show.checking(n, len(chosen), prop.text)
+            entry = {"index": index + 1, "name": prop.name, "property": prop.text}
+            try:
+                result = jaxmc.check(
+                    model, index, properties=props, method=args.method,
+                    epsilon=args.epsilon, relative=args.relative,
+                    max_iters=args.max_iters, **extra,
+                )  # fmt: skip
+                entry.update(_result_entry(result))
+            except jaxmc.JaxmcError as e:
+                entry["error"] = error_text(sources.relocate(e))
+                status = 1
+            run["properties"].append(entry)
+            show.result(entry)
+    if args.json:
+        out = {
+            "model": args.model or args.import_model,
+            "properties_file": args.props_file,
+            "runs": runs,
+            "status": status,
+        }
+        print(json.dumps(out, indent=2, default=json_default))
+    else:
+        if len(settings) > 1:
+            show.experiment(runs)
+        if args.timing:
+            show.timing(runs)
+    return status
+
+
+def _build_options(args, show) -> dict[str, Any]:
+    """The builder's options from the command line (see `jaxmc.load_model`)."""
+    options: dict[str, Any] = {"progress": show.progress}
+    if not args.fixdl:
+        options["deadlocks"] = "error"
+    if args.max_states is not None:
+        options["max_states"] = args.max_states
+    return options
+
+
+def _api_options(args) -> dict[str, Any]:
+    """--layout / --precision as keywords of `jaxmc.check`, if it takes them;
+    else an error unless they are the defaults (what the API does anyway)."""
+    from ..errors import UnsupportedError
+
+    extra: dict[str, Any] = {}
+    for name, value, default in (
+        ("layout", args.layout, "auto"),
+        ("precision", args.precision, "fp64"),
+    ):
+        if api_supports(name):
+            extra[name] = value
+        elif value != default:
+            raise UnsupportedError(
+                f"--{name} {value} is not supported yet: jaxmc.check has no "
+                f"`{name}` argument in this version (it uses {default})",
+                hint=f"leave --{name} out, or use --{name} {default}",
+            )
+    return extra
+
+
+def _model_constant_names(model) -> set[str]:
+    return {c.name for c in model.checked.program.constants}
+
+
+def _summary(model, explicit, args) -> dict[str, Any]:
+    return {
+        "file": model.path,
+        "type": explicit.model_type.value.upper(),
+        "states": explicit.num_states,
+        "initial_states": len(explicit.initial_states),
+        "transitions": explicit.num_transitions,
+        "choices": explicit.num_choices,
+        "build_time": model.build_time or 0.0,
+        "warnings": list(explicit.warnings),
+    }
+
+
+def _result_entry(result) -> dict[str, Any]:
+    from ..errors import ModelCheckingError
+
+    entry: dict[str, Any] = {}
+    try:
+        entry["value"] = _plain(result.value)
+    except ModelCheckingError:
+        lo, hi = result.range
+        entry["range"] = [_plain(lo), _plain(hi)]
+    entry.update(
+        status=result.status,
+        iterations=result.iterations,
+        residual=result.residual,
+        timing=dict(result.timing),
+    )
+    for key in ("method", "layout", "precision"):
+        if getattr(result, key, None) is not None:
+            entry[key] = getattr(result, key)
+    return entry
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def _properties(args, model, setting, jaxmc):
+    from .props import PropertySources
+
+    text = None
+    if args.props_file:
+        text = jaxmc.lang.read_source(args.props_file)
+    sources = PropertySources(args.props_file, text, args.prop)
+    if not sources:
+        if args.property:
+            raise jaxmc.ModelCheckingError(
+                "--property given but no properties file or --prop",
+            )
+        jaxmc.parse_properties("", model, setting)  # reports constants no file declares
+        return None, sources
+    return sources.parse(jaxmc, model, setting), sources
+
+
+def _selected(args, props, jaxmc):
+    if not args.property:
+        return list(enumerate(props))
+    chosen = []
+    for key in (k.strip() for arg in args.property for k in arg.split(",")):
+        if key.isdigit():
+            i = int(key) - 1
+            if not 0 <= i < len(props):
+                raise jaxmc.ModelCheckingError(
+                    f"there is no property {key}: there are {len(props)}",
+                    hint=f"give an index from 1 to {len(props)}, or a name",
+                )
+            chosen.append((i, props[i]))
+            continue
+        for i, p in enumerate(props):
+            if p.name == key:
+                chosen.append((i, p))
+                break
+        else:
+            names = ", ".join(f'"{p.name}"' for p in props if p.name) or "none"
+            raise jaxmc.ModelCheckingError(
+                f'no property named "{key}"', hint=f"the named properties are: {names}"
+            )
+    return chosen
