@@ -76,7 +76,7 @@ def check(
       default for DTMCs/CTMCs is Gauss-Seidel in topological order (on the
       host) where the system's graph is nearly acyclic (at most 10% of
       the unknowns in cyclic strongly connected components), else Jacobi
-      (`jaxmc.numerics._common.AUTO`); `result.method` says which ran.
+      (`jaxmc.numerics.methods.AUTO`); `result.method` says which ran.
     - `epsilon`, `relative`, `max_iters`: the convergence criterion, as
       PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.
     - `throw`: raise `ConvergenceError` when an iterative method stops before

@@ -7,10 +7,10 @@ relative criterion of 1e-6 is at the rounding level); importing this package
 turns on `jax_enable_x64`.
 """
 
-import jax
+from .._config import enable_x64
 
 
-jax.config.update("jax_enable_x64", True)
+enable_x64()
 
 from .bounded import (  # noqa: E402
     bounded_until as bounded_until,

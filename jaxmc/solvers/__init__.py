@@ -8,10 +8,10 @@ relative criterion of 1e-6 is at the rounding level and iterations stall. So
 importing this package turns on `jax_enable_x64`.
 """
 
-import jax
+from .._config import enable_x64
 
 
-jax.config.update("jax_enable_x64", True)
+enable_x64()
 
 from ._gauss_seidel import (  # noqa: E402
     gauss_seidel as gauss_seidel,
