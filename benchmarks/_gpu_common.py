@@ -33,8 +33,16 @@ def model_dirs():
         out.append(Path(os.environ["JAXMC_MODELS"]))
     out.append(ROOT / ".bench" / "models")
     base = ROOT.parent / "shared" / "models" / "prism-examples"
-    for sub in ("ctmcs/tandem", "ctmcs/cluster", "ctmcs/kanban", "ctmcs/polling",
-                "ctmcs/fms", "dtmcs/herman", "mdps/consensus", "mdps/zeroconf"):
+    for sub in (
+        "ctmcs/tandem",
+        "ctmcs/cluster",
+        "ctmcs/kanban",
+        "ctmcs/polling",
+        "ctmcs/fms",
+        "dtmcs/herman",
+        "mdps/consensus",
+        "mdps/zeroconf",
+    ):
         out.append(base / sub)
     return out
 
@@ -94,8 +102,10 @@ def build(name: str, wait: bool = True):
                 raise TimeoutError(f"{name}: still building at the deadline")
             time.sleep(0.5)
         if pending.exists() or path.exists():
-            print(f"# {name}: waited {time.perf_counter() - t:.1f}s for the prebuild",
-                  flush=True)
+            print(
+                f"# {name}: waited {time.perf_counter() - t:.1f}s for the prebuild",
+                flush=True,
+            )
     if path is not None and path.exists():
         with open(path, "rb") as fh:
             em, tb = pickle.load(fh)
@@ -138,8 +148,10 @@ def prebuild(names: list[str], workers: int = 4) -> None:
             if p.poll() is not None:
                 running.remove(item)
                 (cache / f"{n}.pending").unlink(missing_ok=True)
-                print(f"# prebuild {n}: rc {p.returncode}, {time.perf_counter() - t0:.1f}s",
-                      flush=True)
+                print(
+                    f"# prebuild {n}: rc {p.returncode}, {time.perf_counter() - t0:.1f}s",
+                    flush=True,
+                )
         time.sleep(0.2)
 
 
@@ -162,7 +174,9 @@ def time_left(model_start: float | None = None) -> float:
 def stochastic(em) -> sp.csr_matrix:
     """The model's matrix with every row scaled to sum 1 (the uniformised /
     embedded structure: same non-zeros, bounded iterates)."""
-    A = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(len(em.row_ptr) - 1, em.num_states))
+    A = sp.csr_matrix(
+        (em.val, em.col, em.row_ptr), shape=(len(em.row_ptr) - 1, em.num_states)
+    )
     s = np.asarray(A.sum(axis=1)).ravel()
     A = sp.diags(1.0 / np.where(s > 0, s, 1.0)) @ A
     A = A.tocsr()
@@ -193,8 +207,9 @@ def median_time(run, *args, reps=7) -> float:
     return statistics.median(ts)
 
 
-def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=None,
-                    operands=()) -> float:
+def time_iterations(
+    f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=None, operands=()
+) -> float:
     """Seconds per application of `f` in a jitted loop of `k` applications,
     two per loop trip (the carried vector ping-pongs, no copy). Where one
     application takes more than `max_s / k` (herman's warp kernels: 10-100
@@ -223,7 +238,9 @@ def time_iterations(f, x, k: int = 100, reps: int = 7, max_s: float = 0.5, out=N
         k = max(2, int(max_s / one))
         reps = min(reps, 3)
     trips = k // 2
-    return median_time(run, x, jnp.asarray(trips, jnp.int32), operands, reps=reps) / (trips * 2)
+    return median_time(run, x, jnp.asarray(trips, jnp.int32), operands, reps=reps) / (
+        trips * 2
+    )
 
 
 def copy_bandwidth(nbytes: int = 2 << 30) -> tuple[float, str]:
@@ -285,13 +302,17 @@ def device_name() -> str:
     return f"{getattr(d, 'device_kind', d.platform)} (jax {jax.__version__})"
 
 
-def too_padded(csr_lengths: np.ndarray, limit_bytes: float = 8e9, limit_factor: float = 8.0) -> bool:
+def too_padded(
+    csr_lengths: np.ndarray, limit_bytes: float = 8e9, limit_factor: float = 8.0
+) -> bool:
     """Whether plain ELL (every row padded to the longest) would exceed
     `limit_bytes` or `limit_factor` times the non-zeros (herman N=17: 131k
     rows of up to 131k entries, 200 GB)."""
     m = len(csr_lengths)
     padded = m * int(csr_lengths.max(initial=0))
-    return padded * 12 > limit_bytes or padded > limit_factor * max(int(csr_lengths.sum()), 1)
+    return padded * 12 > limit_bytes or padded > limit_factor * max(
+        int(csr_lengths.sum()), 1
+    )
 
 
 def table(rows: list[dict], cols: list[str]) -> str:
@@ -301,10 +322,14 @@ def table(rows: list[dict], cols: list[str]) -> str:
         return str(v)
 
     w = {c: max([len(c)] + [len(fmt(r.get(c, ""))) for r in rows]) for c in cols}
-    lines = ["| " + " | ".join(c.ljust(w[c]) for c in cols) + " |",
-             "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|"]
+    lines = [
+        "| " + " | ".join(c.ljust(w[c]) for c in cols) + " |",
+        "|" + "|".join("-" * (w[c] + 2) for c in cols) + "|",
+    ]
     for r in rows:
-        lines.append("| " + " | ".join(fmt(r.get(c, "")).ljust(w[c]) for c in cols) + " |")
+        lines.append(
+            "| " + " | ".join(fmt(r.get(c, "")).ljust(w[c]) for c in cols) + " |"
+        )
     return "\n".join(lines)
 
 

@@ -19,11 +19,20 @@ import sys
 import time
 from pathlib import Path
 
+
 ROOT = Path(__file__).resolve().parents[1]
 STORM_REF = ROOT.parent / "shared" / "tools" / "storm_ref.py"
 
 #: The fields of storm_ref.py's JSON answer that the tables use.
-STORM_FIELDS = ("value", "states", "transitions", "build_s", "check_s", "storm", "stormpy")
+STORM_FIELDS = (
+    "value",
+    "states",
+    "transitions",
+    "build_s",
+    "check_s",
+    "storm",
+    "stormpy",
+)
 
 
 def environment() -> dict:
@@ -61,12 +70,24 @@ def storm_available() -> bool:
     return STORM_REF.exists() and importlib.util.find_spec("stormpy") is not None
 
 
-def storm_start(path: Path, consts: str, prop: str, solver: str) -> tuple[subprocess.Popen, float]:
+def storm_start(
+    path: Path, consts: str, prop: str, solver: str
+) -> tuple[subprocess.Popen, float]:
     """Start Storm on one model and property; returns (process, start time)."""
-    cmd = [sys.executable, str(STORM_REF), str(path), "--prop", prop, "--solver", solver]
+    cmd = [
+        sys.executable,
+        str(STORM_REF),
+        str(path),
+        "--prop",
+        prop,
+        "--solver",
+        solver,
+    ]
     if consts:
         cmd += ["--const", consts]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     return proc, time.perf_counter()
 
 

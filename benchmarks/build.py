@@ -42,7 +42,13 @@ CASES = [
     ("leader_sync 5-4", "dtmcs/leader_sync/leader5_4.pm", ""),
     ("consensus N=4", "mdps/consensus/coin4.nm", "K=2"),
 ]
-QUICK = {"tandem c=255", "cluster N=64", "herman N=13", "leader_sync 5-4", "consensus N=4"}
+QUICK = {
+    "tandem c=255",
+    "cluster N=64",
+    "herman N=13",
+    "leader_sync 5-4",
+    "consensus N=4",
+}
 
 
 def _one_jaxmc(path: str, consts: str) -> dict:
@@ -52,7 +58,9 @@ def _one_jaxmc(path: str, consts: str) -> dict:
     from jaxmc.semantics import check_program
 
     text = Path(path).read_text()
-    checked = check_program(parse_model(text, path), consts or None, source=text, file=path)
+    checked = check_program(
+        parse_model(text, path), consts or None, source=text, file=path
+    )
     t1 = time.perf_counter()
     m = build(checked)
     t2 = time.perf_counter()
@@ -70,7 +78,9 @@ def _one_storm(path: str, consts: str) -> dict:
 
     prog = stormpy.parse_prism_program(path, prism_compatibility=True)
     undefined = {c.name for c in prog.constants if not c.defined}
-    use = ",".join(kv for kv in consts.split(",") if kv and kv.split("=")[0] in undefined)
+    use = ",".join(
+        kv for kv in consts.split(",") if kv and kv.split("=")[0] in undefined
+    )
     if use:
         prog, _ = stormpy.instantiate_constants(prog, use)
     t1 = time.perf_counter()
@@ -104,8 +114,12 @@ def _run(tool: str, path: Path, consts: str, timeout: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", nargs=3, metavar=("TOOL", "MODEL", "CONSTS"), help=argparse.SUPPRESS)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--child", nargs=3, metavar=("TOOL", "MODEL", "CONSTS"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--only", default=None, help="rows whose name contains this")
     ap.add_argument("--no-storm", action="store_true")
@@ -114,7 +128,12 @@ def main(argv=None) -> int:
     if args.child:
         _child(*args.child)
         return 0
-    cases = [c for c in CASES if (not args.quick or c[0] in QUICK) and (args.only is None or args.only in c[0])]
+    cases = [
+        c
+        for c in CASES
+        if (not args.quick or c[0] in QUICK)
+        and (args.only is None or args.only in c[0])
+    ]
     head = (
         "| model | states | transitions | jaxmc build s | jaxmc states/s | jaxmc RSS MB "
         "| Storm build s | Storm states/s | Storm RSS MB | parse+check s |"
@@ -124,13 +143,25 @@ def main(argv=None) -> int:
     for name, rel, consts in cases:
         path = EXAMPLES / rel
         j = _run("jaxmc", path, consts, args.timeout)
-        s = {"error": "skipped"} if args.no_storm else _run("storm", path, consts, args.timeout)
+        s = (
+            {"error": "skipped"}
+            if args.no_storm
+            else _run("storm", path, consts, args.timeout)
+        )
 
         def cell(d, key, fmt):
             return fmt.format(d[key]) if key in d else d.get("error", "-")
 
-        rate = lambda d: f"{d['states'] / d['build_s']:,.0f}" if "build_s" in d and d["build_s"] > 0 else "-"  # noqa: E731
-        if "states" in j and "states" in s and (j["states"], j["transitions"]) != (s["states"], s["transitions"]):
+        rate = lambda d: (
+            f"{d['states'] / d['build_s']:,.0f}"
+            if "build_s" in d and d["build_s"] > 0
+            else "-"
+        )  # noqa: E731
+        if (
+            "states" in j
+            and "states" in s
+            and (j["states"], j["transitions"]) != (s["states"], s["transitions"])
+        ):
             name += " (COUNTS DIFFER)"
         ref = j if "states" in j else s
         print(

@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _peers import environment, storm_available, storm_run  # noqa: E402
 
@@ -117,7 +118,9 @@ SKIPPED = {
 }
 
 
-def run_jaxmc(model_path: Path, consts: str, prop: str, decls: str, epsilon: float) -> dict:
+def run_jaxmc(
+    model_path: Path, consts: str, prop: str, decls: str, epsilon: float
+) -> dict:
     import jaxmc
 
     out: dict = {}
@@ -144,12 +147,22 @@ def run_jaxmc(model_path: Path, consts: str, prop: str, decls: str, epsilon: flo
     return out
 
 
-def run_storm(model_path: Path, consts: str, prop: str, solver: str, timeout: float,
-              type_first: bool = False) -> dict:
+def run_storm(
+    model_path: Path,
+    consts: str,
+    prop: str,
+    solver: str,
+    timeout: float,
+    type_first: bool = False,
+) -> dict:
     if type_first:
         text = model_path.read_text()
-        kw = re.search(r"^(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic)\s*$", text, re.M)
-        text = kw.group(1) + "\n" + text[: kw.start()] + text[kw.end():]
+        kw = re.search(
+            r"^(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic)\s*$",
+            text,
+            re.M,
+        )
+        text = kw.group(1) + "\n" + text[: kw.start()] + text[kw.end() :]
         tmp = Path(tempfile.mkdtemp()) / model_path.name
         tmp.write_text(text)
         model_path = tmp
@@ -194,10 +207,19 @@ def table(rows: list[dict], with_storm: bool) -> str:
     for r in rows:
         j, s = r["jaxmc"], r.get("storm") or {}
         consts = r["consts"] or "—"
-        cells = [r["label"], f"`{consts}`", f"`{r['prop']}`", f"{j.get('states', s.get('states', 0)):,}"]
-        cells.append(fmt_v(j.get("value")) if "error" not in j else f"error: {j['error']}")
+        cells = [
+            r["label"],
+            f"`{consts}`",
+            f"`{r['prop']}`",
+            f"{j.get('states', s.get('states', 0)):,}",
+        ]
+        cells.append(
+            fmt_v(j.get("value")) if "error" not in j else f"error: {j['error']}"
+        )
         if with_storm:
-            cells.append(fmt_v(s.get("value")) if "error" not in s else f"error: {s['error']}")
+            cells.append(
+                fmt_v(s.get("value")) if "error" not in s else f"error: {s['error']}"
+            )
             if "value" in j and "value" in s and s["value"] is not None:
                 ok, diff = agree(j["value"], s["value"])
                 if ok:
@@ -205,12 +227,18 @@ def table(rows: list[dict], with_storm: bool) -> str:
                 elif r.get("reference") is not None:
                     ej = agree(j["value"], r["reference"])[1]
                     es = agree(s["value"], r["reference"])[1]
-                    cells.append(f"no ({diff:.1e}); vs Storm sound: jaxmc {ej:.1e}, Storm {es:.1e}")
+                    cells.append(
+                        f"no ({diff:.1e}); vs Storm sound: jaxmc {ej:.1e}, Storm {es:.1e}"
+                    )
                 else:
                     cells.append(f"**no** (rel. diff {diff:.1e})")
             else:
                 cells.append("—")
-        cells += [fmt_t(j.get("build_s")), fmt_t(j.get("check_s")), fmt_t(j.get("warm_s"))]
+        cells += [
+            fmt_t(j.get("build_s")),
+            fmt_t(j.get("check_s")),
+            fmt_t(j.get("warm_s")),
+        ]
         if with_storm:
             cells += [fmt_t(s.get("build_s")), fmt_t(s.get("check_s"))]
             for key in ("check_s", "warm_s"):
@@ -234,8 +262,11 @@ def section(runs, env, args, with_storm: bool) -> str:
         "",
         f"- Device: {env['cpu']}, {env['cores']} cores; JAX device `{env['device']}`",
         f"- Versions: jaxmc {env['jaxmc']}, JAX {env['jax']}, Python {env['python']}"
-        + (f", stormpy {env['stormpy']} (Storm solver setting `{args.storm_solver}`)"
-           if with_storm else ""),  # fmt: skip
+        + (
+            f", stormpy {env['stormpy']} (Storm solver setting `{args.storm_solver}`)"
+            if with_storm
+            else ""
+        ),  # fmt: skip
         f"- Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
         "(other work on the machine makes times noisy)",
         "",
@@ -243,7 +274,12 @@ def section(runs, env, args, with_storm: bool) -> str:
     if not with_storm:
         parts += ["stormpy is not importable here: the Storm columns are left out.", ""]
     for size, rows, wall in runs:
-        parts += [f"#### --size {size} (whole run {wall:.0f} s)", "", table(rows, with_storm), ""]
+        parts += [
+            f"#### --size {size} (whole run {wall:.0f} s)",
+            "",
+            table(rows, with_storm),
+            "",
+        ]
     parts += [
         "jaxmc *check* includes JAX tracing and compilation (first call); *warm* is "
         "the same check again on the built model. Storm times are stormpy's "
@@ -281,7 +317,7 @@ def write_section(text: str) -> None:
     sub = re.compile(re.escape(heading) + r"\n.*?(?=^### |^## |\Z)", re.S | re.M)
     head, _, rest = old.partition(SECTION)
     end = re.search(r"^## ", rest, re.M)
-    body, tail = (rest[: end.start()], rest[end.start():]) if end else (rest, "")
+    body, tail = (rest[: end.start()], rest[end.start() :]) if end else (rest, "")
     if sub.search(body):
         body = sub.sub(lambda _: text + "\n", body, count=1)
     else:
@@ -291,18 +327,32 @@ def write_section(text: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", choices=("small", "medium", "large"), action="append",
-                   help="instance sizes to run (repeatable; default small)")
+    p.add_argument(
+        "--size",
+        choices=("small", "medium", "large"),
+        action="append",
+        help="instance sizes to run (repeatable; default small)",
+    )
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only these models (repeatable)")  # fmt: skip
-    p.add_argument("--storm-solver", default="storm-default",
-                   help="storm_ref.py --solver setting (default storm-default)")
+    p.add_argument(
+        "--storm-solver",
+        default="storm-default",
+        help="storm_ref.py --solver setting (default storm-default)",
+    )
     p.add_argument("--no-storm", action="store_true", help="leave Storm out")
     p.add_argument("--timeout", type=float, default=600, help="per Storm run, seconds")
-    p.add_argument("--epsilon", type=float, default=1e-6,
-                   help="jaxmc's convergence threshold (relative; default 1e-6 as PRISM)")
-    p.add_argument("--markdown", action="store_true",
-                   help=f"write the table into {RESULTS.relative_to(ROOT)}")
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=1e-6,
+        help="jaxmc's convergence threshold (relative; default 1e-6 as PRISM)",
+    )
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help=f"write the table into {RESULTS.relative_to(ROOT)}",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
     args = p.parse_args(argv)
     if not EXAMPLES.is_dir():
@@ -349,10 +399,15 @@ def run_size(size_name: str, args, with_storm: bool) -> list[dict]:
                 row["disagree"] = not agree(j["value"], s["value"])[0]
             if row.get("disagree"):
                 # Which one is off? Ask Storm's sound engine for a reference.
-                ref = run_storm(path, consts, case.prop, "sound", args.timeout, case.type_first)
+                ref = run_storm(
+                    path, consts, case.prop, "sound", args.timeout, case.type_first
+                )
                 if ref.get("value") is not None:
                     row["reference"] = ref["value"]
-        print(f"  {json.dumps({k: v for k, v in row.items() if k != 'label'})}", file=sys.stderr)
+        print(
+            f"  {json.dumps({k: v for k, v in row.items() if k != 'label'})}",
+            file=sys.stderr,
+        )
         rows.append(row)
     return rows
 

@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -52,8 +53,14 @@ CASES = {
 }
 
 
-def run_jaxmc(path: Path, consts: str, prop: str, max_iters: int, layout: str,
-              precisions=("fp64",)) -> list[dict]:
+def run_jaxmc(
+    path: Path,
+    consts: str,
+    prop: str,
+    max_iters: int,
+    layout: str,
+    precisions=("fp64",),
+) -> list[dict]:
     """One result dict per precision (`jaxmc.check(precision=...)`), the
     model built once."""
     base: dict = {}
@@ -94,10 +101,12 @@ def _f(v, nd=3):
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| model | constants | property | states | jaxmc value | Storm value | agree (1e-6 rel) "
-            "| method / layout | iterations | jaxmc build s | check first s | check warm s "
-            "| warm: precompute / layout / solve s | Storm build s | Storm check s "
-            "| ratio (build+first) | ratio (warm check vs Storm check) |")
+    head = (
+        "| model | constants | property | states | jaxmc value | Storm value | agree (1e-6 rel) "
+        "| method / layout | iterations | jaxmc build s | check first s | check warm s "
+        "| warm: precompute / layout / solve s | Storm build s | Storm check s "
+        "| ratio (build+first) | ratio (warm check vs Storm check) |"
+    )
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     for r in rows:
         j, s = r["jaxmc"], r["storm"]
@@ -109,7 +118,11 @@ def table(rows: list[dict]) -> str:
             rel = abs(jv - sv) / max(abs(jv), abs(sv), 1e-300)
             agree = f"{'yes' if rel <= 1e-6 else 'no'} ({rel:.1e})"
         t = warm.get("timing", {})
-        stages = " / ".join(_f(t.get(k)) for k in ("precompute", "layout", "solve")) if t else "—"
+        stages = (
+            " / ".join(_f(t.get(k)) for k in ("precompute", "layout", "solve"))
+            if t
+            else "—"
+        )
         ratio = ratio_w = "—"
         if "build_s" in s and "wall_s" in first:
             ratio = f"{(j['build_s'] + first['wall_s']) / (s['build_s'] + s['check_s']):.2f}×"
@@ -132,16 +145,30 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", choices=sorted(CASES), default="large")
     p.add_argument("--only", choices=("tandem", "cluster"), help="run one case only")
-    p.add_argument("--max-iters", type=int, default=20000,
-                   help="max_iters of jaxmc.check (GMRES steps / Jacobi iterations)")
-    p.add_argument("--layout", default="auto", help="layout= of jaxmc.check (default auto)")
+    p.add_argument(
+        "--max-iters",
+        type=int,
+        default=20000,
+        help="max_iters of jaxmc.check (GMRES steps / Jacobi iterations)",
+    )
+    p.add_argument(
+        "--layout", default="auto", help="layout= of jaxmc.check (default auto)"
+    )
     p.add_argument("--storm-timeout", type=float, default=300.0)
     p.add_argument("--storm-solver", default="storm-default")
-    p.add_argument("--storm-parallel", action="store_true",
-                   help="start Storm at once, beside jaxmc (other cores)")
+    p.add_argument(
+        "--storm-parallel",
+        action="store_true",
+        help="start Storm at once, beside jaxmc (other cores)",
+    )
     p.add_argument("--no-storm", action="store_true")
-    p.add_argument("--precision", nargs="+", default=["fp64"], choices=("fp64", "fp32"),
-                   help="precision= of jaxmc.check, one row each (model built once)")
+    p.add_argument(
+        "--precision",
+        nargs="+",
+        default=["fp64"],
+        choices=("fp64", "fp32"),
+        help="precision= of jaxmc.check, one row each (model built once)",
+    )
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args(argv)
     env = environment()
@@ -151,14 +178,20 @@ def main(argv=None) -> int:
     procs = {}
     if with_storm and args.storm_parallel:
         for name, fname, consts, prop in cases:
-            procs[name] = storm_start(find_model(fname), consts, prop, args.storm_solver)
+            procs[name] = storm_start(
+                find_model(fname), consts, prop, args.storm_solver
+            )
     rows = []
     for name, fname, consts, prop in cases:
         path = find_model(fname)
         group = []
-        for j in run_jaxmc(path, consts, prop, args.max_iters, args.layout, args.precision):
+        for j in run_jaxmc(
+            path, consts, prop, args.max_iters, args.layout, args.precision
+        ):
             print(json.dumps({"case": name, "jaxmc": j}, default=str), flush=True)
-            group.append({"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}})
+            group.append(
+                {"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}}
+            )
         rows.append(group)
     for group, (name, fname, consts, prop) in zip(rows, cases):
         if not with_storm:
@@ -166,16 +199,20 @@ def main(argv=None) -> int:
                 row["storm"] = {"error": "not run"}
             continue
         if name not in procs:
-            procs[name] = storm_start(find_model(fname), consts, prop, args.storm_solver)
+            procs[name] = storm_start(
+                find_model(fname), consts, prop, args.storm_solver
+            )
         storm = storm_finish(procs[name], args.storm_timeout)
         for row in group:
             row["storm"] = storm
         print(json.dumps({"case": name, "storm": storm}, default=str), flush=True)
     rows = [row for group in rows for row in group]
     text = table(rows)
-    note = (f"Storm solver setting `{args.storm_solver}`"
-            + (", started beside jaxmc (concurrently, on other cores)" if args.storm_parallel
-               else ", run after jaxmc"))
+    note = f"Storm solver setting `{args.storm_solver}`" + (
+        ", started beside jaxmc (concurrently, on other cores)"
+        if args.storm_parallel
+        else ", run after jaxmc"
+    )
     text += f"\n\n{note}; max_iters {args.max_iters}; layout `{args.layout}`."
     print(text, flush=True)
     if args.out:

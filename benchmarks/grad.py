@@ -18,18 +18,17 @@ The forward solve is one (over-relaxed) Gauss-Seidel solve to 1e-10
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
-import time
-
-import json
 import sys
+import time
 from pathlib import Path
+
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 
 import jaxmc  # noqa: E402
 
@@ -40,7 +39,12 @@ def model_text(P: int, fail: float = 0.02) -> str:
     about `log(eps) / log(1 - fail)` iterations or more)."""
     lines = ["dtmc", "const int N;", f"const double fail = {fail!r};"]
     lines += [f"const double p{k};" for k in range(P)]
-    lines += ["module walk", "  x : [0..N] init 0;", "  y : [0..N-1] init 0;", "  f : bool init false;"]
+    lines += [
+        "module walk",
+        "  x : [0..N] init 0;",
+        "  y : [0..N-1] init 0;",
+        "  f : bool init false;",
+    ]
     for k in range(P):
         pk = f"p{k}"
         # right w.p. (1-fail)*pk, left/up/down share the rest; reflecting walls.
@@ -69,15 +73,21 @@ def timed(f, *a, repeat=3):
     return best, cpu
 
 
-def run(n: int, P: int, repeat: int, spread: float = 0.0, omega: float | None = None) -> dict:
+def run(
+    n: int, P: int, repeat: int, spread: float = 0.0, omega: float | None = None
+) -> dict:
     # With spread 0 every parameter has the same value, so that the chain
     # (and the iteration count) is the same whatever P: only the number of
     # parameters differs.
     point = {f"p{k}": 0.3 + spread * k / max(P - 1, 1) for k in range(P)}
-    model = jaxmc.load_model_string(model_text(P), {"N": n}, parameters=tuple(point), params=point)
+    model = jaxmc.load_model_string(
+        model_text(P), {"N": n}, parameters=tuple(point), params=point
+    )
     t = time.perf_counter()
     # builds the state space once, then the structure-only precomputation
-    problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params=point, epsilon=1e-10, omega=omega)
+    problem = jaxmc.parametric(
+        model, 'P=? [ F "goal" ]', params=point, epsilon=1e-10, omega=omega
+    )
     setup = time.perf_counter() - t
     explicit = problem.model
     fwd, fwd_cpu = timed(problem, point, repeat=repeat)
@@ -86,10 +96,18 @@ def run(n: int, P: int, repeat: int, spread: float = 0.0, omega: float | None = 
     vg = jax.value_and_grad(problem)
     vgt, vgt_cpu = timed(vg, point, repeat=repeat)
     return {
-        "states": explicit.num_states, "nnz": explicit.num_transitions, "P": P,
-        "setup_s": setup, "forward_s": fwd, "grad_s": grd,
-        "value_and_grad_s": vgt, "ratio": grd / fwd, "value": float(problem(point)),
-        "forward_cpu_s": fwd_cpu, "grad_cpu_s": grd_cpu, "value_and_grad_cpu_s": vgt_cpu,
+        "states": explicit.num_states,
+        "nnz": explicit.num_transitions,
+        "P": P,
+        "setup_s": setup,
+        "forward_s": fwd,
+        "grad_s": grd,
+        "value_and_grad_s": vgt,
+        "ratio": grd / fwd,
+        "value": float(problem(point)),
+        "forward_cpu_s": fwd_cpu,
+        "grad_cpu_s": grd_cpu,
+        "value_and_grad_cpu_s": vgt_cpu,
         "omega": omega,
     }
 
@@ -99,34 +117,64 @@ def main():
     ap.add_argument("--n", type=int, default=300, help="grid side (states ~ n^2)")
     ap.add_argument("--params", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--spread", type=float, default=0.0,
-                    help="parameter k is 0.3 + spread * k / (P - 1) (0: one chain for every P)")
-    ap.add_argument("--omega", type=float, default=None,
-                    help="over-relaxation of the solves (default: automatic; 1: plain Gauss-Seidel)")
+    ap.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="parameter k is 0.3 + spread * k / (P - 1) (0: one chain for every P)",
+    )
+    ap.add_argument(
+        "--omega",
+        type=float,
+        default=None,
+        help="over-relaxation of the solves (default: automatic; 1: plain Gauss-Seidel)",
+    )
     ap.add_argument("--json", help="append one JSON line per row to this file")
-    ap.add_argument("--xla-defaults", action="store_true",
-                    help="compile the CPU solves with XLA's default options "
-                         "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison")
+    ap.add_argument(
+        "--xla-defaults",
+        action="store_true",
+        help="compile the CPU solves with XLA's default options "
+        "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison",
+    )
     args = ap.parse_args()
     if args.xla_defaults:
         jaxmc._config.CPU_SOLVER_OPTIONS = {}
     dev = jax.devices()[0]
-    print(f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} "
-          f"({os.cpu_count()} cores), jax {jax.__version__} on {jax.default_backend()} "
-          f"({getattr(dev, 'device_kind', dev.platform)})")
-    print("| states | nnz | params | forward (s) | grad (s) | grad/forward | value_and_grad (s) |")
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} "
+        f"({os.cpu_count()} cores), jax {jax.__version__} on {jax.default_backend()} "
+        f"({getattr(dev, 'device_kind', dev.platform)})"
+    )
+    print(
+        "| states | nnz | params | forward (s) | grad (s) | grad/forward | value_and_grad (s) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for P in args.params:
         r = run(args.n, P, args.repeat, args.spread, args.omega)
-        print(f"| {r['states']} | {r['nnz']} | {P} | {r['forward_s']:.3f} | {r['grad_s']:.3f} | "
-              f"{r['ratio']:.2f} | {r['value_and_grad_s']:.3f} |", flush=True)
-        print(f"#   build + setup {r['setup_s']:.1f} s, value {r['value']:.6e}; process CPU time: "
-              f"forward {r['forward_cpu_s']:.2f} s, grad {r['grad_cpu_s']:.2f} s, value_and_grad "
-              f"{r['value_and_grad_cpu_s']:.2f} s; omega {args.omega or 'auto'}", flush=True)
+        print(
+            f"| {r['states']} | {r['nnz']} | {P} | {r['forward_s']:.3f} | {r['grad_s']:.3f} | "
+            f"{r['ratio']:.2f} | {r['value_and_grad_s']:.3f} |",
+            flush=True,
+        )
+        print(
+            f"#   build + setup {r['setup_s']:.1f} s, value {r['value']:.6e}; process CPU time: "
+            f"forward {r['forward_cpu_s']:.2f} s, grad {r['grad_cpu_s']:.2f} s, value_and_grad "
+            f"{r['value_and_grad_cpu_s']:.2f} s; omega {args.omega or 'auto'}",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "a") as f:
-                f.write(json.dumps({"bench": "grad", "backend": jax.default_backend(),
-                                    "device": str(getattr(dev, "device_kind", dev.platform)), **r}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "bench": "grad",
+                            "backend": jax.default_backend(),
+                            "device": str(getattr(dev, "device_kind", dev.platform)),
+                            **r,
+                        }
+                    )
+                    + "\n"
+                )
 
 
 if __name__ == "__main__":

@@ -30,14 +30,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
-
 from _gpu_common import (
-    build, copy_bandwidth, device_name, stochastic, table, time_left, to_csr, too_padded,
+    build,
+    copy_bandwidth,
+    device_name,
+    stochastic,
+    table,
+    time_left,
+    to_csr,
+    too_padded,
 )
+
 import jaxmc
 from jaxmc import solvers
 from jaxmc.kernels import dia_pallas, spmv_pallas
 from jaxmc.layout import CompactVector
+
 
 _BASE_TUNING = {k: dict(v) for k, v in spmv_pallas.TUNING.items()}
 _BASE_DIA = dict(dia_pallas.TUNING)
@@ -102,12 +110,28 @@ VARIANTS = [
     ("vector", "vector", "f64", "compact", "zero", None, {}, None),
     ("sell32", "sell", "f64", "dense", "dense", None, {}, None),
     ("warp-full", "warp", "f64", "compact", "zero", None, {}, None),
-    ("warp-full sorted", "warp-sorted", "f64", "compact", "zero", None,
-     dict(_methods=("jacobi",)), None),
+    (
+        "warp-full sorted",
+        "warp-sorted",
+        "f64",
+        "compact",
+        "zero",
+        None,
+        dict(_methods=("jacobi",)),
+        None,
+    ),
     ("warp-half", "warp2", "f64", "compact", "zero", None, {}, None),
     ("compact-full", "compact", "f64", "compact", "zero", None, {}, None),
-    ("compact-full sorted", "compact-sorted", "f64", "compact", "zero", None,
-     dict(_methods=("jacobi",)), None),
+    (
+        "compact-full sorted",
+        "compact-sorted",
+        "f64",
+        "compact",
+        "zero",
+        None,
+        dict(_methods=("jacobi",)),
+        None,
+    ),
     ("compact-half", "compact2", "f64", "compact", "zero", None, {}, None),
     ("warp-full", "warp", "f32", "compact", "zero", None, {}, None),
     ("warp-half", "warp2", "f32", "compact", "zero", None, {}, None),
@@ -129,96 +153,515 @@ TUNE = [
     ("compact-dia t16", "dia", "f64", "compact", "zero", 16, {}, None),
     ("compact-dia t16 r512", "dia", "f64", "compact", "zero", 16, {}, 512),
     ("compact-dia t16 r2048", "dia", "f64", "compact", "zero", 16, {}, 2048),
-    ("compact-dia t16 r2048 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 2048),
-    ("compact-dia t16 r4096 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 4096),
+    (
+        "compact-dia t16 r2048 w8",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 8},
+        2048,
+    ),
+    (
+        "compact-dia t16 r4096 w8",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 8},
+        4096,
+    ),
     ("compact-dia t16 w2", "dia", "f64", "compact", "zero", 16, {"num_warps": 2}, None),
     ("compact-dia t16 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, None),
-    ("compact-dia t16 s2", "dia", "f64", "compact", "zero", 16, {"num_stages": 2}, None),
-    ("compact-dia t16 masked", "dia", "f64", "compact", "zero", 16, {"tile": False}, None),
-    ("compact-dia t16 noskip", "dia", "f64", "compact", "zero", 16, {"skip": False}, None),
-    ("compact-dia t16 noskip w8", "dia", "f64", "compact", "zero", 16, {"skip": False, "num_warps": 8}, None),
-    ("compact-dia t16 r2048 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 2048),
-    ("compact-dia t16 r512 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 512),
-    ("compact-dia t16 r256 w4", "dia", "f64", "compact", "zero", 16, {"num_warps": 4}, 256),
-    ("compact-dia t16 r4096 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 4096),
-    ("compact-dia t16 r128 w4", "dia", "f64", "compact", "zero", 16, {"num_warps": 4}, 128),
-    ("compact-dia t16 r256 w8", "dia", "f64", "compact", "zero", 16, {"num_warps": 8}, 256),
-    ("compact-dia t16 r512 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 512),
-    ("compact-dia t16 r1024 w16", "dia", "f64", "compact", "zero", 16, {"num_warps": 16}, 1024),
-    ("compact-dia t16 r256 w4 s2", "dia", "f64", "compact", "zero", 16, {"num_warps": 4, "num_stages": 2}, 256),
-    ("compact-dia t16 r256 w4 noalign", "dia", "f64", "compact", "zero", 16, {"num_warps": 4, "align": False}, 256),
+    (
+        "compact-dia t16 s2",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_stages": 2},
+        None,
+    ),
+    (
+        "compact-dia t16 masked",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"tile": False},
+        None,
+    ),
+    (
+        "compact-dia t16 noskip",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"skip": False},
+        None,
+    ),
+    (
+        "compact-dia t16 noskip w8",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"skip": False, "num_warps": 8},
+        None,
+    ),
+    (
+        "compact-dia t16 r2048 w16",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 16},
+        2048,
+    ),
+    (
+        "compact-dia t16 r512 w8",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 8},
+        512,
+    ),
+    (
+        "compact-dia t16 r256 w4",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 4},
+        256,
+    ),
+    (
+        "compact-dia t16 r4096 w16",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 16},
+        4096,
+    ),
+    (
+        "compact-dia t16 r128 w4",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 4},
+        128,
+    ),
+    (
+        "compact-dia t16 r256 w8",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 8},
+        256,
+    ),
+    (
+        "compact-dia t16 r512 w16",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 16},
+        512,
+    ),
+    (
+        "compact-dia t16 r1024 w16",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 16},
+        1024,
+    ),
+    (
+        "compact-dia t16 r256 w4 s2",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 4, "num_stages": 2},
+        256,
+    ),
+    (
+        "compact-dia t16 r256 w4 noalign",
+        "dia",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {"num_warps": 4, "align": False},
+        256,
+    ),
     ("compact-full t16 loop", "compact", "f64", "compact", "zero", 16, _R11, None),
     # compact knobs again, for the windowed order (uniform segment widths)
-    ("compact-full t16 u2", "compact", "f64", "compact", "zero", 16, {**_R11, "unroll": 2}, None),
-    ("compact-full t16 u4", "compact", "f64", "compact", "zero", 16, {**_R11, "unroll": 4}, None),
-    ("compact-full t16 w2", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "num_warps": 2}, None),
-    ("compact-full t16 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "num_warps": 8}, None),
-    ("compact-full t16 s2", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "num_stages": 2}, None),
-    ("compact-full t16 s3", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "num_stages": 3}, None),
-    ("compact-full t16 nogate", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "gate": False}, None),
-    ("compact-full t16 evict", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "evict": True}, None),
-    ("compact-full t16 prefetch", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "prefetch": True}, None),
+    (
+        "compact-full t16 u2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "unroll": 2},
+        None,
+    ),
+    (
+        "compact-full t16 u4",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "unroll": 4},
+        None,
+    ),
+    (
+        "compact-full t16 w2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "num_warps": 2},
+        None,
+    ),
+    (
+        "compact-full t16 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "num_warps": 8},
+        None,
+    ),
+    (
+        "compact-full t16 s2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "num_stages": 2},
+        None,
+    ),
+    (
+        "compact-full t16 s3",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "num_stages": 3},
+        None,
+    ),
+    (
+        "compact-full t16 nogate",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "gate": False},
+        None,
+    ),
+    (
+        "compact-full t16 evict",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "evict": True},
+        None,
+    ),
+    (
+        "compact-full t16 prefetch",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "prefetch": True},
+        None,
+    ),
     ("compact-full t16 spb4", "compact", "f64", "compact", "zero", 16, _R11, 4),
     ("compact-full t16 spb16", "compact", "f64", "compact", "zero", 16, _R11, 16),
     ("compact-full t16 spb32", "compact", "f64", "compact", "zero", 16, _R11, 32),
-    ("compact-full t16 spb16 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "num_warps": 8}, 16),
-    ("compact-full t16 u2 nogate", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "unroll": 2, "gate": False}, None),
+    (
+        "compact-full t16 spb16 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "num_warps": 8},
+        16,
+    ),
+    (
+        "compact-full t16 u2 nogate",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "unroll": 2, "gate": False},
+        None,
+    ),
     # issue #5, run 12: straight-line bodies per block width (static), tiled
     # uniform blocks (tile), table lookups by selects (select)
-    ("compact-full t16 st8", "compact", "f64", "compact", "zero", 16, {**_R11, "static": 8}, None),
-    ("compact-full t16 st8 tile", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True}, None),
-    ("compact-full t16 sel16", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "select": 16}, None),
-    ("compact-full t16 st8 tile sel16", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16}, None),
-    ("compact-full t16 st8 tile sel16 nogate", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16, "gate": False}, None),
-    ("compact-full t16 st8 tile sel16 prefetch", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16, "prefetch": True}, None),
-    ("compact-full t16 st8 tile sel16 spb16", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16}, 16),
-    ("compact-full t16 st8 tile sel16 spb16 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16, "num_warps": 8}, 16),
-    ("compact-full t16 st8 tile sel16 spb4 w2", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "static": 8, "tile": True, "select": 16, "num_warps": 2}, 4),
-    ("compact-full t16 tile", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True}, None),
-    ("compact-full t16 tile sel16", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "select": 16}, None),
-    ("compact-full t16 tile nogate", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False}, None),
-    ("compact-full t16 tile prefetch", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "prefetch": True}, None),
-    ("compact-full t16 tile spb16", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True}, 16),
-    ("compact-full t16 tile spb16 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "num_warps": 8}, 16),
-    ("compact-full t16 tile spb32 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "num_warps": 8}, 32),
-    ("compact-full t16 tile noalign", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "align": False}, None),
-    ("compact-full t16 tile nogate prefetch", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "prefetch": True}, None),
-    ("compact-full t16 tile nogate s2", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "num_stages": 2}, None),
-    ("compact-full t16 tile nogate noalign", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "align": False}, None),
-    ("compact-full t16 tile nogate evict", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "evict": True}, None),
-    ("compact-full t16 tile nogate spb16 w8", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "num_warps": 8}, 16),
-    ("compact-full t16 tile nogate spb4 w2", "compact", "f64", "compact", "zero", 16,
-     {**_R11, "tile": True, "gate": False, "num_warps": 2}, 4),
+    (
+        "compact-full t16 st8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8},
+        None,
+    ),
+    (
+        "compact-full t16 st8 tile",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True},
+        None,
+    ),
+    (
+        "compact-full t16 sel16",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "select": 16},
+        None,
+    ),
+    (
+        "compact-full t16 st8 tile sel16",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16},
+        None,
+    ),
+    (
+        "compact-full t16 st8 tile sel16 nogate",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16, "gate": False},
+        None,
+    ),
+    (
+        "compact-full t16 st8 tile sel16 prefetch",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16, "prefetch": True},
+        None,
+    ),
+    (
+        "compact-full t16 st8 tile sel16 spb16",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16},
+        16,
+    ),
+    (
+        "compact-full t16 st8 tile sel16 spb16 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16, "num_warps": 8},
+        16,
+    ),
+    (
+        "compact-full t16 st8 tile sel16 spb4 w2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "static": 8, "tile": True, "select": 16, "num_warps": 2},
+        4,
+    ),
+    (
+        "compact-full t16 tile",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True},
+        None,
+    ),
+    (
+        "compact-full t16 tile sel16",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "select": 16},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False},
+        None,
+    ),
+    (
+        "compact-full t16 tile prefetch",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "prefetch": True},
+        None,
+    ),
+    (
+        "compact-full t16 tile spb16",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True},
+        16,
+    ),
+    (
+        "compact-full t16 tile spb16 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "num_warps": 8},
+        16,
+    ),
+    (
+        "compact-full t16 tile spb32 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "num_warps": 8},
+        32,
+    ),
+    (
+        "compact-full t16 tile noalign",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "align": False},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate prefetch",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "prefetch": True},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate s2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "num_stages": 2},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate noalign",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "align": False},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate evict",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "evict": True},
+        None,
+    ),
+    (
+        "compact-full t16 tile nogate spb16 w8",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "num_warps": 8},
+        16,
+    ),
+    (
+        "compact-full t16 tile nogate spb4 w2",
+        "compact",
+        "f64",
+        "compact",
+        "zero",
+        16,
+        {**_R11, "tile": True, "gate": False, "num_warps": 2},
+        4,
+    ),
 ]
 
 
@@ -255,9 +698,9 @@ def micro(name, L, inv, xs, bw_unused=None, k=100):
     the Jacobi epilogue without / with the convergence measure and its
     reduction, in a fori_loop of `k` steps; plus the copies XLA puts in the
     solver's loop."""
+    from _gpu_common import median_time
     from jax import lax
 
-    from _gpu_common import median_time
     from jaxmc.kernels.spmv import on_gpu
     from jaxmc.kernels.spmv_pallas import fused as _fused
 
@@ -274,28 +717,44 @@ def micro(name, L, inv, xs, bw_unused=None, k=100):
                 y, e = f(x)
                 y2, e2 = f(y)
                 return y2, jnp.maximum(d, jnp.maximum(e, e2))
+
             return lax.fori_loop(0, k // 2, body, (x, jnp.zeros((), x.dtype)))
+
         return median_time(run, xs) / k * 1e6
 
     zero = jnp.zeros((), xs.dtype)
     out["spmv"] = loop(lambda x: (fused(L, x), zero))
-    out["jacobi no diff"] = loop(lambda x: (fused(L, x, None, inv, epilogue="jacobi"), zero))
+    out["jacobi no diff"] = loop(
+        lambda x: (fused(L, x, None, inv, epilogue="jacobi"), zero)
+    )
     out["jacobi diff"] = loop(
-        lambda x: fused(L, x, None, inv, epilogue="jacobi", diff=True)[:2])
+        lambda x: fused(L, x, None, inv, epilogue="jacobi", diff=True)[:2]
+    )
     try:
-        f = jax.jit(lambda x0: solvers.jacobi(
-            L, inv, None, x0, epsilon=0.0, max_iters=200, throw=False).value)
+        f = jax.jit(
+            lambda x0: (
+                solvers.jacobi(
+                    L, inv, None, x0, epsilon=0.0, max_iters=200, throw=False
+                ).value
+            )
+        )
         txt = f.lower(xs).compile().as_text()
         big = f"[{xs.shape[0]}]"
-        copies = [ln.strip()[:120] for ln in txt.splitlines()
-                  if (" copy(" in ln or "copy-start" in ln) and big in ln]
+        copies = [
+            ln.strip()[:120]
+            for ln in txt.splitlines()
+            if (" copy(" in ln or "copy-start" in ln) and big in ln
+        ]
         out["hlo vector copies"] = len(copies)
         for c in copies[:8]:
             print("   copy:", c, flush=True)
     except Exception as e:  # noqa: BLE001
         print(f"FAILED hlo dump: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    print(f"# micro {name}:", {k: (round(v, 1) if isinstance(v, float) else v)
-                               for k, v in out.items()}, flush=True)
+    print(
+        f"# micro {name}:",
+        {k: (round(v, 1) if isinstance(v, float) else v) for k, v in out.items()},
+        flush=True,
+    )
     return out
 
 
@@ -324,8 +783,9 @@ def bellman_model(em, L, groups="auto"):
     else:
         table = groups.startswith("table")
         w = groups.removeprefix("table").removeprefix("w")
-        G = group_index(em.choice_ptr, width=int(w) if w else None, table=table,
-                        max_padding=None)
+        G = group_index(
+            em.choice_ptr, width=int(w) if w else None, table=table, max_padding=None
+        )
     return eqx.tree_at(lambda m: m.groups, M, G, is_leaf=lambda x: x is None)
 
 
@@ -337,8 +797,11 @@ def hlo_kernels(f) -> dict:
 
     txt = jax.jit(f).lower().compile().as_text()
     ops = re.findall(r"= \S+ ([\w-]+)\(", txt)
-    return dict(fusions=ops.count("fusion"), scatters=txt.count(" scatter("),
-                custom_calls=ops.count("custom-call"))
+    return dict(
+        fusions=ops.count("fusion"),
+        scatters=txt.count(" scatter("),
+        custom_calls=ops.count("custom-call"),
+    )
 
 
 def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
@@ -355,8 +818,10 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
         A, diag = jacobi_system(em)
     P = stochastic(em)
     A, diag, P = reorder_system(A, diag, P, em)
-    print(f"# {name}: {n} states, {P.shape[0]} rows, nnz {P.nnz}, built in {tb:.1f}s",
-          flush=True)
+    print(
+        f"# {name}: {n} states, {P.shape[0]} rows, nnz {P.nnz}, built in {tb:.1f}s",
+        flush=True,
+    )
     long_rows = P.nnz / max(P.shape[0], 1) >= 16
     rows = []
     x0 = np.full(n, 1.0 / n)
@@ -380,8 +845,10 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                 continue
             M = A if method == "jacobi" else P
             if kind == "ell" and too_padded(np.diff(M.indptr)):
-                print(f"SKIPPED {name} {method} {label} {dt}: ELL padding too large",
-                      flush=True)
+                print(
+                    f"SKIPPED {name} {method} {label} {dt}: ELL padding too large",
+                    flush=True,
+                )
                 continue
             if time_left(t_model) <= 0:
                 print(f"SKIPPED {name} {method} {label} {dt}: time guard", flush=True)
@@ -392,22 +859,41 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                     layouts[key] = make(to_csr(M, dtype), kind)
                 L = layouts[key]
                 if spb is not None:
-                    L = L.with_block_rows(spb) if kind == "dia" else L.with_segs_per_block(spb)
+                    L = (
+                        L.with_block_rows(spb)
+                        if kind == "dia"
+                        else L.with_segs_per_block(spb)
+                    )
                 xs = jnp.asarray(x0, dtype)
                 compact = vecs == "compact"
                 if bmode == "zero":
                     b = None
                 else:
-                    b = (CompactVector.from_array(np.zeros(n), dtype) if compact
-                         else jnp.zeros(n, dtype))
+                    b = (
+                        CompactVector.from_array(np.zeros(n), dtype)
+                        if compact
+                        else jnp.zeros(n, dtype)
+                    )
                 if method == "jacobi":
-                    dg = (CompactVector.from_array(diag, dtype) if compact
-                          else jnp.asarray(diag, dtype))
+                    dg = (
+                        CompactVector.from_array(diag, dtype)
+                        if compact
+                        else jnp.asarray(diag, dtype)
+                    )
 
                     def fn(k, L=L, dg=dg, b=b, xs=xs):
-                        return solvers.jacobi(L, dg, b, xs, epsilon=0.0, max_iters=k,
-                                              throw=False, steps_per_trip=trip,
-                                              measure=measure)
+                        return solvers.jacobi(
+                            L,
+                            dg,
+                            b,
+                            xs,
+                            epsilon=0.0,
+                            max_iters=k,
+                            throw=False,
+                            steps_per_trip=trip,
+                            measure=measure,
+                        )
+
                     # compulsory CSR-equivalent bytes: matrix, x, x', b, 1/diag
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 4 * n
                 elif method == "bellman":
@@ -418,26 +904,46 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                         MM = bellman_model(em, L, g)
 
                         def fn(k, MM=MM, bb=bb, xs=xs):
-                            return solvers.value_iteration(MM, bb, xs, "max", epsilon=0.0,
-                                                           max_iters=k, throw=False)
+                            return solvers.value_iteration(
+                                MM, bb, xs, "max", epsilon=0.0, max_iters=k, throw=False
+                            )
+
                         fns.append((g, fn))
                     # CSR matrix (m rows), x, x' (the per-choice vector is not counted)
                     cb = M.nnz * (it + 4) + 4 * (M.shape[0] + 1) + it * 2 * n
                 else:
+
                     def fn(k, L=L, b=b, xs=xs):
-                        return solvers.power(L, b, xs, epsilon=0.0, max_iters=k, throw=False,
-                                             steps_per_trip=trip, measure=measure)
+                        return solvers.power(
+                            L,
+                            b,
+                            xs,
+                            epsilon=0.0,
+                            max_iters=k,
+                            throw=False,
+                            steps_per_trip=trip,
+                            measure=measure,
+                        )
+
                     cb = M.nnz * (it + 4) + 4 * (n + 1) + it * 3 * n
                 if method != "bellman":
                     fns = [(None, fn)]
                 ref = None
                 for g, fn in fns:
                     t, sol = per_iteration(fn, iters)
-                    rows.append(dict(model=name, solver=method,
-                                     layout=label if g is None else f"{label} [{g}]", prec=dt,
-                                     us_per_iter=t * 1e6, GBs=cb / t / 1e9,
-                                     frac_copy=cb / t / bw, residual=float(sol.residual),
-                                     iterations=int(sol.iterations)))
+                    rows.append(
+                        dict(
+                            model=name,
+                            solver=method,
+                            layout=label if g is None else f"{label} [{g}]",
+                            prec=dt,
+                            us_per_iter=t * 1e6,
+                            GBs=cb / t / 1e9,
+                            frac_copy=cb / t / bw,
+                            residual=float(sol.residual),
+                            iterations=int(sol.iterations),
+                        )
+                    )
                     if g is not None:  # same values from every reduction
                         v = np.asarray(sol.value)
                         ref = v if ref is None else ref
@@ -449,8 +955,11 @@ def bench_model(name, bw, iters=200, em=None, t_model=None, tb=float("nan")):
                     rows[-1].update(micro(label, L, inv, xs))
                 del L, fn, fns
             except Exception as e:  # noqa: BLE001
-                print(f"FAILED {name} {method} {label} {dt}: {type(e).__name__}: "
-                      f"{str(e)[:400]}", flush=True)
+                print(
+                    f"FAILED {name} {method} {label} {dt}: {type(e).__name__}: "
+                    f"{str(e)[:400]}",
+                    flush=True,
+                )
             gc.collect()
     _set_tuning({})
     layouts.clear()
@@ -472,62 +981,126 @@ def end_to_end(name, em, prop):
             b = None  # steady state: b = 0, not read
             tl = time.perf_counter() - t0
             x0 = jnp.full(n, 1.0 / n)
-            sol = solvers.jacobi(L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False)
+            sol = solvers.jacobi(
+                L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False
+            )
             jax.block_until_ready(sol.value)  # includes compilation
             t0 = time.perf_counter()
-            sol = solvers.jacobi(L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False)
+            sol = solvers.jacobi(
+                L, dg, b, x0, epsilon=1e-6, max_iters=200000, throw=False
+            )
             jax.block_until_ready(sol.value)
             ts = time.perf_counter() - t0
-            out.append(dict(model=name, what=f"fused Jacobi steady state ({kind})",
-                            iterations=int(sol.iterations), seconds=ts, layout_s=tl,
-                            status=int(sol.status)))
+            out.append(
+                dict(
+                    model=name,
+                    what=f"fused Jacobi steady state ({kind})",
+                    iterations=int(sol.iterations),
+                    seconds=ts,
+                    layout_s=tl,
+                    status=int(sol.status),
+                )
+            )
             print(out[-1], flush=True)
         except Exception as e:  # noqa: BLE001
-            print(f"FAILED e2e {name} {kind}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+            print(
+                f"FAILED e2e {name} {kind}: {type(e).__name__}: {str(e)[:400]}",
+                flush=True,
+            )
     if prop and CHECK:
         try:
             t0 = time.perf_counter()
-            model = jaxmc.load_model(str(__import__("_gpu_common").find_model(
-                __import__("_gpu_common").MODELS[name][0])), __import__("_gpu_common").MODELS[name][1] or None)
+            model = jaxmc.load_model(
+                str(
+                    __import__("_gpu_common").find_model(
+                        __import__("_gpu_common").MODELS[name][0]
+                    )
+                ),
+                __import__("_gpu_common").MODELS[name][1] or None,
+            )
             r = jaxmc.check(model, prop)
-            out.append(dict(model=name, what=f"jaxmc.check {prop} (build included)",
-                            seconds=time.perf_counter() - t0, value=str(r)[:80]))
+            out.append(
+                dict(
+                    model=name,
+                    what=f"jaxmc.check {prop} (build included)",
+                    seconds=time.perf_counter() - t0,
+                    value=str(r)[:80],
+                )
+            )
             print(out[-1], flush=True)
         except Exception as e:  # noqa: BLE001
-            print(f"FAILED check {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+            print(
+                f"FAILED check {name}: {type(e).__name__}: {str(e)[:400]}", flush=True
+            )
     return out
 
 
 CHECK = False
-E2E = {"tandem2047": "S=? [ sm=c ]", "tandem31": "S=? [ sm=c ]", "cluster256": 'S=? [ "premium" ]',
-       "cluster464": 'S=? [ "premium" ]'}
+E2E = {
+    "tandem2047": "S=? [ sm=c ]",
+    "tandem31": "S=? [ sm=c ]",
+    "cluster256": 'S=? [ "premium" ]',
+    "cluster464": 'S=? [ "premium" ]',
+}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--e2e", action="store_true")
-    ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
-    ap.add_argument("--check", action="store_true", help="also time jaxmc.check (--e2e)")
+    ap.add_argument(
+        "--only", default="", help="comma list of layout/prec, e.g. warp-full/f64"
+    )
+    ap.add_argument(
+        "--check", action="store_true", help="also time jaxmc.check (--e2e)"
+    )
     ap.add_argument("--tune", action="store_true", help="Jacobi tuning variants (TUNE)")
-    ap.add_argument("--methods", default="jacobi,power,bellman",
-                    help="comma list of jacobi, power, bellman (MDPs)")
-    ap.add_argument("--with-spmv", action="store_true",
-                    help="also spmv.py's rows of each model, on the same build")
-    ap.add_argument("--spmv-only", default="",
-                    help="spmv.py's --only for --with-spmv (its label/prec list)")
-    ap.add_argument("--plan", default="",
-                    help="JSON file: a list of {model, only, spmv_only, methods, model_s} "
-                         "(per-model selections, in order; instead of the models)")
-    ap.add_argument("--json", default=(os.path.join(os.environ["OUT"], "solve.json")
-                                        if os.environ.get("OUT") else None),
-                    help="write the rows here as JSON (default: $OUT/solve.json when OUT is set)")
-    ap.add_argument("--window", type=int, default=0,
-                    help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
-    ap.add_argument("--rcm", action="store_true",
-                    help="reorder by reverse Cuthill-McKee first (before --window)")
-    ap.add_argument("--lex", action="store_true",
-                    help="PRISM's lexicographic state order first (the compact diagonal layout's)")
+    ap.add_argument(
+        "--methods",
+        default="jacobi,power,bellman",
+        help="comma list of jacobi, power, bellman (MDPs)",
+    )
+    ap.add_argument(
+        "--with-spmv",
+        action="store_true",
+        help="also spmv.py's rows of each model, on the same build",
+    )
+    ap.add_argument(
+        "--spmv-only",
+        default="",
+        help="spmv.py's --only for --with-spmv (its label/prec list)",
+    )
+    ap.add_argument(
+        "--plan",
+        default="",
+        help="JSON file: a list of {model, only, spmv_only, methods, model_s} "
+        "(per-model selections, in order; instead of the models)",
+    )
+    ap.add_argument(
+        "--json",
+        default=(
+            os.path.join(os.environ["OUT"], "solve.json")
+            if os.environ.get("OUT")
+            else None
+        ),
+        help="write the rows here as JSON (default: $OUT/solve.json when OUT is set)",
+    )
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)",
+    )
+    ap.add_argument(
+        "--rcm",
+        action="store_true",
+        help="reorder by reverse Cuthill-McKee first (before --window)",
+    )
+    ap.add_argument(
+        "--lex",
+        action="store_true",
+        help="PRISM's lexicographic state order first (the compact diagonal layout's)",
+    )
     a = ap.parse_args()
     import spmv as _spmv
 
@@ -540,7 +1113,10 @@ def main():
     TUNING_RUN = a.tune
     CHECK = a.check
     bw, how = copy_bandwidth()
-    print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
+    print(
+        f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})",
+        flush=True,
+    )
     rows, e2e, srows, builds = [], [], [], {}
     if a.with_spmv:
         import spmv
@@ -570,11 +1146,17 @@ def main():
         try:
             _, em, tb = build(name)
             t_model = time.time()
-            builds[name] = dict(build_s=tb, states=em.num_states, rows=len(em.row_ptr) - 1,
-                                nnz=len(em.col))
+            builds[name] = dict(
+                build_s=tb,
+                states=em.num_states,
+                rows=len(em.row_ptr) - 1,
+                nnz=len(em.col),
+            )
             print(f"# {name}: {builds[name]}", flush=True)
             if a.with_spmv:
-                srows += spmv.bench_model(name, bw, False, em=em, t_model=t_model, tb=tb)
+                srows += spmv.bench_model(
+                    name, bw, False, em=em, t_model=t_model, tb=tb
+                )
             r, em = bench_model(name, bw, em=em, t_model=t_model, tb=tb)
             rows += r
             if a.e2e and name in E2E:
@@ -585,12 +1167,42 @@ def main():
         gc.collect()
         if a.json:
             with open(a.json, "w") as fh:  # partial results as we go
-                json.dump(dict(device=device_name(), copy_Bps=bw, builds=builds, rows=rows,
-                               spmv=srows, e2e=e2e), fh, indent=1)
+                json.dump(
+                    dict(
+                        device=device_name(),
+                        copy_Bps=bw,
+                        builds=builds,
+                        rows=rows,
+                        spmv=srows,
+                        e2e=e2e,
+                    ),
+                    fh,
+                    indent=1,
+                )
     if srows:
-        print(table(srows, ["model", "layout", "impl", "prec", "us", "GBs", "frac_copy",
-                            "pad", "B_per_nnz", "err"]))
-    print(table(rows, ["model", "solver", "layout", "prec", "us_per_iter", "GBs", "frac_copy"]))
+        print(
+            table(
+                srows,
+                [
+                    "model",
+                    "layout",
+                    "impl",
+                    "prec",
+                    "us",
+                    "GBs",
+                    "frac_copy",
+                    "pad",
+                    "B_per_nnz",
+                    "err",
+                ],
+            )
+        )
+    print(
+        table(
+            rows,
+            ["model", "solver", "layout", "prec", "us_per_iter", "GBs", "frac_copy"],
+        )
+    )
     for r in e2e:
         print(r)
 

@@ -23,15 +23,30 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from _gpu_common import (
-    build, copy_bandwidth, csr_bytes, cusparse_time, device_name, stochastic, table,
-    time_iterations, time_left, to_csr, too_padded,
+    build,
+    copy_bandwidth,
+    csr_bytes,
+    cusparse_time,
+    device_name,
+    stochastic,
+    table,
+    time_iterations,
+    time_left,
+    to_csr,
+    too_padded,
 )
+
 from jaxmc.kernels import spmv
 from jaxmc.kernels.spmv_pallas import fused
-from jaxmc.layout import CompactWarpELL, VectorCSR, WarpELL, layout_kind, make_layout
-from jaxmc.layout import window_order
+from jaxmc.layout import (
+    CompactWarpELL,
+    VectorCSR,
+    WarpELL,
+    layout_kind,
+    make_layout,
+    window_order,
+)
 
 
 INTERPRET = jax.default_backend() != "gpu"
@@ -78,24 +93,60 @@ def variants(name: str, mean_row: float, tune: bool):
         v = []
         if long_rows:
             v.append(("vector (default)", "vector", "f64", "pallas", {}, {}))
-            for L, rpb, nw, ns, gate in ((512, 2, 8, 1, True), (512, 4, 8, 1, True),
-                                         (1024, 1, 4, 2, True), (512, 1, 4, 3, True),
-                                         (256, 2, 4, 1, True), (512, 1, 4, 1, False)):
-                v.append((f"vector L{L} r{rpb} w{nw} s{ns}{'' if gate else ' ng'}", "vector",
-                          "f64", "pallas", dict(num_warps=nw, num_stages=ns, gate=gate),
-                          dict(lanes=L, rpb=rpb)))
+            for L, rpb, nw, ns, gate in (
+                (512, 2, 8, 1, True),
+                (512, 4, 8, 1, True),
+                (1024, 1, 4, 2, True),
+                (512, 1, 4, 3, True),
+                (256, 2, 4, 1, True),
+                (512, 1, 4, 1, False),
+            ):
+                v.append(
+                    (
+                        f"vector L{L} r{rpb} w{nw} s{ns}{'' if gate else ' ng'}",
+                        "vector",
+                        "f64",
+                        "pallas",
+                        dict(num_warps=nw, num_stages=ns, gate=gate),
+                        dict(lanes=L, rpb=rpb),
+                    )
+                )
             return v
-        for spb, nw, ev, ns, gate in ((8, 4, False, 1, True), (8, 4, True, 2, True),
-                                      (8, 4, False, 1, False), (8, 4, True, 2, False),
-                                      (16, 8, True, 2, False)):
-            v.append((f"warp-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
-                      f"{'' if gate else ' ng'}", "warp", "f64", "pallas",
-                      dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate), dict(spb=spb)))
-        for spb, nw, ev, ns, gate in ((8, 4, False, 1, True), (8, 4, True, 1, True),
-                                      (8, 4, False, 1, False), (16, 8, True, 2, False)):
-            v.append((f"compact-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
-                      f"{'' if gate else ' ng'}", "compact", "f64", "pallas",
-                      dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate), dict(spb=spb)))
+        for spb, nw, ev, ns, gate in (
+            (8, 4, False, 1, True),
+            (8, 4, True, 2, True),
+            (8, 4, False, 1, False),
+            (8, 4, True, 2, False),
+            (16, 8, True, 2, False),
+        ):
+            v.append(
+                (
+                    f"warp-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
+                    f"{'' if gate else ' ng'}",
+                    "warp",
+                    "f64",
+                    "pallas",
+                    dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate),
+                    dict(spb=spb),
+                )
+            )
+        for spb, nw, ev, ns, gate in (
+            (8, 4, False, 1, True),
+            (8, 4, True, 1, True),
+            (8, 4, False, 1, False),
+            (16, 8, True, 2, False),
+        ):
+            v.append(
+                (
+                    f"compact-full spb{spb} w{nw} s{ns}{' ev' if ev else ''}"
+                    f"{'' if gate else ' ng'}",
+                    "compact",
+                    "f64",
+                    "pallas",
+                    dict(num_warps=nw, evict=ev, num_stages=ns, gate=gate),
+                    dict(spb=spb),
+                )
+            )
         return v
     v = [
         ("csr", "csr", "f64", "reference", {}, {}),
@@ -113,8 +164,10 @@ def variants(name: str, mean_row: float, tune: bool):
         ("compact-full", "compact", "f32", "pallas", {}, {}),
     ]
     if long_rows:
-        v = [("vector", "vector", "f64", "pallas", {}, {}),
-             ("vector", "vector", "f32", "pallas", {}, {})] + v
+        v = [
+            ("vector", "vector", "f64", "pallas", {}, {}),
+            ("vector", "vector", "f32", "pallas", {}, {}),
+        ] + v
     return v
 
 
@@ -136,8 +189,9 @@ def make_kind(csr, kind):
     if kind in ("warp", "warp2"):
         return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1, sort_rows=sort)
     if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1,
-                                       sort_rows=sort)
+        return CompactWarpELL.from_csr(
+            csr, lanes=2 if kind == "compact2" else 1, sort_rows=sort
+        )
     if kind == "vector":
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)  # ("dia": the compact diagonal layout)
@@ -205,7 +259,9 @@ def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
             # the layout (and an MDP's groups) are arguments of the timed
             # loop, not constants captured by it (see `time_iterations`)
             if impl == "pallas":
-                f = (lambda kkw: lambda v, L, g: fused(L, v, interpret=INTERPRET, **kkw))(kkw)
+                f = (
+                    lambda kkw: lambda v, L, g: fused(L, v, interpret=INTERPRET, **kkw)
+                )(kkw)
             else:
                 f = lambda v, L, g: spmv(L, v, impl="reference")  # noqa: E731
             if groups is not None:
@@ -216,16 +272,28 @@ def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
             err = float(np.abs(y - ref2).max() / np.abs(ref2).max())
             st = L.stats() if hasattr(L, "stats") else {}
             cb = csr_bytes(nnz, n, m, 8 if dt == "f64" else 4)
-            rows.append(dict(
-                model=name, layout=label, impl=impl, prec=dt, us=t * 1e6,
-                GBs=cb / t / 1e9, frac_copy=cb / t / bw,
-                pad=st.get("padding", 0.0), B_per_nnz=st.get("bytes_per_nnz", 0.0),
-                err=err, build_s=tl,
-            ))
+            rows.append(
+                dict(
+                    model=name,
+                    layout=label,
+                    impl=impl,
+                    prec=dt,
+                    us=t * 1e6,
+                    GBs=cb / t / 1e9,
+                    frac_copy=cb / t / bw,
+                    pad=st.get("padding", 0.0),
+                    B_per_nnz=st.get("bytes_per_nnz", 0.0),
+                    err=err,
+                    build_s=tl,
+                )
+            )
             print(rows[-1], flush=True)
             del L, f
         except Exception as e:  # noqa: BLE001 - report and go on
-            print(f"FAILED {name} {label} {dt}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+            print(
+                f"FAILED {name} {label} {dt}: {type(e).__name__}: {str(e)[:400]}",
+                flush=True,
+            )
         gc.collect()
     cache.clear()
     cs = cusparse_time(A, x, k=k) if time_left(t_model) > 0 else None
@@ -233,8 +301,18 @@ def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
     if cs is not None:
         t, err = cs
         label = "cusparse csr (cupy)" + (", SpMV only" if m != n else "")
-        rows.append(dict(model=name, layout=label, impl="cusparse", prec="f64",
-                         us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
+        rows.append(
+            dict(
+                model=name,
+                layout=label,
+                impl="cusparse",
+                prec="f64",
+                us=t * 1e6,
+                GBs=cb / t / 1e9,
+                frac_copy=cb / t / bw,
+                err=err,
+            )
+        )
         print(rows[-1], flush=True)
     if NO_BCSR or m != n or time_left(t_model) <= 0:
         return rows
@@ -245,11 +323,23 @@ def bench_model(name, bw, tune, k=100, em=None, t_model=None, tb=float("nan")):
         # B is an argument of the loop: captured, XLA constant-folded its
         # index arrays for minutes (tandem c=2047, run 2)
         out = []
-        t = time_iterations(lambda v, B: B @ v, jnp.asarray(x), k=k, out=out, operands=(B,))
+        t = time_iterations(
+            lambda v, B: B @ v, jnp.asarray(x), k=k, out=out, operands=(B,)
+        )
         y = np.asarray(out[0])
         err = float(np.abs(y - ref2).max() / np.abs(ref2).max())
-        rows.append(dict(model=name, layout="jax.experimental.sparse BCSR", impl="xla",
-                         prec="f64", us=t * 1e6, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err))
+        rows.append(
+            dict(
+                model=name,
+                layout="jax.experimental.sparse BCSR",
+                impl="xla",
+                prec="f64",
+                us=t * 1e6,
+                GBs=cb / t / 1e9,
+                frac_copy=cb / t / bw,
+                err=err,
+            )
+        )
         print(rows[-1], flush=True)
         del B
     except Exception as e:  # noqa: BLE001
@@ -263,14 +353,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--tune", action="store_true")
-    ap.add_argument("--no-bcsr", action="store_true",
-                    help="skip BCSR (XLA constant-folds its captured index arrays for minutes)")
-    ap.add_argument("--only", default="", help="comma list of layout/prec, e.g. warp-full/f64")
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json"))
-    ap.add_argument("--window", type=int, default=0,
-                    help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)")
-    ap.add_argument("--rcm", action="store_true",
-                    help="reorder by reverse Cuthill-McKee first (before --window)")
+    ap.add_argument(
+        "--no-bcsr",
+        action="store_true",
+        help="skip BCSR (XLA constant-folds its captured index arrays for minutes)",
+    )
+    ap.add_argument(
+        "--only", default="", help="comma list of layout/prec, e.g. warp-full/f64"
+    )
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "spmv.json")
+    )
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="reorder by jaxmc.layout.window_order(W) first (0: BFS order)",
+    )
+    ap.add_argument(
+        "--rcm",
+        action="store_true",
+        help="reorder by reverse Cuthill-McKee first (before --window)",
+    )
     a = ap.parse_args()
     global ONLY, NO_BCSR
     global WINDOW, RCM
@@ -279,7 +383,10 @@ def main():
     NO_BCSR = a.no_bcsr
     ONLY = set(a.only.split(",")) if a.only else None
     bw, how = copy_bandwidth()
-    print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
+    print(
+        f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})",
+        flush=True,
+    )
     rows = []
     for name in a.models:
         try:
@@ -288,8 +395,23 @@ def main():
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
     with open(a.json, "w") as fh:
         json.dump(dict(device=device_name(), copy_Bps=bw, rows=rows), fh, indent=1)
-    print(table(rows, ["model", "layout", "impl", "prec", "us", "GBs", "frac_copy",
-                       "pad", "B_per_nnz", "err"]))
+    print(
+        table(
+            rows,
+            [
+                "model",
+                "layout",
+                "impl",
+                "prec",
+                "us",
+                "GBs",
+                "frac_copy",
+                "pad",
+                "B_per_nnz",
+                "err",
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

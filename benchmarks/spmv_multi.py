@@ -27,11 +27,17 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from _gpu_common import (
-    build, copy_bandwidth, cusparse_time, device_name, median_time, stochastic, table,
+    build,
+    copy_bandwidth,
+    cusparse_time,
+    device_name,
+    median_time,
+    stochastic,
+    table,
     to_csr,
 )
+
 from jaxmc.kernels import spmv
 from jaxmc.kernels.spmv_multi_pallas import fused_multi
 from jaxmc.kernels.spmv_pallas import fused
@@ -39,8 +45,19 @@ from jaxmc.layout import CompactWarpELL, WarpELL
 
 
 INTERPRET = jax.default_backend() != "gpu"
-COLS = ["model", "layout", "prec", "variant", "k", "us", "us_per_vec", "GBs", "frac_copy",
-        "vs_k_single", "err"]
+COLS = [
+    "model",
+    "layout",
+    "prec",
+    "variant",
+    "k",
+    "us",
+    "us_per_vec",
+    "GBs",
+    "frac_copy",
+    "vs_k_single",
+    "err",
+]
 
 
 def multi_bytes(nnz: int, n: int, m: int, k: int, itemsize: int) -> int:
@@ -63,11 +80,26 @@ def loop_time(f, x, iters: int):
 
 
 def rel_err(y, ref) -> float:
-    return float(np.abs(np.asarray(y, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
+    return float(
+        np.abs(np.asarray(y, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300)
+    )
 
 
-def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "compact"),
-                load2d=False, power=True, ell=True, reference=False):
+def bench_model(
+    name,
+    bw,
+    ks,
+    f32,
+    tune,
+    iters,
+    out_rows,
+    dump,
+    kinds=("warp", "compact"),
+    load2d=False,
+    power=True,
+    ell=True,
+    reference=False,
+):
     _, em, tb = build(name)
     A = stochastic(em)
     m, n = A.shape
@@ -85,7 +117,10 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
 
     layouts = [("warp-full", WarpELL, "f64"), ("compact-full", CompactWarpELL, "f64")]
     if f32:
-        layouts += [("warp-full", WarpELL, "f32"), ("compact-full", CompactWarpELL, "f32")]
+        layouts += [
+            ("warp-full", WarpELL, "f32"),
+            ("compact-full", CompactWarpELL, "f32"),
+        ]
     layouts = [lay for lay in layouts if lay[0].split("-")[0] in kinds]
     for label, cls, dt in layouts:
         if cls is CompactWarpELL and m != n:
@@ -95,25 +130,42 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
         try:
             t0 = time.perf_counter()
             L = cls.from_csr(to_csr(A, np.float64)).astype(dtype)
-            print(f"# {label} {dt}: layout {time.perf_counter() - t0:.1f}s "
-                  f"{L.stats()['bytes_per_nnz']:.2f} B/nnz", flush=True)
+            print(
+                f"# {label} {dt}: layout {time.perf_counter() - t0:.1f}s "
+                f"{L.stats()['bytes_per_nnz']:.2f} B/nnz",
+                flush=True,
+            )
         except Exception as e:  # noqa: BLE001 - e.g. too many distinct values
-            print(f"FAILED {name} {label}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            print(
+                f"FAILED {name} {label}: {type(e).__name__}: {str(e)[:300]}", flush=True
+            )
             continue
         x1 = jnp.asarray(Xs[ks[0]][:, 0], dtype)
         f1 = lambda v, L=L: fused(L, v, interpret=INTERPRET)  # noqa: E731
         t1, y2 = loop_time(f1, x1, iters)
-        add(layout=label, prec=dt, variant="single-vector kernel", k=1, us=t1 * 1e6,
-            us_per_vec=t1 * 1e6, GBs=multi_bytes(nnz, n, m, 1, it) / t1 / 1e9,
-            frac_copy=multi_bytes(nnz, n, m, 1, it) / t1 / bw, vs_k_single=1.0,
-            err=rel_err(y2, refs[ks[0]][:, 0]))
+        add(
+            layout=label,
+            prec=dt,
+            variant="single-vector kernel",
+            k=1,
+            us=t1 * 1e6,
+            us_per_vec=t1 * 1e6,
+            GBs=multi_bytes(nnz, n, m, 1, it) / t1 / 1e9,
+            frac_copy=multi_bytes(nnz, n, m, 1, it) / t1 / bw,
+            vs_k_single=1.0,
+            err=rel_err(y2, refs[ks[0]][:, 0]),
+        )
         variants = [("multi", {}, ks)]
         if tune:
             tks = tuple(tune) if isinstance(tune, (tuple, list)) else (4, 16)
-            variants += [(f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), tks)
-                         for w, s in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1))]
-            variants += [(f"multi rows{rp} w{w}", dict(rows_per_program=rp, num_warps=w),
-                          tks) for rp, w in ((64, 2), (64, 4), (128, 4))]
+            variants += [
+                (f"multi w{w} s{s}", dict(num_warps=w, num_stages=s), tks)
+                for w, s in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1))
+            ]
+            variants += [
+                (f"multi rows{rp} w{w}", dict(rows_per_program=rp, num_warps=w), tks)
+                for rp, w in ((64, 2), (64, 4), (128, 4))
+            ]
         if load2d:
             variants += [("multi load2d", dict(load2d=True), (1, 4, 16))]
         if reference:  # plain JAX on the same layout (what impl="reference" runs)
@@ -128,27 +180,53 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
                     if kw == "reference":
                         f = lambda V, L=L: spmv(L, V, impl="reference")  # noqa: E731
                     else:
-                        f = lambda V, L=L, kw=kw: fused_multi(L, V, interpret=INTERPRET, **kw)  # noqa: E731
+                        f = lambda V, L=L, kw=kw: fused_multi(
+                            L, V, interpret=INTERPRET, **kw
+                        )  # noqa: E731
                     t, y2 = loop_time(f, X, iters)
                     err = rel_err(y2, refs[k])
-                    add(layout=label, prec=dt, variant=vname, k=k, us=t * 1e6,
-                        us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
-                        vs_k_single=k * t1 / t, err=err)
+                    add(
+                        layout=label,
+                        prec=dt,
+                        variant=vname,
+                        k=k,
+                        us=t * 1e6,
+                        us_per_vec=t * 1e6 / k,
+                        GBs=cb / t / 1e9,
+                        frac_copy=cb / t / bw,
+                        vs_k_single=k * t1 / t,
+                        err=err,
+                    )
                 except Exception as e:  # noqa: BLE001
-                    print(f"FAILED {name} {label} {vname} k={k}: {type(e).__name__}: "
-                          f"{str(e)[:400]}", flush=True)
+                    print(
+                        f"FAILED {name} {label} {vname} k={k}: {type(e).__name__}: "
+                        f"{str(e)[:400]}",
+                        flush=True,
+                    )
             if dt == "f64" and k in (1, 4, 16) and power:
                 try:  # the fused power step with its per-column measure
                     g = lambda V, L=L: fused_multi(  # noqa: E731
-                        L, V, epilogue="power", diff=True, interpret=INTERPRET)[0]
+                        L, V, epilogue="power", diff=True, interpret=INTERPRET
+                    )[0]
                     t, y2 = loop_time(g, X, iters)
-                    add(layout=label, prec=dt, variant="power step + measure", k=k,
-                        us=t * 1e6, us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9,
-                        frac_copy=cb / t / bw, vs_k_single=k * t1 / t,
-                        err=rel_err(y2, refs[k]))
+                    add(
+                        layout=label,
+                        prec=dt,
+                        variant="power step + measure",
+                        k=k,
+                        us=t * 1e6,
+                        us_per_vec=t * 1e6 / k,
+                        GBs=cb / t / 1e9,
+                        frac_copy=cb / t / bw,
+                        vs_k_single=k * t1 / t,
+                        err=rel_err(y2, refs[k]),
+                    )
                 except Exception as e:  # noqa: BLE001
-                    print(f"FAILED {name} {label} power k={k}: {type(e).__name__}: "
-                          f"{str(e)[:400]}", flush=True)
+                    print(
+                        f"FAILED {name} {label} power k={k}: {type(e).__name__}: "
+                        f"{str(e)[:400]}",
+                        flush=True,
+                    )
             del X
             gc.collect()
         del L
@@ -162,9 +240,17 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
             break
         t, err = cs
         cb = multi_bytes(nnz, n, m, k, 8)
-        add(layout="cusparse csr (cupy)", prec="f64", variant="SpMM, X column-major", k=k,
-            us=t * 1e6, us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw,
-            err=err)
+        add(
+            layout="cusparse csr (cupy)",
+            prec="f64",
+            variant="SpMM, X column-major",
+            k=k,
+            us=t * 1e6,
+            us_per_vec=t * 1e6 / k,
+            GBs=cb / t / 1e9,
+            frac_copy=cb / t / bw,
+            err=err,
+        )
 
     from jaxmc.layout import make_layout
 
@@ -180,8 +266,17 @@ def bench_model(name, bw, ks, f32, tune, iters, out_rows, dump, kinds=("warp", "
             t, y2 = loop_time(f, X, iters)
             err = rel_err(y2, refs[k])
             cb = multi_bytes(nnz, n, m, k, 8)
-            add(layout="ell", prec="f64", variant="plain JAX reference", k=k, us=t * 1e6,
-                us_per_vec=t * 1e6 / k, GBs=cb / t / 1e9, frac_copy=cb / t / bw, err=err)
+            add(
+                layout="ell",
+                prec="f64",
+                variant="plain JAX reference",
+                k=k,
+                us=t * 1e6,
+                us_per_vec=t * 1e6 / k,
+                GBs=cb / t / 1e9,
+                frac_copy=cb / t / bw,
+                err=err,
+            )
         del E
     except Exception as e:  # noqa: BLE001
         print(f"FAILED {name} ell: {type(e).__name__}: {str(e)[:300]}", flush=True)
@@ -193,22 +288,38 @@ def main():
     ap.add_argument("models", nargs="*", default=["tandem2047"])
     ap.add_argument("--ks", default="1,2,4,8,16")
     ap.add_argument("--f32", action="store_true", help="also the f32 layouts")
-    ap.add_argument("--tune-ks", default="",
-                    help="with --tune: the k's the variants run at (default 4,16)")
-    ap.add_argument("--tune", action="store_true",
-                    help="num_warps/num_stages/rows_per_program at k=4, 16")
+    ap.add_argument(
+        "--tune-ks",
+        default="",
+        help="with --tune: the k's the variants run at (default 4,16)",
+    )
+    ap.add_argument(
+        "--tune",
+        action="store_true",
+        help="num_warps/num_stages/rows_per_program at k=4, 16",
+    )
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--layouts", default="warp,compact")
-    ap.add_argument("--load2d", action="store_true", help="also load2d=True at k=1,4,16")
+    ap.add_argument(
+        "--load2d", action="store_true", help="also load2d=True at k=1,4,16"
+    )
     ap.add_argument("--no-power", action="store_true")
     ap.add_argument("--no-ell", action="store_true")
-    ap.add_argument("--reference", action="store_true",
-                    help="also plain JAX (impl='reference') on the same warp/compact layouts, every k")
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "spmv_multi.json"))
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="also plain JAX (impl='reference') on the same warp/compact layouts, every k",
+    )
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "spmv_multi.json")
+    )
     a = ap.parse_args()
     ks = [int(v) for v in a.ks.split(",")]
     bw, how = copy_bandwidth()
-    print(f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})", flush=True)
+    print(
+        f"# device {device_name()}, copy bandwidth {bw / 1e12:.3f} TB/s ({how})",
+        flush=True,
+    )
     rows = []
 
     def dump():
@@ -217,10 +328,26 @@ def main():
 
     for name in a.models:
         try:
-            tune = tuple(int(k) for k in a.tune_ks.split(",")) if a.tune and a.tune_ks else a.tune
-            bench_model(name, bw, ks, a.f32, tune, a.iters, rows, dump,
-                        kinds=a.layouts.split(","), load2d=a.load2d, power=not a.no_power,
-                        ell=not a.no_ell, reference=a.reference)
+            tune = (
+                tuple(int(k) for k in a.tune_ks.split(","))
+                if a.tune and a.tune_ks
+                else a.tune
+            )
+            bench_model(
+                name,
+                bw,
+                ks,
+                a.f32,
+                tune,
+                a.iters,
+                rows,
+                dump,
+                kinds=a.layouts.split(","),
+                load2d=a.load2d,
+                power=not a.no_power,
+                ell=not a.no_ell,
+                reference=a.reference,
+            )
         except Exception as e:  # noqa: BLE001
             print(f"FAILED {name}: {type(e).__name__}: {e}", flush=True)
     dump()

@@ -29,14 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from grad import model_text  # noqa: E402  (benchmarks/ is the script's dir)
 
 import jaxmc  # noqa: E402
-
-from grad import model_text  # noqa: E402  (benchmarks/ is the script's dir)
 
 
 def spread(npts: int, m: int) -> np.ndarray:
@@ -77,8 +77,14 @@ def storm_times(text: str, n: int, prop: str, pts: dict, sel: np.ndarray) -> dic
         vals.append(float(res.get_value(init)))
     cpu = time.process_time() - c0
     solver = str(stormpy.Environment().solver().get_linear_equation_solver_type())
-    return {"build_s": t_build, "inst_s": t_inst, "check_s": t_check, "values": vals,
-            "solver": solver, "cpu_s": cpu}
+    return {
+        "build_s": t_build,
+        "inst_s": t_inst,
+        "check_s": t_check,
+        "values": vals,
+        "solver": solver,
+        "cpu_s": cpu,
+    }
 
 
 def main():
@@ -86,24 +92,52 @@ def main():
     ap.add_argument("--n", type=int, default=316, help="grid side (states ~ n^2)")
     ap.add_argument("--points", type=int, default=1024)
     ap.add_argument("--fail", type=float, default=0.02)
-    ap.add_argument("--chunk", type=int, nargs="+", default=[0],
-                    help="points per vmapped batch, one run each (0: jaxmc.sweep's default)")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="jaxmc.sweep's concurrent chunks (default: its own, the CPU cores on a CPU)")
-    ap.add_argument("--sequential", type=int, default=32,
-                    help="sequential solve calls timed (extrapolated to --points)")
-    ap.add_argument("--storm", type=int, default=16,
-                    help="Storm points timed (extrapolated; 0: skip Storm)")
+    ap.add_argument(
+        "--chunk",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="points per vmapped batch, one run each (0: jaxmc.sweep's default)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="jaxmc.sweep's concurrent chunks (default: its own, the CPU cores on a CPU)",
+    )
+    ap.add_argument(
+        "--sequential",
+        type=int,
+        default=32,
+        help="sequential solve calls timed (extrapolated to --points)",
+    )
+    ap.add_argument(
+        "--storm",
+        type=int,
+        default=16,
+        help="Storm points timed (extrapolated; 0: skip Storm)",
+    )
     ap.add_argument("--epsilon", type=float, default=1e-6)
-    ap.add_argument("--omega", type=float, default=None,
-                    help="over-relaxation of jaxmc's solves (default: automatic; 1: plain Gauss-Seidel)")
-    ap.add_argument("--sor-kernel", choices=("auto", "on", "off"), default=None,
-                    help="fused Pallas SOR kernel of batched sweeps (jaxmc._config.SOR_KERNEL; "
-                         "default: $JAXMC_SOR_KERNEL or auto, i.e. on a GPU)")
+    ap.add_argument(
+        "--omega",
+        type=float,
+        default=None,
+        help="over-relaxation of jaxmc's solves (default: automatic; 1: plain Gauss-Seidel)",
+    )
+    ap.add_argument(
+        "--sor-kernel",
+        choices=("auto", "on", "off"),
+        default=None,
+        help="fused Pallas SOR kernel of batched sweeps (jaxmc._config.SOR_KERNEL; "
+        "default: $JAXMC_SOR_KERNEL or auto, i.e. on a GPU)",
+    )
     ap.add_argument("--json", help="append one JSON line with all numbers to this file")
-    ap.add_argument("--xla-defaults", action="store_true",
-                    help="compile the CPU solves with XLA's default options "
-                         "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison")
+    ap.add_argument(
+        "--xla-defaults",
+        action="store_true",
+        help="compile the CPU solves with XLA's default options "
+        "(jaxmc._config.CPU_SOLVER_OPTIONS off), for comparison",
+    )
     args = ap.parse_args()
     if args.xla_defaults:
         jaxmc._config.CPU_SOLVER_OPTIONS = {}
@@ -112,28 +146,45 @@ def main():
     if args.sor_kernel:
         jaxmc._config.SOR_KERNEL = args.sor_kernel
     side = int(round(np.sqrt(args.points)))
-    P0, P1 = np.meshgrid(np.linspace(0.3, 0.5, side), np.linspace(0.35, 0.55, args.points // side))
+    P0, P1 = np.meshgrid(
+        np.linspace(0.3, 0.5, side), np.linspace(0.35, 0.55, args.points // side)
+    )
     pts = {"p0": P0.reshape(-1), "p1": P1.reshape(-1)}
     npts = pts["p0"].size
     text = model_text(2, args.fail)
     first = {k: float(v[0]) for k, v in pts.items()}
-    model = jaxmc.load_model_string(text, {"N": args.n}, parameters=("p0", "p1"), params=first)
+    model = jaxmc.load_model_string(
+        text, {"N": args.n}, parameters=("p0", "p1"), params=first
+    )
     t = time.perf_counter()
     explicit = jaxmc.build(model)
     build = time.perf_counter() - t
     prop = 'P=? [ F "goal" ]'
     dev = jax.devices()[0]
-    print(f"# {time.strftime('%Y-%m-%d')} {platform.machine()} ({os.cpu_count()} cores), "
-          f"jax {jax.__version__} on {jax.default_backend()} ({getattr(dev, 'device_kind', dev.platform)})")
-    print(f"# model: {explicit.num_states} states, {explicit.num_transitions} transitions, "
-          f"fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; epsilon {args.epsilon}; "
-          f"SOR kernel {sor_multi_pallas.mode()} (active: {sor_multi_pallas.active()})")
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.machine()} ({os.cpu_count()} cores), "
+        f"jax {jax.__version__} on {jax.default_backend()} ({getattr(dev, 'device_kind', dev.platform)})"
+    )
+    print(
+        f"# model: {explicit.num_states} states, {explicit.num_transitions} transitions, "
+        f"fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; epsilon {args.epsilon}; "
+        f"SOR kernel {sor_multi_pallas.mode()} (active: {sor_multi_pallas.active()})"
+    )
     kw = dict(epsilon=args.epsilon, build_params=first, omega=args.omega)
-    rec = {"bench": "sweep", "backend": jax.default_backend(),
-           "device": str(getattr(dev, "device_kind", dev.platform)), "cpus": os.cpu_count(),
-           "states": explicit.num_states, "nnz": explicit.num_transitions, "points": npts,
-           "fail": args.fail, "epsilon": args.epsilon, "omega": args.omega,
-           "sor_kernel": sor_multi_pallas.mode(), "sweeps": []}
+    rec = {
+        "bench": "sweep",
+        "backend": jax.default_backend(),
+        "device": str(getattr(dev, "device_kind", dev.platform)),
+        "cpus": os.cpu_count(),
+        "states": explicit.num_states,
+        "nnz": explicit.num_transitions,
+        "points": npts,
+        "fail": args.fail,
+        "epsilon": args.epsilon,
+        "omega": args.omega,
+        "sor_kernel": sor_multi_pallas.mode(),
+        "sweeps": [],
+    }
     rows = []
     out = None
     for chunk in args.chunk:
@@ -147,26 +198,45 @@ def main():
         t, c0 = time.perf_counter(), time.process_time()
         out = jaxmc.sweep(model, prop, params=pts, chunk=c, workers=args.workers, **kw)
         t_sweep, c_sweep = time.perf_counter() - t, time.process_time() - c0
-        rec["sweeps"].append({"chunk": chunk, "s": t_sweep, "cpu_s": c_sweep, "first_call_s": t_warm})
-        rows.append((f"jaxmc.sweep (vmap), chunk {chunk or 'default'}", t_sweep,
-                     f"measured (first call incl. compile {t_warm:.1f} s)"))
-        print(f"# sweep chunk {chunk or 'default'}: {t_sweep:.2f} s (process CPU time {c_sweep:.2f} s)",
-              flush=True)
+        rec["sweeps"].append(
+            {"chunk": chunk, "s": t_sweep, "cpu_s": c_sweep, "first_call_s": t_warm}
+        )
+        rows.append(
+            (
+                f"jaxmc.sweep (vmap), chunk {chunk or 'default'}",
+                t_sweep,
+                f"measured (first call incl. compile {t_warm:.1f} s)",
+            )
+        )
+        print(
+            f"# sweep chunk {chunk or 'default'}: {t_sweep:.2f} s (process CPU time {c_sweep:.2f} s)",
+            flush=True,
+        )
     t_best = min(s["s"] for s in rec["sweeps"])
     # sequential jaxmc.solve calls (compiled once, then one call per point)
     sel = spread(npts, min(args.sequential, npts))
     m = sel.size
     jaxmc.solve(model, prop, params=first, **kw)
     t, c0 = time.perf_counter(), time.process_time()
-    seq = np.array([
-        float(jaxmc.solve(model, prop, params={k: pts[k][i] for k in pts}, **kw)) for i in sel
-    ])
+    seq = np.array(
+        [
+            float(jaxmc.solve(model, prop, params={k: pts[k][i] for k in pts}, **kw))
+            for i in sel
+        ]
+    )
     t_seq = (time.perf_counter() - t) * npts / m
     c_seq = (time.process_time() - c0) * npts / m
     np.testing.assert_allclose(seq, out[sel], rtol=10 * args.epsilon)
-    rec["sequential"] = {"timed": m, "s_extrapolated": t_seq, "cpu_s_extrapolated": c_seq}
+    rec["sequential"] = {
+        "timed": m,
+        "s_extrapolated": t_seq,
+        "cpu_s_extrapolated": c_seq,
+    }
     rows.append(("jaxmc.solve x points", t_seq, f"{m} calls timed, extrapolated"))
-    print(f"# sequential: {t_seq:.2f} s extrapolated (process CPU time {c_seq:.2f} s)", flush=True)
+    print(
+        f"# sequential: {t_seq:.2f} s extrapolated (process CPU time {c_seq:.2f} s)",
+        flush=True,
+    )
     if args.storm:
         try:
             import stormpy  # noqa: F401
@@ -178,22 +248,41 @@ def main():
             ms = sel.size
             st = storm_times(text, args.n, prop, pts, sel)
             t_storm = (st["inst_s"] + st["check_s"]) * npts / ms
-            err = float(np.max(np.abs(np.array(st["values"]) - out[sel]) / np.abs(out[sel])))
-            rec["storm"] = {"timed": ms, "s_extrapolated": t_storm, "build_s": st["build_s"],
-                            "inst_s": st["inst_s"], "check_s": st["check_s"],
-                            "solver": st["solver"], "max_rel_diff": err,
-                            "cpu_s_extrapolated": st["cpu_s"] * npts / ms}
-            rows.append(("Storm instantiate + check", t_storm,
-                         f"{ms} points timed, extrapolated (instantiate {1e3 * st['inst_s'] / ms:.0f} ms"
-                         f" + check {1e3 * st['check_s'] / ms:.0f} ms per point; parametric build "
-                         f"{st['build_s']:.1f} s not counted; {st['solver']})"))
-            print(f"# Storm: {t_storm:.2f} s extrapolated (process CPU time "
-                  f"{st['cpu_s'] * npts / ms:.2f} s)")
+            err = float(
+                np.max(np.abs(np.array(st["values"]) - out[sel]) / np.abs(out[sel]))
+            )
+            rec["storm"] = {
+                "timed": ms,
+                "s_extrapolated": t_storm,
+                "build_s": st["build_s"],
+                "inst_s": st["inst_s"],
+                "check_s": st["check_s"],
+                "solver": st["solver"],
+                "max_rel_diff": err,
+                "cpu_s_extrapolated": st["cpu_s"] * npts / ms,
+            }
+            rows.append(
+                (
+                    "Storm instantiate + check",
+                    t_storm,
+                    f"{ms} points timed, extrapolated (instantiate {1e3 * st['inst_s'] / ms:.0f} ms"
+                    f" + check {1e3 * st['check_s'] / ms:.0f} ms per point; parametric build "
+                    f"{st['build_s']:.1f} s not counted; {st['solver']})",
+                )
+            )
+            print(
+                f"# Storm: {t_storm:.2f} s extrapolated (process CPU time "
+                f"{st['cpu_s'] * npts / ms:.2f} s)"
+            )
             print(f"# max rel. difference jaxmc vs Storm over {ms} points: {err:.2e}")
-    print("| method | time for all points (s) | per point (ms) | vs best sweep | note |")
+    print(
+        "| method | time for all points (s) | per point (ms) | vs best sweep | note |"
+    )
     print("|---|---:|---:|---:|---|")
     for name, tt, note in rows:
-        print(f"| {name} | {tt:.2f} | {1e3 * tt / npts:.2f} | {tt / t_best:.1f}x | {note} |")
+        print(
+            f"| {name} | {tt:.2f} | {1e3 * tt / npts:.2f} | {tt / t_best:.1f}x | {note} |"
+        )
     if args.json:
         with open(args.json, "a") as f:
             f.write(json.dumps(rec) + "\n")

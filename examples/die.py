@@ -29,17 +29,26 @@ def main() -> dict[str, float]:
     for k in range(1, 7):
         result = jaxmc.check(model, f"P=? [ F s=7 & d={k} ]", method="bicgstab")
         outcomes.append(result.value)
-    print("P(d=k) =", " ".join(f"{p:.6f}" for p in outcomes), f"(sum {sum(outcomes):.8f})")
+    print(
+        "P(d=k) =", " ".join(f"{p:.6f}" for p in outcomes), f"(sum {sum(outcomes):.8f})"
+    )
 
     # Expected number of coin flips until the die is decided: 11/3.
     flips = jaxmc.check(model, 'R{"coin_flips"}=? [ F "done" ]')
-    print(f"E[flips] = {flips.value:.10f} ({flips.iterations} iterations, {flips.status})")
+    print(
+        f"E[flips] = {flips.value:.10f} ({flips.iterations} iterations, {flips.status})"
+    )
 
     # The same, by name, from the properties file.
     props = jaxmc.load_properties(MODELS / "die.pm.props", model)
     named = jaxmc.check(model, "flips", properties=props).value
-    print(f"E[flips] (property \"flips\") = {named:.10f}")
-    return {"six": six, "flips": flips.value, "named_flips": named, "sum": sum(outcomes)}
+    print(f'E[flips] (property "flips") = {named:.10f}')
+    return {
+        "six": six,
+        "flips": flips.value,
+        "named_flips": named,
+        "sum": sum(outcomes),
+    }
 
 
 if __name__ == "__main__":

@@ -43,12 +43,18 @@ def main() -> dict[str, float]:
     model = jaxmc.load_model(MODELS / "queue.sm")
     out: dict[str, float] = {}
     print("M/M/1/10 queue, parameters", POINT)
-    print(f"{'property':34s} {'value':>12s} " + " ".join(f"{'d/d' + k:>12s}" for k in POINT))
+    print(
+        f"{'property':34s} {'value':>12s} "
+        + " ".join(f"{'d/d' + k:>12s}" for k in POINT)
+    )
 
     def report(name, prop, f, point):
         value = float(f(point))
         grad = jax.grad(f)(point)
-        print(f"{prop:34s} {value:12.8f} " + " ".join(f"{float(grad[k]):12.8f}" for k in POINT))
+        print(
+            f"{prop:34s} {value:12.8f} "
+            + " ".join(f"{float(grad[k]):12.8f}" for k in POINT)
+        )
         out[name] = value
         for k in grad:
             out[f"{name}_d{k}"] = float(grad[k])
@@ -58,14 +64,21 @@ def main() -> dict[str, float]:
     report("idle", prop, lambda th: jaxmc.solve(model, prop, params=th), POINT)
     # The time bound as a parameter too: T is a property constant, so use
     # a model copy where T is an undefined model constant.
-    text = (MODELS / "queue.sm").read_text().replace("const int K = 10;", "const int K = 10;\nconst double T;")
+    text = (
+        (MODELS / "queue.sm")
+        .read_text()
+        .replace("const int K = 10;", "const int K = 10;\nconst double T;")
+    )
     timed = jaxmc.load_model_string(text, parameters=("T",), params={"T": 5.0})
     prop_t = 'P=? [ F<=T "full" ]'
     point_t = {**POINT, "T": 5.0}
     g = jax.grad(lambda th: jaxmc.solve(timed, prop_t, params=th))(point_t)
     value = float(jaxmc.solve(timed, prop_t, params=point_t))
-    print(f"{prop_t:34s} {value:12.8f} " + " ".join(f"{float(g[k]):12.8f}" for k in POINT)
-          + f"   d/dT {float(g['T']):.8f}")
+    print(
+        f"{prop_t:34s} {value:12.8f} "
+        + " ".join(f"{float(g[k]):12.8f}" for k in POINT)
+        + f"   d/dT {float(g['T']):.8f}"
+    )
     out["full_by_T"] = value
     out.update({f"full_by_T_d{k}": float(v) for k, v in g.items()})
 
@@ -88,17 +101,24 @@ def main() -> dict[str, float]:
 
     # Herman's ring from three adjacent tokens (one initial state, so that
     # each result is a scalar), the coin's bias `p` as the parameter.
-    text = (MODELS / "herman5.pm").read_text().replace(
-        "init true endinit", "init x1=0&x2=0&x3=0&x4=0&x5=1 endinit")
+    text = (
+        (MODELS / "herman5.pm")
+        .read_text()
+        .replace("init true endinit", "init x1=0&x2=0&x3=0&x4=0&x5=1 endinit")
+    )
     herman = jaxmc.load_model_string(text, params={"p": 0.3})
     print("\nHerman's ring (N=5), from three adjacent tokens, coin bias p = 0.3")
-    for name, prop in (("steps", 'R{"steps"}=? [ F "stable" ]'),
-                       ("within3", 'P=? [ F<=3 "stable" ]')):
+    for name, prop in (
+        ("steps", 'R{"steps"}=? [ F "stable" ]'),
+        ("within3", 'P=? [ F<=3 "stable" ]'),
+    ):
         f = lambda th, prop=prop: jaxmc.solve(herman, prop, params=th)  # noqa: E731
         value = float(f({"p": 0.3}))
         grad = float(jax.grad(f)({"p": 0.3})["p"])
         fd_p = (float(f({"p": 0.3 + h})) - float(f({"p": 0.3 - h}))) / (2 * h)
-        print(f"{prop:34s} {value:12.8f}   d/dp {grad:12.8f}   (finite differences {fd_p:.8f})")
+        print(
+            f"{prop:34s} {value:12.8f}   d/dp {grad:12.8f}   (finite differences {fd_p:.8f})"
+        )
         out[f"herman_{name}"] = value
         out[f"herman_{name}_dp"] = grad
         out[f"herman_{name}_fd"] = fd_p

@@ -39,13 +39,17 @@ def main(out: str | None = None) -> dict[str, float]:
     idle = jaxmc.sweep(model, 'S=? [ "empty" ]', params={"lambda": lams, "mu": 3.0})
     t1 = time.perf_counter()
     err = float(np.max(np.abs(idle - idle_closed_form(lams, 3.0))))
-    print(f"1-D sweep: {lams.size} points in {t1 - t0:.2f} s; max |error| vs closed form {err:.2e}")
+    print(
+        f"1-D sweep: {lams.size} points in {t1 - t0:.2f} s; max |error| vs closed form {err:.2e}"
+    )
     L, M = np.meshgrid(np.linspace(0.5, 6.0, 24), np.linspace(1.0, 6.0, 20))
     t0 = time.perf_counter()
     full = jaxmc.sweep(model, 'P=? [ F<=5 "full" ]', params={"lambda": L, "mu": M})
     t1 = time.perf_counter()
-    print(f"2-D sweep: {L.size} points in {t1 - t0:.2f} s; "
-          f"P(full by 5) from {full.min():.3g} to {full.max():.3g}")
+    print(
+        f"2-D sweep: {L.size} points in {t1 - t0:.2f} s; "
+        f"P(full by 5) from {full.min():.3g} to {full.max():.3g}"
+    )
     i, j = np.unravel_index(np.argmin(np.abs(full - 0.5)), full.shape)
     print(f"closest to 0.5: lambda={L[i, j]:.3f}, mu={M[i, j]:.3f} -> {full[i, j]:.4f}")
     values = {

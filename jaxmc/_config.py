@@ -33,9 +33,7 @@ def _switch(name: str) -> str:
     """The value of the environment variable `name`: one of `_SWITCH`."""
     value = os.environ.get(name, "auto").strip().lower() or "auto"
     if value not in _SWITCH:
-        raise ValueError(
-            f"{name}={value!r}: expected one of {', '.join(_SWITCH)}"
-        )
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(_SWITCH)}")
     return value
 
 

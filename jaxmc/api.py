@@ -130,7 +130,9 @@ def check(
     return result
 
 
-def solve(model: Model, prop: Any, *, params: Mapping[str, Any] | None = None, **kwargs: Any):
+def solve(
+    model: Model, prop: Any, *, params: Mapping[str, Any] | None = None, **kwargs: Any
+):
     """The value of `prop` at the model's single initial state, as a JAX
     scalar (a bool for properties with a threshold).
 

@@ -81,16 +81,23 @@ def property_text(expr: ast.Expr, pset) -> str:
 
 def storm_expr(expr: ast.Expr, pset) -> ast.Expr:
     def f(n, stack=()):
-        if isinstance(n, ast.LabelRef) and pset.label_kind(n.name) in ("properties", "property"):
+        if isinstance(n, ast.LabelRef) and pset.label_kind(n.name) in (
+            "properties",
+            "property",
+        ):
             if n.name in stack:
                 raise NoStormEquivalent(f'"{n.name}" refers to itself')
             target = pset.resolve_label(n.name)
             return map_expr(target, lambda m: f(m, (*stack, n.name)))
         if isinstance(n, ast.Binary) and n.op is ast.BinaryOp.IMPLIES:
-            left, right = (map_expr(x, lambda m: f(m, stack)) for x in (n.left, n.right))
+            left, right = (
+                map_expr(x, lambda m: f(m, stack)) for x in (n.left, n.right)
+            )
             return ast.Binary(ast.BinaryOp.OR, ast.Unary(ast.UnaryOp.NOT, left), right)
         if isinstance(n, ast.Binary) and n.op is ast.BinaryOp.IFF:
-            left, right = (map_expr(x, lambda m: f(m, stack)) for x in (n.left, n.right))
+            left, right = (
+                map_expr(x, lambda m: f(m, stack)) for x in (n.left, n.right)
+            )
             both = ast.Binary(ast.BinaryOp.AND, left, right)
             neither = ast.Binary(
                 ast.BinaryOp.AND,

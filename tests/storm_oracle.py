@@ -41,7 +41,8 @@ def _program_and_property(model_path, consts, prop_text, program_text):
     prop = stormpy.parse_properties(prop_text, program)[0]
     declared = {c.name for c in program.constants if not c.defined}
     use = ",".join(
-        p for p in (consts.split(",") if consts else [])
+        p
+        for p in (consts.split(",") if consts else [])
         if p.split("=", 1)[0].strip() in declared
     )
     if use:
@@ -50,7 +51,9 @@ def _program_and_property(model_path, consts, prop_text, program_text):
     return program, prop
 
 
-def storm_value(model_path: str, consts: str, prop_text: str, program_text: str | None = None):
+def storm_value(
+    model_path: str, consts: str, prop_text: str, program_text: str | None = None
+):
     """Storm's value of the property `prop_text` at the single initial state
     (a float or bool); ("range", lo, hi) for a numerical property with several
     initial states; for a Boolean one, whether it holds in all of them (as
@@ -75,7 +78,12 @@ def _storm_ref():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "shared" / "tools" / "storm_ref.py"
+    path = (
+        pathlib.Path(__file__).resolve().parents[2]
+        / "shared"
+        / "tools"
+        / "storm_ref.py"
+    )
     spec = importlib.util.spec_from_file_location("storm_ref", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

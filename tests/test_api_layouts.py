@@ -4,7 +4,6 @@ CSR (to 1e-12) on DTMC, CTMC and MDP properties of every numerical kind
 plain-JAX SpMV on CPU and once through the Pallas kernel in interpret mode;
 the timing breakdown of `CheckResult`; the automatic choice."""
 
-import numpy as np
 import pytest
 
 import jaxmc
@@ -24,8 +23,14 @@ rewards "steps" x>0 & x<N : 1; endrewards
 label "goal" = x=N;
 """
 DTMC_PROPS = [
-    'P=? [ F "goal" ]', 'P=? [ F<=5 "goal" ]', 'P=? [ X x=3 ]', 'P=? [ x>0 U[2,4] "goal" ]',
-    'R=? [ F x=0 | x=N ]', 'R=? [ C<=4 ]', 'R=? [ I=3 ]', 'S=? [ x=N ]',
+    'P=? [ F "goal" ]',
+    'P=? [ F<=5 "goal" ]',
+    "P=? [ X x=3 ]",
+    'P=? [ x>0 U[2,4] "goal" ]',
+    "R=? [ F x=0 | x=N ]",
+    "R=? [ C<=4 ]",
+    "R=? [ I=3 ]",
+    "S=? [ x=N ]",
 ]
 
 CTMC = """
@@ -42,8 +47,14 @@ endmodule
 rewards "cust" true : s; endrewards
 """
 CTMC_PROPS = [
-    "P=? [ true U<=1.5 s=c ]", "P=? [ s<c U>=0.5 s=c ]", "R=? [ S ]", "S=? [ s>2 & t=1 ]",
-    "R=? [ I=1 ]", "R=? [ C<=1 ]", "P=? [ F s=c & t=2 ]", "R=? [ F s=c ]",
+    "P=? [ true U<=1.5 s=c ]",
+    "P=? [ s<c U>=0.5 s=c ]",
+    "R=? [ S ]",
+    "S=? [ s>2 & t=1 ]",
+    "R=? [ I=1 ]",
+    "R=? [ C<=1 ]",
+    "P=? [ F s=c & t=2 ]",
+    "R=? [ F s=c ]",
 ]
 
 MDP = """
@@ -56,8 +67,13 @@ module m
 endmodule
 rewards true : 1; endrewards
 """
-MDP_PROPS = ["Pmax=? [ F x=4 ]", "Pmin=? [ F<=3 x=4 ]", "Rmin=? [ F x=4 ]",
-             "Rmax=? [ F x=4 ]", "Pmin=? [ X x=1 ]"]
+MDP_PROPS = [
+    "Pmax=? [ F x=4 ]",
+    "Pmin=? [ F<=3 x=4 ]",
+    "Rmin=? [ F x=4 ]",
+    "Rmax=? [ F x=4 ]",
+    "Pmin=? [ X x=1 ]",
+]
 
 LAYOUTS = ["ell", "warp", "warp2", "dia"] + [
     pytest.param(k, marks=pytest.mark.slow) for k in ("sell", "compact", "vector")
@@ -74,8 +90,11 @@ def _values(text, props, layout, **kw):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("text,props", [(DTMC, DTMC_PROPS), (CTMC, CTMC_PROPS), (MDP, MDP_PROPS)],
-                         ids=["dtmc", "ctmc", "mdp"])
+@pytest.mark.parametrize(
+    "text,props",
+    [(DTMC, DTMC_PROPS), (CTMC, CTMC_PROPS), (MDP, MDP_PROPS)],
+    ids=["dtmc", "ctmc", "mdp"],
+)
 def test_layouts_match_csr(text, props, layout):
     ref = _values(text, props, "csr")
     got = _values(text, props, layout)
@@ -84,11 +103,19 @@ def test_layouts_match_csr(text, props, layout):
         if p.startswith("S") or "[ S ]" in p:
             # steady state: LU on the host for CSR, a device Krylov solve for
             # the others
-            assert "bicgstab" not in it0[0] and "bicgstab" in it[0] and it[1] > 0, (p, it0, it)
+            assert "bicgstab" not in it0[0] and "bicgstab" in it[0] and it[1] > 0, (
+                p,
+                it0,
+                it,
+            )
         else:
             assert it == it0, p
         if (l0, lay) != (None, None):  # None: nothing left to solve (all 0/1)
-            assert l0 in ("csr", "host") and lay not in ("csr", "host", None), (p, l0, lay)
+            assert l0 in ("csr", "host") and lay not in ("csr", "host", None), (
+                p,
+                l0,
+                lay,
+            )
 
 
 def test_interval_iteration_on_warp():
@@ -108,14 +135,16 @@ def test_pallas_interpret_through_check(monkeypatch):
 
     from jaxmc.layout import WarpELL
 
-    mods = [importlib.import_module(f"jaxmc.{m}")
-            for m in ("kernels.spmv", "kernels.fused", "solvers._linear")]
+    mods = [
+        importlib.import_module(f"jaxmc.{m}")
+        for m in ("kernels.spmv", "kernels.fused", "solvers._linear")
+    ]
 
     def use_pallas(matrix, impl):
         return isinstance(matrix, WarpELL) and impl in ("auto", "pallas")
 
     text = DTMC.replace("N = 6", "N = 11")
-    props = ['P=? [ F "goal" ]', 'R=? [ F x=0 | x=N ]', 'P=? [ F<=5 "goal" ]']
+    props = ['P=? [ F "goal" ]', "R=? [ F x=0 | x=N ]", 'P=? [ F<=5 "goal" ]']
     # The kernel path does 4 steps per loop trip (CSR 2), so it may stop a
     # few steps later: compare converged values.
     ref = _values(text, props, "csr", epsilon=1e-13)
@@ -138,8 +167,15 @@ def test_auto_is_csr_on_cpu_and_bad_names_refused():
     assert float(v) == pytest.approx(r.value, rel=1e-12)
 
 
-@pytest.mark.parametrize("text,prop", [(DTMC, 'P=? [ F "goal" ]'), (CTMC, "S=? [ s>2 & t=1 ]"),
-                                       (MDP, "Rmin=? [ F x=4 ]"), (CTMC, "P=? [ true U<=1.5 s=c ]")])
+@pytest.mark.parametrize(
+    "text,prop",
+    [
+        (DTMC, 'P=? [ F "goal" ]'),
+        (CTMC, "S=? [ s>2 & t=1 ]"),
+        (MDP, "Rmin=? [ F x=4 ]"),
+        (CTMC, "P=? [ true U<=1.5 s=c ]"),
+    ],
+)
 def test_timing_breakdown(text, prop):
     m = jaxmc.load_model_string(text)
     r = jaxmc.check(m, prop)

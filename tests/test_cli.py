@@ -25,7 +25,11 @@ def run(capsys, *argv):
 
 
 def results(out: str) -> list[str]:
-    return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Result:")]
+    return [
+        line.split(":", 1)[1].strip()
+        for line in out.splitlines()
+        if line.startswith("Result:")
+    ]
 
 
 def test_die_properties_file(capsys):
@@ -104,7 +108,9 @@ def test_timing(capsys):
 
 def test_broken_model_located_error(capsys, tmp_path):
     broken = tmp_path / "broken.pm"
-    broken.write_text("dtmc\nmodule m\n  s : [0..3] init 0;\n  [] s<3 -> (s'=s+1)\nendmodule\n")
+    broken.write_text(
+        "dtmc\nmodule m\n  s : [0..3] init 0;\n  [] s<3 -> (s'=s+1)\nendmodule\n"
+    )
     code, out, err = run(capsys, broken, "--prop", "P=? [ F s=3 ]")
     assert code == 1
     assert f"{broken}:4:" in err  # file:line:col
@@ -193,7 +199,9 @@ def test_timing_breakdown_json(capsys):
         assert t[key] >= 0.0
     assert t["precompute"] + t["layout"] + t["solve"] <= t["total"]
     code, out, _ = run(capsys, DIE, DIE_PROPS, "--timing", "--property", "1")
-    line = [x for x in out.split("Timing (seconds):")[1].splitlines() if "property 1" in x][0]
+    line = [
+        x for x in out.split("Timing (seconds):")[1].splitlines() if "property 1" in x
+    ][0]
     assert "precompute" in line and "solve" in line and "(jacobi / csr)" in line
 
 
@@ -209,7 +217,9 @@ def test_export_then_import(capsys, tmp_path):
     assert "States:      13 (1 initial)" in out
     vals = results(out)
     assert float(vals[0]) == pytest.approx(1 / 6, rel=1e-5) and vals[1] == "true"
-    code, out, err = run(capsys, "-importmodel", f"{base}.all", DIE_PROPS, "--property", "flips")
+    code, out, err = run(
+        capsys, "-importmodel", f"{base}.all", DIE_PROPS, "--property", "flips"
+    )
     assert code == 0, err
     assert float(results(out)[0]) == pytest.approx(11 / 3, rel=1e-5)
 
@@ -236,7 +246,9 @@ def test_python_dash_m(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (entry,) = json.loads(proc.stdout)["runs"][0]["properties"]
     assert entry["value"] == pytest.approx(1 / 6, rel=1e-5)
-    proc = subprocess.run([sys.executable, "-m", "jaxmc"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxmc"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
 
 
@@ -259,7 +271,12 @@ def test_cli_writes_the_compilation_cache(tmp_path):
     import os
 
     env = dict(os.environ, JAXMC_CACHE_DIR=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 & d=6 ]"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 & d=6 ]"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert any((tmp_path / "cache").iterdir())

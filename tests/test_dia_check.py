@@ -18,8 +18,13 @@ from jaxmc.layout import CSR, CompactDIA, dia_order, ordered_dia
 from jaxmc.numerics import steady_solve
 from jaxmc.numerics.matrices import lex_rank
 
-EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
-needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="../shared/models absent")
+
+EXAMPLES = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+)
+needs_examples = pytest.mark.skipif(
+    not EXAMPLES.is_dir(), reason="../shared/models absent"
+)
 
 # Two queues in tandem (the shape of PRISM's tandem, small): a 2-D box.
 TANDEM = """
@@ -37,8 +42,15 @@ module q2
 endmodule
 rewards "cust" true : s1 + s2; endrewards
 """
-PROPS = ["S=? [ s2=c ]", "R=? [ S ]", "P=? [ F<=1.5 s2=c ]", "P=? [ s1<c U>=0.5 s2=c ]",
-         "R=? [ F s2=c ]", "R=? [ C<=1 ]", "R=? [ I=2 ]"]
+PROPS = [
+    "S=? [ s2=c ]",
+    "R=? [ S ]",
+    "P=? [ F<=1.5 s2=c ]",
+    "P=? [ s1<c U>=0.5 s2=c ]",
+    "R=? [ F s2=c ]",
+    "R=? [ C<=1 ]",
+    "R=? [ I=2 ]",
+]
 
 
 @pytest.mark.parametrize("prop", PROPS)
@@ -97,11 +109,17 @@ def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
     assert steady_solve.system_kind(A, "auto", lex_rank(m)) == ("dia", "auto")
     assert steady_solve.system_kind(A, "auto", None)[0] in ("warp", "warp2")
     assert steady_solve.system_kind(A, "warp", lex_rank(m)) == ("warp", "compact")
-    mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", lex_rank(m), "auto")
+    mat, order = build_ordered(
+        A.indptr, A.indices, A.data, A.shape, "dia", lex_rank(m), "auto"
+    )
     assert isinstance(mat, CompactDIA) and order is not None
     shuffled = np.random.default_rng(0).permutation(n)
-    mat, order = build_ordered(A.indptr, A.indices, A.data, A.shape, "dia", shuffled, "auto")
-    assert jaxmc.numerics.matrices.layout_name(mat) in ("warp", "warp2") and order is None
+    mat, order = build_ordered(
+        A.indptr, A.indices, A.data, A.shape, "dia", shuffled, "auto"
+    )
+    assert (
+        jaxmc.numerics.matrices.layout_name(mat) in ("warp", "warp2") and order is None
+    )
 
 
 def test_lex_rank_of_a_subset():
@@ -136,7 +154,9 @@ def test_device_build_matches_host_build(distinct):
     np.testing.assert_array_equal(p1.order, p2.order)
     assert host.offsets == dev.offsets and host.zero == dev.zero and host.nnz == dev.nnz
     for f in ("vidx", "table", "active"):
-        np.testing.assert_array_equal(np.asarray(getattr(host, f)), np.asarray(getattr(dev, f)))
+        np.testing.assert_array_equal(
+            np.asarray(getattr(host, f)), np.asarray(getattr(dev, f))
+        )
 
 
 def test_dia_order_agrees_with_the_layout():
@@ -148,13 +168,20 @@ def test_dia_order_agrees_with_the_layout():
     rng = np.random.default_rng(3)
     i = np.arange(n)
     r, c = [], []
-    for d, ok in ((1, i % side < side - 1), (-1, i % side > 0), (side, i < n - side), (-side, i >= side)):
+    for d, ok in (
+        (1, i % side < side - 1),
+        (-1, i % side > 0),
+        (side, i < n - side),
+        (-side, i >= side),
+    ):
         r.append(i[ok])
         c.append(i[ok] + d)
     rows, cols = np.concatenate(r), np.concatenate(c)
     scramble = rng.permutation(n)  # scramble[k]: the new index of grid cell k
-    A = sp.csr_matrix((rng.choice([0.5, 0.25], rows.size), (scramble[rows], scramble[cols])),
-                      shape=(n, n))
+    A = sp.csr_matrix(
+        (rng.choice([0.5, 0.25], rows.size), (scramble[rows], scramble[cols])),
+        shape=(n, n),
+    )
     rank = np.empty(n, np.int64)
     rank[scramble] = np.arange(n)  # each row's row-major place in the grid
     csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
@@ -166,13 +193,19 @@ def test_dia_order_agrees_with_the_layout():
     y = np.asarray(jaxmc.kernels.spmv(L, P.apply(x), impl="reference"))
     np.testing.assert_allclose(P.undo(y), A @ x, rtol=1e-12, atol=1e-14)
     assert dia_order(csr, rng.permutation(n)) is None  # a random order: no diagonals
-    jumps = A + sp.csr_matrix((np.ones(60), (rng.integers(0, n, 60), rng.integers(0, n, 60))),
-                              shape=(n, n))
+    jumps = A + sp.csr_matrix(
+        (np.ones(60), (rng.integers(0, n, 60), rng.integers(0, n, 60))), shape=(n, n)
+    )
     csr2 = CSR.from_arrays(jumps.indptr, jumps.indices, jumps.data, jumps.shape)
     assert dia_order(csr2, rank) is None
     with pytest.raises(ValueError):
-        CompactDIA.from_csr(CSR.from_arrays(*(lambda B: (B.indptr, B.indices, B.data, B.shape))(
-            jumps[np.argsort(rank)][:, np.argsort(rank)].tocsr())))
+        CompactDIA.from_csr(
+            CSR.from_arrays(
+                *(lambda B: (B.indptr, B.indices, B.data, B.shape))(
+                    jumps[np.argsort(rank)][:, np.argsort(rank)].tocsr()
+                )
+            )
+        )
 
 
 @needs_examples
@@ -192,8 +225,19 @@ def test_sampled_refusal():
     n = 200_000
     rng = np.random.default_rng(11)
     few = sp.diags([np.full(n - 1, 0.5), np.full(n - 7, 0.25)], [1, 7], format="csr")
-    many = sp.csr_matrix((np.ones(n), (np.arange(n), rng.integers(0, n, n))), shape=(n, n))
+    many = sp.csr_matrix(
+        (np.ones(n), (np.arange(n), rng.integers(0, n, n))), shape=(n, n)
+    )
     ident = np.arange(n)
-    assert not _too_many_offsets(CSR.from_arrays(few.indptr, few.indices, few.data, few.shape), ident, None)
-    assert _too_many_offsets(CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident, None)
-    assert ordered_dia(CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident) is None
+    assert not _too_many_offsets(
+        CSR.from_arrays(few.indptr, few.indices, few.data, few.shape), ident, None
+    )
+    assert _too_many_offsets(
+        CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident, None
+    )
+    assert (
+        ordered_dia(
+            CSR.from_arrays(many.indptr, many.indices, many.data, many.shape), ident
+        )
+        is None
+    )

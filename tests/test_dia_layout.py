@@ -15,12 +15,21 @@ import scipy.sparse as sp
 
 import jaxmc
 from jaxmc import solvers
-from jaxmc.kernels.spmv import spmv
 from jaxmc.kernels.dia_pallas import fused_dia
+from jaxmc.kernels.spmv import spmv
 from jaxmc.kernels.spmv_pallas import fused
 from jaxmc.layout import CSR, CompactDIA, CompactVector, lex_order, make_layout
 
-TANDEM = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples" / "ctmcs" / "tandem" / "tandem.sm"
+
+TANDEM = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "models"
+    / "prism-examples"
+    / "ctmcs"
+    / "tandem"
+    / "tandem.sm"
+)
 ON_GPU = jax.default_backend() == "gpu"
 
 
@@ -35,7 +44,10 @@ def banded(n: int, offsets, seed: int = 0, density: float = 0.7) -> sp.csr_matri
         rows.append(i)
         cols.append(i + o)
         vals.append(rng.choice([0.25, 0.5, 1.5, 3.0], size=i.size))
-    A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+    A = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n, n),
+    )
     A.sum_duplicates()
     A.sort_indices()
     return A
@@ -45,18 +57,29 @@ def to_csr(A):
     return CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
 
 
-@pytest.mark.parametrize("n,offsets,rows", [(300, (-7, -1, 0, 2, 40), 64), (1000, (-300, 1, 299), 256), (17, (-3, 3), 16)])
+@pytest.mark.parametrize(
+    "n,offsets,rows",
+    [(300, (-7, -1, 0, 2, 40), 64), (1000, (-300, 1, 299), 256), (17, (-3, 3), 16)],
+)
 def test_spmv_matches_scipy(n, offsets, rows):
     A = banded(n, offsets)
     L = CompactDIA.from_csr(to_csr(A), block_rows=rows)
     assert set(L.offsets) <= set(offsets)
     x = jnp.asarray(np.random.default_rng(1).standard_normal(n))
     y = A @ np.asarray(x)
-    np.testing.assert_allclose(np.asarray(spmv(L, x, impl="reference")), y, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(np.asarray(spmv(L, x, impl="pallas")), y, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, x, impl="reference")), y, rtol=1e-13, atol=1e-13
+    )
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, x, impl="pallas")), y, rtol=1e-13, atol=1e-13
+    )
     # the masked path only (no interior blocks) gives the same
-    np.testing.assert_allclose(np.asarray(fused(L, x, interpret=not ON_GPU, tile=False)), y,
-                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(fused(L, x, interpret=not ON_GPU, tile=False)),
+        y,
+        rtol=1e-13,
+        atol=1e-13,
+    )
 
 
 @pytest.mark.parametrize("skip", [True, False])
@@ -71,17 +94,23 @@ def test_fused_steps_match_the_reference(skip):
     inv = CompactVector.from_array(1.0 / diag)
     ref = (np.asarray(b) + A @ np.asarray(x)) / diag
     for bb in (CompactVector.from_array(b), jnp.asarray(b)):
-        y, d, nf = fused_dia(L, x, bb, inv, epilogue="jacobi", diff=True, interpret=not ON_GPU, skip=skip)
+        y, d, nf = fused_dia(
+            L, x, bb, inv, epilogue="jacobi", diff=True, interpret=not ON_GPU, skip=skip
+        )
         np.testing.assert_allclose(np.asarray(y), ref, rtol=1e-13)
         with np.errstate(divide="ignore", invalid="ignore"):
             want = np.max(np.abs(ref - np.asarray(x)) / np.abs(ref))
         assert float(d) == pytest.approx(want, rel=1e-12)
         assert int(nf) == 0
-    y = fused_dia(L, x, jnp.asarray(b), None, epilogue="power", interpret=not ON_GPU, skip=skip)
+    y = fused_dia(
+        L, x, jnp.asarray(b), None, epilogue="power", interpret=not ON_GPU, skip=skip
+    )
     np.testing.assert_allclose(np.asarray(y), b + A @ np.asarray(x), rtol=1e-13)
     # a non-finite row is reported
     xb = x.at[5].set(jnp.inf)
-    _, d, nf = fused_dia(L, xb, None, inv, epilogue="jacobi", diff=True, interpret=not ON_GPU, skip=skip)
+    _, d, nf = fused_dia(
+        L, xb, None, inv, epilogue="jacobi", diff=True, interpret=not ON_GPU, skip=skip
+    )
     assert int(nf) == 1 and np.isnan(float(d))
 
 
@@ -99,14 +128,20 @@ def test_blocks_skip_the_diagonals_they_do_not_use():
     np.testing.assert_array_equal(act[:4], [[0, 1]] * 2 + [[1, 0]] * 2)
     assert not act[4:].any()  # the padding past the last row
     x = jnp.arange(n, dtype=jnp.float64)
-    np.testing.assert_allclose(np.asarray(spmv(L, x, impl="pallas")), A.tocsr() @ np.asarray(x))
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, x, impl="pallas")), A.tocsr() @ np.asarray(x)
+    )
     L2 = L.with_block_rows(256)
     assert np.asarray(L2.active).reshape(-1, 2)[:2].tolist() == [[0, 1], [1, 0]]
-    np.testing.assert_allclose(np.asarray(spmv(L2, x, impl="pallas")), A.tocsr() @ np.asarray(x))
+    np.testing.assert_allclose(
+        np.asarray(spmv(L2, x, impl="pallas")), A.tocsr() @ np.asarray(x)
+    )
 
 
 def test_refuses_what_is_not_a_few_diagonals():
-    A = sp.random(300, 300, density=0.05, random_state=np.random.default_rng(0), format="csr")
+    A = sp.random(
+        300, 300, density=0.05, random_state=np.random.default_rng(0), format="csr"
+    )
     assert not CompactDIA.fits(to_csr(A))
     with pytest.raises(ValueError, match="not a diagonal matrix"):
         CompactDIA.from_csr(to_csr(A))
@@ -117,8 +152,12 @@ def test_refuses_what_is_not_a_few_diagonals():
         CompactDIA.from_csr(to_csr(B))
     assert isinstance(make_layout(to_csr(banded(50, (0, 1))), "dia"), CompactDIA)
     # a repeated (row, column), with the columns of its row out of order
-    dup = CSR.from_arrays(np.array([0, 3, 4]), np.array([1, 0, 1, 1]), np.array([1.0, 2.0, 3.0, 4.0]),
-                          (2, 2))
+    dup = CSR.from_arrays(
+        np.array([0, 3, 4]),
+        np.array([1, 0, 1, 1]),
+        np.array([1.0, 2.0, 3.0, 4.0]),
+        (2, 2),
+    )
     with pytest.raises(ValueError, match="repeated"):
         CompactDIA.from_csr(dup)
 
@@ -128,12 +167,21 @@ def test_value_table_beyond_its_sample():
     and added: 3,000 distinct values on 3 diagonals, checked against scipy."""
     n = 1000
     rng = np.random.default_rng(5)
-    A = sp.diags([rng.integers(1, 1000, n - 1) / 7.0, rng.integers(1, 1000, n) / 3.0,
-                  rng.integers(1, 1000, n - 1) / 11.0], [-1, 0, 1], format="csr")
+    A = sp.diags(
+        [
+            rng.integers(1, 1000, n - 1) / 7.0,
+            rng.integers(1, 1000, n) / 3.0,
+            rng.integers(1, 1000, n - 1) / 11.0,
+        ],
+        [-1, 0, 1],
+        format="csr",
+    )
     L = CompactDIA.from_csr(to_csr(A))
     assert L.vidx.dtype == np.uint16 and L.table.size > 256
     x = jnp.asarray(rng.standard_normal(n))
-    np.testing.assert_allclose(np.asarray(spmv(L, x, impl="reference")), A @ np.asarray(x), rtol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, x, impl="reference")), A @ np.asarray(x), rtol=1e-13
+    )
 
 
 @pytest.mark.skipif(not TANDEM.exists(), reason="shared PRISM models absent")
@@ -153,8 +201,12 @@ def test_tandem_steady_state_jacobi_in_lexicographic_order():
     L = CompactDIA.from_csr(to_csr(A), block_rows=64)
     assert len(L.offsets) == 6
     x0 = jnp.full(n, 1.0 / n)
-    sol = solvers.jacobi(L, CompactVector.from_array(diag), None, x0, epsilon=1e-10, max_iters=100_000)
-    ref = solvers.jacobi(to_csr(A), jnp.asarray(diag), None, x0, epsilon=1e-10, max_iters=100_000)
+    sol = solvers.jacobi(
+        L, CompactVector.from_array(diag), None, x0, epsilon=1e-10, max_iters=100_000
+    )
+    ref = solvers.jacobi(
+        to_csr(A), jnp.asarray(diag), None, x0, epsilon=1e-10, max_iters=100_000
+    )
     np.testing.assert_allclose(np.asarray(sol.value), np.asarray(ref.value), rtol=1e-9)
 
 
@@ -163,4 +215,6 @@ def test_kernel_on_the_gpu():
     A = banded(100_000, (-513, -1, 1, 512, 2000), seed=5)
     L = CompactDIA.from_csr(to_csr(A))
     x = jnp.asarray(np.random.default_rng(0).random(100_000))
-    np.testing.assert_allclose(np.asarray(spmv(L, x, impl="pallas")), A @ np.asarray(x), rtol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, x, impl="pallas")), A @ np.asarray(x), rtol=1e-13
+    )

@@ -38,7 +38,8 @@ label "goal" = x=N & !f;
 
 # the walk without resets, with `p` a parameter
 PLAIN = WALK.replace("0.98*p*(1-reset) : (x'=x+1)", "0.98*p : (x'=x+1)").replace(
-    "     + 0.98*p*reset : (x'=0) + 0.02", "     + 0.02")
+    "     + 0.98*p*reset : (x'=0) + 0.02", "     + 0.02"
+)
 
 
 def walk_pattern(n: int, p: float = 0.3, reset: float = 0.0, monkeypatch=None):
@@ -89,9 +90,13 @@ def sweeps(pat, r, c, v, b, k=None, classes=False):
     for dia in (False, True):
         if dia:
             lay = a["dia"]["fwd"]
-            sweep, to_p, from_p = dia_sweep(off, dg, rhs, lay, lay["order"], pat.dia[0], n, cl)
+            sweep, to_p, from_p = dia_sweep(
+                off, dg, rhs, lay, lay["order"], pat.dia[0], n, cl
+            )
         else:
-            sweep, to_p, from_p = gs_sweep(off, dg, rhs, a["lay"], a["order"], pat.bounds, n, cl)
+            sweep, to_p, from_p = gs_sweep(
+                off, dg, rhs, a["lay"], a["order"], pat.bounds, n, cl
+            )
         y, ok = sweep(to_p(x), omega, check=(Relevance(), 1e-6, None))
         out.append((np.asarray(from_p(y)), np.asarray(ok)))
     return out
@@ -136,7 +141,9 @@ def test_irregular_matrices_keep_the_gather_layout():
 
 def _value_and_grad(dia: str):
     with _config.override(diff_dia=dia):
-        model = jaxmc.load_model_string(PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4})
+        model = jaxmc.load_model_string(
+            PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4}
+        )
         problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params={"p": 0.4})
         v, g = jax.value_and_grad(lambda p: problem({"p": p}))(0.4)
         return float(v), float(g)
@@ -150,7 +157,9 @@ def test_values_and_gradients_do_not_depend_on_the_layout():
     # and the gradient is the derivative (central differences)
     h = 1e-5
     with _config.override(diff_dia="on"):
-        model = jaxmc.load_model_string(PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4})
+        model = jaxmc.load_model_string(
+            PLAIN, {"N": 14, "reset": 0.0}, parameters=("p",), params={"p": 0.4}
+        )
         problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params={"p": 0.4})
         fd = (float(problem({"p": 0.4 + h})) - float(problem({"p": 0.4 - h}))) / (2 * h)
     assert g_on == pytest.approx(fd, rel=1e-5)

@@ -19,7 +19,9 @@ from jaxmc.diff._sparsity import Pattern
 from jaxmc.diff._sweep import gs_sweep
 
 
-EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+EXAMPLES = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+)
 
 # The walk of benchmarks/grad.py with one bias parameter: slowly mixing, and
 # strongly non-normal for large p (the drift makes the symmetrizing scaling
@@ -89,7 +91,10 @@ def test_sor_matches_direct_solve_with_fewer_sweeps(p):
     lu = sla.splu(sp.csc_matrix(sp.eye(Q.shape[0]) - Q))
     e0 = np.zeros(Q.shape[0])
     e0[i0] = 1.0
-    for M, rhs, ref in [(Q, b, lu.solve(b)), (Q.T.tocsr(), e0, lu.solve(e0, trans="T"))]:
+    for M, rhs, ref in [
+        (Q, b, lu.solve(b)),
+        (Q.T.tocsr(), e0, lu.solve(e0, trans="T")),
+    ]:
         run = solver(M)
         x, it, done, w = run(rhs, None)
         x1, it1, done1, w1 = run(rhs, 1.0)
@@ -189,12 +194,16 @@ def test_solve_and_grad_agree_with_plain_gauss_seidel():
     """Through the public API (`omega=` of `jaxmc.solve`): automatic SOR and
     plain Gauss-Seidel give the same value and gradient on the walk, and
     both match a central difference."""
-    model = jaxmc.load_model_string(WALK, {"N": 24}, parameters=("p",), params={"p": 0.4})
+    model = jaxmc.load_model_string(
+        WALK, {"N": 24}, parameters=("p",), params={"p": 0.4}
+    )
     prop = 'P=? [ F "goal" ]'
     vals = {}
     for om in (None, 1.0):
+
         def f(th, om=om):
             return jaxmc.solve(model, prop, params=th, omega=om)
+
         vals[om] = (float(f({"p": 0.4})), float(jax.grad(f)({"p": 0.4})["p"]))
         h = 1e-5
         fd = (float(f({"p": 0.4 + h})) - float(f({"p": 0.4 - h}))) / (2 * h)
@@ -210,7 +219,10 @@ def test_example_models_agree_with_plain_gauss_seidel():
     point = {"mu1b": 1.8, "kappa": 4.0}
     prop = "P=? [ sm<c U sc=c ]"
     model = jaxmc.load_model(path, {"c": 15}, parameters=tuple(point))
-    f = {om: (lambda th, om=om: jaxmc.solve(model, prop, params=th, omega=om)) for om in (None, 1.0)}
+    f = {
+        om: (lambda th, om=om: jaxmc.solve(model, prop, params=th, omega=om))
+        for om in (None, 1.0)
+    }
     np.testing.assert_allclose(float(f[None](point)), float(f[1.0](point)), rtol=1e-9)
     g0, g1 = jax.grad(f[None])(point), jax.grad(f[1.0])(point)
     for k in point:
@@ -239,26 +251,42 @@ endrewards
 """
 
 
-@pytest.mark.parametrize("prop, point, name", [
-    ('R{"z"}=? [ F x=20 ]', {"p": 0.6, "c": 0.0}, "c"),  # every reward 0 at the point
-    ('R{"r"}=? [ F x=20 ]', {"p": 0.6, "c": 0.3}, "p"),
-    ('R{"t"}=? [ F x=20 ]', {"p": 0.6, "c": 0.3}, "p"),  # transition rewards x probabilities
-])
+@pytest.mark.parametrize(
+    "prop, point, name",
+    [
+        (
+            'R{"z"}=? [ F x=20 ]',
+            {"p": 0.6, "c": 0.0},
+            "c",
+        ),  # every reward 0 at the point
+        ('R{"r"}=? [ F x=20 ]', {"p": 0.6, "c": 0.3}, "p"),
+        (
+            'R{"t"}=? [ F x=20 ]',
+            {"p": 0.6, "c": 0.3},
+            "p",
+        ),  # transition rewards x probabilities
+    ],
+)
 def test_reward_gradients_with_the_weighted_adjoint(prop, point, name):
     """Reward gradients where the relevance weighting (`linear_solve`'s
     `relevance`) could go wrong: a parametric reward whose value is 0 at
     the point (its derivative is not bounded by its value: the weighting is
     off for parametric rewards) and transition rewards (bounded per state
     by their largest `|t|`). Central finite differences as the reference."""
-    model = jaxmc.load_model_string(REWARD_WALK, {"N": 20}, parameters=("p", "c"), params=point)
+    model = jaxmc.load_model_string(
+        REWARD_WALK, {"N": 20}, parameters=("p", "c"), params=point
+    )
     g = jax.grad(lambda th: jaxmc.solve(model, prop, params=th, epsilon=1e-13))(
-        {k: jnp.asarray(v) for k, v in point.items()})[name]
+        {k: jnp.asarray(v) for k, v in point.items()}
+    )[name]
     h = 1e-6
     up, dn = dict(point), dict(point)
     up[name] += h
     dn[name] -= h
-    fd = (float(jaxmc.solve(model, prop, params=up, epsilon=1e-13))
-          - float(jaxmc.solve(model, prop, params=dn, epsilon=1e-13))) / (2 * h)
+    fd = (
+        float(jaxmc.solve(model, prop, params=up, epsilon=1e-13))
+        - float(jaxmc.solve(model, prop, params=dn, epsilon=1e-13))
+    ) / (2 * h)
     assert abs(float(g) - fd) <= 1e-5 * abs(fd), (float(g), fd)
 
 
@@ -289,8 +317,11 @@ def test_shrinking_batch_gives_each_column_its_full_batch_result():
         widths.append(int(c.shape[0]))
         return run.sweep_for(B[:, c])[0]
 
-    xs, ds = jax.jit(lambda: iteration._sor_shrinking(build, jnp.zeros_like(B), 1e-10, 100_000, None,
-                                                    None, min_width=2))()
+    xs, ds = jax.jit(
+        lambda: iteration._sor_shrinking(
+            build, jnp.zeros_like(B), 1e-10, 100_000, None, None, min_width=2
+        )
+    )()
     assert widths == [4, 2]  # shrank twice (traced once)
     np.testing.assert_array_equal(np.asarray(ds), done)
     np.testing.assert_array_equal(np.asarray(from_p(xs)), X)

@@ -14,8 +14,10 @@ import pytest
 
 import jaxmc
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from grad import model_text  # noqa: E402  (the walk of benchmarks/grad.py)
+
 
 # Two modules synchronising on `go`, so each transition is a product of two
 # updates' probabilities (two provenance columns); a state-dependent factor
@@ -52,19 +54,34 @@ def built(text, consts, point):
 @pytest.mark.parametrize(
     "text, consts, build, others",
     [
-        (SYNC, {}, {"p": 0.3, "q": 0.4}, [{"p": 0.7, "q": 0.15}, {"p": 0.05, "q": 0.9}]),
-        (model_text(3), {"N": 6}, {"p0": 0.3, "p1": 0.3, "p2": 0.3},
-         [{"p0": 0.2, "p1": 0.5, "p2": 0.8}]),
+        (
+            SYNC,
+            {},
+            {"p": 0.3, "q": 0.4},
+            [{"p": 0.7, "q": 0.15}, {"p": 0.05, "q": 0.9}],
+        ),
+        (
+            model_text(3),
+            {"N": 6},
+            {"p0": 0.3, "p1": 0.3, "p2": 0.3},
+            [{"p0": 0.2, "p1": 0.5, "p2": 0.8}],
+        ),
     ],
 )
 def test_values_match_a_model_built_at_the_point(text, consts, build, others):
-    tv, arrays, model = values_fn(text, consts, build, 'P=? [ F "top" ]' if text is SYNC else 'P=? [ F "goal" ]')
+    tv, arrays, model = values_fn(
+        text, consts, build, 'P=? [ F "top" ]' if text is SYNC else 'P=? [ F "goal" ]'
+    )
     f = jax.jit(tv.__call__)
     for point in others:
         ref = built(text, consts, point)
-        assert np.array_equal(ref.col, model.col) and np.array_equal(ref.row_ptr, model.row_ptr)
+        assert np.array_equal(ref.col, model.col) and np.array_equal(
+            ref.row_ptr, model.row_ptr
+        )
         th = {k: jnp.asarray(v) for k, v in point.items()}
-        np.testing.assert_allclose(np.asarray(f(arrays, th)), ref.val, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(
+            np.asarray(f(arrays, th)), ref.val, rtol=1e-12, atol=1e-15
+        )
 
 
 def test_sync_model_has_two_columns_and_merged_entries():

@@ -29,7 +29,9 @@ KNOWN = {
         "served": 8.364514022154518,  # Storm (sound)
         # closed forms: rho = 2/3, K = 10
         "idle": (1 / 3) / (1 - (2 / 3) ** 11),
-        "mean": sum(q * (2 / 3) ** q * (1 / 3) / (1 - (2 / 3) ** 11) for q in range(11)),
+        "mean": sum(
+            q * (2 / 3) ** q * (1 / 3) / (1 - (2 / 3) ** 11) for q in range(11)
+        ),
     },
     "mdp_scheduler": {"pmax": 1.0, "pmin": 0.8, "rmin": 20 / 9, "pmax3": 0.98},
 }
@@ -59,7 +61,10 @@ def test_example(name, capsys):
 
 def test_example_runs_as_a_script():
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / "die.py")], capture_output=True, text=True, timeout=300
+        [sys.executable, str(EXAMPLES / "die.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "P(six) = 0.16666" in proc.stdout
@@ -70,7 +75,10 @@ def test_example_runs_as_a_script():
 # (issue #6) examples/sensitivity.py and examples/sweep.py: closed forms of
 # the M/M/1/10 queue and finite differences.
 
-KNOWN["sensitivity"] = {"idle": (1 / 3) / (1 - (2 / 3) ** 11), "full_by_T": 0.009153472008562506}
+KNOWN["sensitivity"] = {
+    "idle": (1 / 3) / (1 - (2 / 3) ** 11),
+    "full_by_T": 0.009153472008562506,
+}
 KNOWN["sweep"] = {"idle_err": 0.0}
 
 
@@ -78,8 +86,12 @@ def test_sensitivity_example(capsys):
     values = runpy.run_path(str(EXAMPLES / "sensitivity.py"))["main"]()
     printed = capsys.readouterr().out
     assert values["idle"] == pytest.approx(KNOWN["sensitivity"]["idle"], rel=1e-9)
-    assert values["full_by_T"] == pytest.approx(KNOWN["sensitivity"]["full_by_T"], rel=1e-6)
-    assert values["idle_dlambda"] == pytest.approx(values["idle_exact_dlambda"], rel=1e-7)
+    assert values["full_by_T"] == pytest.approx(
+        KNOWN["sensitivity"]["full_by_T"], rel=1e-6
+    )
+    assert values["idle_dlambda"] == pytest.approx(
+        values["idle_exact_dlambda"], rel=1e-7
+    )
     assert values["idle_dmu"] == pytest.approx(values["idle_exact_dmu"], rel=1e-7)
     for k in ("lambda", "mu", "T"):
         assert values[f"full_by_T_d{k}"] == pytest.approx(values[f"fd_d{k}"], rel=1e-5)
@@ -87,7 +99,9 @@ def test_sensitivity_example(capsys):
     # Herman's ring at p = 1/2 takes 12/5 steps from three adjacent tokens
     # (herman5.pm.props); at p = 0.3 the gradients match finite differences
     for k in ("steps", "within3"):
-        assert values[f"herman_{k}_dp"] == pytest.approx(values[f"herman_{k}_fd"], rel=1e-5)
+        assert values[f"herman_{k}_dp"] == pytest.approx(
+            values[f"herman_{k}_fd"], rel=1e-5
+        )
     assert values["herman_steps"] > 12 / 5 and values["herman_steps_dp"] < 0
 
 

@@ -45,7 +45,10 @@ def test_lower_functions():
     call = lambda f, *a: A.Call(f, a)  # noqa: E731
     # PRISM's mod is non-negative for a positive divisor.
     assert _ev(call("mod", X, A.IntLit(4))) == (Kind.INT, [0, 3, 1, 1])
-    with pytest.raises(ExplorationError, match=r"non-positive divisor: mod\(3, -2\) in state \(x=3, y=-2, b=false\)"):
+    with pytest.raises(
+        ExplorationError,
+        match=r"non-positive divisor: mod\(3, -2\) in state \(x=3, y=-2, b=false\)",
+    ):
         _ev(call("mod", X, Y))  # PRISM rejects a non-positive divisor
     assert _ev(call("max", X, Y, A.IntLit(2))) == (Kind.INT, [2, 3, 5, 4])
     assert _ev(call("min", X, A.RealLit(0.5))) == (Kind.DOUBLE, [0, 0.5, 0.5, -7])
@@ -56,7 +59,9 @@ def test_lower_functions():
     assert _ev(call("floor", half)) == (Kind.INT, [0, 1, 2, -4])
     assert _ev(call("ceil", half)) == (Kind.INT, [0, 2, 3, -3])
     assert _ev(call("pow", X, A.IntLit(2))) == (Kind.INT, [0, 9, 25, 49])
-    with pytest.raises(ExplorationError, match=r"negative exponent .* in state \(x=3, y=-2"):
+    with pytest.raises(
+        ExplorationError, match=r"negative exponent .* in state \(x=3, y=-2"
+    ):
         _ev(_bin("^", A.IntLit(2), Y))
     assert _ev(_bin("^", A.RealLit(2.0), Y)) == (Kind.DOUBLE, [2, 0.25, 1, 16])
     kind, out = _ev(call("log", A.IntLit(8), A.IntLit(2)))
@@ -70,7 +75,12 @@ def test_lower_booleans():
         Kind.BOOL,
         [False, True, True, True],
     )
-    assert _ev(_bin("<=>", B, _bin("=", Y, A.IntLit(0))))[1] == [False, True, True, True]
+    assert _ev(_bin("<=>", B, _bin("=", Y, A.IntLit(0))))[1] == [
+        False,
+        True,
+        True,
+        True,
+    ]
     assert _ev(_bin("|", _bin("&", B, A.BoolLit(False)), _bin("!=", X, A.IntLit(3))))[
         1
     ] == [True, False, True, True]
@@ -101,7 +111,9 @@ from jaxmc.semantics import check_program  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 EXAMPLES = SHARED / "prism-examples"
-needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="shared models absent")
+needs_examples = pytest.mark.skipif(
+    not EXAMPLES.is_dir(), reason="shared models absent"
+)
 
 
 def _checked(text: str, consts=None, file="test.pm"):
@@ -114,7 +126,12 @@ def _build_text(text: str, consts=None, **kw) -> ExplicitModel:
 
 def _build_file(path: Path, consts: str | None = None, **kw) -> ExplicitModel:
     text = Path(path).read_text()
-    return build(check_program(parse_model(text, str(path)), consts or None, source=text, file=str(path)), **kw)
+    return build(
+        check_program(
+            parse_model(text, str(path)), consts or None, source=text, file=str(path)
+        ),
+        **kw,
+    )
 
 
 def _rows(m: ExplicitModel, names: list[str] | None = None) -> dict[tuple, list]:
@@ -127,7 +144,9 @@ def _rows(m: ExplicitModel, names: list[str] | None = None) -> dict[tuple, list]
         choices = []
         for c in range(m.choice_ptr[s], m.choice_ptr[s + 1]):
             lo, hi = m.row_ptr[c], m.row_ptr[c + 1]
-            dist = {vals[t]: v for t, v in zip(m.col[lo:hi].tolist(), m.val[lo:hi].tolist())}
+            dist = {
+                vals[t]: v for t, v in zip(m.col[lo:hi].tolist(), m.val[lo:hi].tolist())
+            }
             act = m.choice_action[c] if m.choice_action is not None else None
             choices.append((act, dist))
         out[vals[s]] = choices
@@ -140,8 +159,11 @@ def _rows(m: ExplicitModel, names: list[str] | None = None) -> dict[tuple, list]
 def _storm_build(path: Path, consts: str | None):
     stormpy = pytest.importorskip("stormpy")
     text = Path(path).read_text()
-    if not re.search(r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic)\b",
-                     re.sub(r"//[^\n]*", "", text), re.M):
+    if not re.search(
+        r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic)\b",
+        re.sub(r"//[^\n]*", "", text),
+        re.M,
+    ):
         # PRISM reads a model without a type keyword as an MDP; Storm wants one.
         tmp = tempfile.NamedTemporaryFile("w", suffix=".nm", delete=False)
         tmp.write("mdp\n" + text)
@@ -149,7 +171,9 @@ def _storm_build(path: Path, consts: str | None):
         path = Path(tmp.name)
     prog = stormpy.parse_prism_program(str(path), prism_compatibility=True)
     undefined = {c.name for c in prog.constants if not c.defined}
-    use = ",".join(kv for kv in (consts or "").split(",") if kv and kv.split("=")[0] in undefined)
+    use = ",".join(
+        kv for kv in (consts or "").split(",") if kv and kv.split("=")[0] in undefined
+    )
     if use:
         prog, _ = stormpy.instantiate_constants(prog, use)
     if re.search(r"^\s*system\b", re.sub(r"//[^\n]*", "", text), re.M):
@@ -201,7 +225,9 @@ def _assert_rows_equal(ours: dict, theirs: dict, nondet: bool) -> None:
                 assert da[t] == pytest.approx(db[t], rel=1e-12, abs=1e-15), (s, t)
 
 
-def _compare_with_storm(path: Path, consts: str | None = None, m: ExplicitModel | None = None):
+def _compare_with_storm(
+    path: Path, consts: str | None = None, m: ExplicitModel | None = None
+):
     if m is None:
         m = _build_file(path, consts)
     sm = _storm_build(path, consts)
@@ -216,7 +242,11 @@ def _compare_with_storm(path: Path, consts: str | None = None, m: ExplicitModel 
 
     # Storm drops variables that are never assigned (constants): compare on
     # the variables it keeps (the dropped ones are constant, so this is exact).
-    kept = set(json.loads(str(sm.state_valuations.to_json(0))) or ()) if sm.nr_states else set()
+    kept = (
+        set(json.loads(str(sm.state_valuations.to_json(0))) or ())
+        if sm.nr_states
+        else set()
+    )
     names = [v.name for v in m.variables if v.name in kept]
     _assert_rows_equal(_rows(m, names), _storm_rows(sm, names), m.is_nondeterministic)
     # Initial states.
@@ -339,7 +369,7 @@ def test_default_system_synchronises_shared_actions():
     # From (0,0,0): [x] needs A, B and C together; [y] is blocked in A.
     acts = sorted(a or "" for a, _ in rows[(0, 0, 0)])
     assert acts == ["x"]
-    (_, dist), = rows[(0, 0, 0)]
+    ((_, dist),) = rows[(0, 0, 0)]
     assert dist == {(1, 1, 1): 0.5, (0, 1, 1): 0.5}
 
 
@@ -504,7 +534,9 @@ def test_provenance_recomputes_values():
             for u in np.unique(g[g >= 0]).tolist():
                 sel = g == u
                 value[sel] *= probs[u][src[contrib_entry[sel]]]
-        recomputed = np.bincount(contrib_entry, weights=value, minlength=m.num_transitions)
+        recomputed = np.bincount(
+            contrib_entry, weights=value, minlength=m.num_transitions
+        )
         np.testing.assert_allclose(recomputed, m.val, rtol=1e-12)
 
 
@@ -540,7 +572,9 @@ def test_rewards_match_storm(kind, tmp_path):
     assert [r.name for r in m.rewards] == ["both", "state_only"]
     for r in m.rewards:
         srm = sm.reward_models[r.name]
-        np.testing.assert_allclose(r.state, np.array(srm.state_rewards)[perm], rtol=1e-12)
+        np.testing.assert_allclose(
+            r.state, np.array(srm.state_rewards)[perm], rtol=1e-12
+        )
     r = m.rewards[0]
     sa = np.array(sm.reward_models["both"].state_action_rewards)
     if kind == "mdp":
@@ -601,11 +635,15 @@ def test_corpus_model_matches_storm(path: Path):
     consts = corpus.merged_constants(path) or None
     text = path.read_text()
     try:
-        c = check_program(parse_model(text, str(path)), consts, source=text, file=str(path))
+        c = check_program(
+            parse_model(text, str(path)), consts, source=text, file=str(path)
+        )
     except (SemanticError, UnsupportedError) as e:
         pytest.skip(f"not checkable: {str(e).splitlines()[0]}")
     try:
-        m = build(c, max_states=CORPUS_MAX_STATES, prob_checks=not _no_prob_checks(path))
+        m = build(
+            c, max_states=CORPUS_MAX_STATES, prob_checks=not _no_prob_checks(path)
+        )
     except ExplorationError as e:
         if "raise max_states" in str(e) or "can be enumerated" in str(e):
             pytest.skip(f"more than {CORPUS_MAX_STATES} states")
@@ -640,7 +678,9 @@ KNOWN_COUNTS = [
 
 
 @needs_examples
-@pytest.mark.parametrize("rel,consts,counts", KNOWN_COUNTS, ids=[k[0] for k in KNOWN_COUNTS])
+@pytest.mark.parametrize(
+    "rel,consts,counts", KNOWN_COUNTS, ids=[k[0] for k in KNOWN_COUNTS]
+)
 def test_known_counts(rel, consts, counts):
     m = _build_file(EXAMPLES / rel, consts)
     assert (m.num_states, m.num_choices, m.num_transitions) == counts
@@ -667,7 +707,9 @@ def test_corpus_model_counts_large(path: Path):
     consts = corpus.merged_constants(path) or None
     text = path.read_text()
     try:
-        c = check_program(parse_model(text, str(path)), consts, source=text, file=str(path))
+        c = check_program(
+            parse_model(text, str(path)), consts, source=text, file=str(path)
+        )
         m = build(c, max_states=200_000)
     except (SemanticError, UnsupportedError) as e:
         pytest.skip(f"not checkable: {str(e).splitlines()[0]}")

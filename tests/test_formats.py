@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxmc.errors import ExplorationError
+from jaxmc.explore.explicit_import import import_explicit
 from jaxmc.explore.formats import (
     export_explicit,
     format_lab,
@@ -17,7 +18,6 @@ from jaxmc.explore.formats import (
     format_tra,
     format_trew,
 )
-from jaxmc.explore.explicit_import import import_explicit
 from jaxmc.explore.model import ExplicitModel, RewardStructure, StateVar
 from jaxmc.explore.reorder import lexicographic
 from jaxmc.lang.ast import ModelType

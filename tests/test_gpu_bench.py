@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models" / "prism-examples"
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -26,8 +27,9 @@ needs_models = pytest.mark.skipif(not MODELS.exists(), reason="no ../shared/mode
 def test_time_iterations_returns_two_steps_and_takes_operands():
     a = jnp.asarray([0.5, 0.25, 2.0])
     out = []
-    t = common.time_iterations(lambda v, a: v * a + 1.0, jnp.ones(3), k=4, reps=1,
-                               out=out, operands=(a,))
+    t = common.time_iterations(
+        lambda v, a: v * a + 1.0, jnp.ones(3), k=4, reps=1, out=out, operands=(a,)
+    )
     assert t > 0
     np.testing.assert_allclose(out[0], (1.0 * a + 1.0) * a + 1.0)
 

@@ -17,7 +17,9 @@ MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 PARAM = MODELS / "prism-tests" / "functionality" / "verify" / "param"
 EXAMPLES = MODELS / "prism-examples"
 
-pytestmark = pytest.mark.skipif(not PARAM.exists(), reason="shared models not available")
+pytestmark = pytest.mark.skipif(
+    not PARAM.exists(), reason="shared models not available"
+)
 
 
 def results(props_file: Path) -> dict[str, str]:
@@ -38,19 +40,54 @@ RATIONAL = [
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ F s=2 ]"),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ F s=2|s=4 ]"),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ s!=1 U s=3 ]"),
-    pytest.param("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"r"}=? [ S ]', marks=pytest.mark.slow),
-    pytest.param("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"r2"}=? [ S ]', marks=pytest.mark.slow),
+    pytest.param(
+        "dtmcs/dtmc_pctl.prism",
+        None,
+        {"p": 0.3},
+        'R{"r"}=? [ S ]',
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        "dtmcs/dtmc_pctl.prism",
+        None,
+        {"p": 0.3},
+        'R{"r2"}=? [ S ]',
+        marks=pytest.mark.slow,
+    ),
     ("dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, 'R{"time"}=? [ F s>1 ]'),
-    ("dtmcs/dtmc_mult_param.prism", None, {"p": 0.5, "q": 0.2, "r": 0.05}, "P=?[F d>2]"),
+    (
+        "dtmcs/dtmc_mult_param.prism",
+        None,
+        {"p": 0.5, "q": 0.2, "r": 0.05},
+        "P=?[F d>2]",
+    ),
     ("dtmcs/dtmc_steady_1.prism", None, {"p": 0.3}, "S=?[ s=1 & t=0 ]"),
-    pytest.param("dtmcs/dtmc_steady_1.prism", None, {"p": 0.3}, "S=?[ s=2 & t=2 ]", marks=pytest.mark.slow),
+    pytest.param(
+        "dtmcs/dtmc_steady_1.prism",
+        None,
+        {"p": 0.3},
+        "S=?[ s=2 & t=2 ]",
+        marks=pytest.mark.slow,
+    ),
     ("dtmcs/dtmc_steady_2.prism", None, {"p": 0.3}, "S=?[ s=2 ]"),
     ("ctmcs/ctmc_rewards.prism", None, {"x": 5.0}, 'R{"a"}=? [ F s=2 ]'),
     ("ctmcs/ctmc_rewards.prism", None, {"x": 5.0}, 'R{"a_state"}=? [ F s>2 ]'),
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, "S=? [ s1=1 & !(s=1 & a=1) ]"),
-    pytest.param("ctmcs/poll2.prism", None, {"gamma": 2.0}, "S=? [ s1=0 ]", marks=pytest.mark.slow),
+    pytest.param(
+        "ctmcs/poll2.prism",
+        None,
+        {"gamma": 2.0},
+        "S=? [ s1=0 ]",
+        marks=pytest.mark.slow,
+    ),
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, "P=? [ !(s=2 & a=1) U (s=1 & a=1) ]"),
-    pytest.param("ctmcs/poll2.prism", None, {"gamma": 2.0}, 'R{"waiting"}=?[ S ]', marks=pytest.mark.slow),
+    pytest.param(
+        "ctmcs/poll2.prism",
+        None,
+        {"gamma": 2.0},
+        'R{"waiting"}=?[ S ]',
+        marks=pytest.mark.slow,
+    ),
     ("ctmcs/poll2.prism", None, {"gamma": 2.0}, 'R{"waiting"}=?[ F (s=1 & a=1) ]'),
     ("mdps/mdp_simple.prism", None, {"p": 0.05}, "Pmin=? [ F t=1 ]"),
     ("mdps/mdp_simple.prism", None, {"p": 0.05}, "Rmin=? [ F t=1 ]"),
@@ -61,7 +98,14 @@ RATIONAL = [
 ]
 
 
-@pytest.mark.parametrize("file,consts,point,prop", RATIONAL, ids=[f"{c.values[0] if hasattr(c, 'values') else c[0]}:{c.values[3] if hasattr(c, 'values') else c[3]}" for c in RATIONAL])
+@pytest.mark.parametrize(
+    "file,consts,point,prop",
+    RATIONAL,
+    ids=[
+        f"{c.values[0] if hasattr(c, 'values') else c[0]}:{c.values[3] if hasattr(c, 'values') else c[3]}"
+        for c in RATIONAL
+    ],
+)
 def test_gradient_matches_prism_rational_function(file, consts, point, prop):
     sympy = pytest.importorskip("sympy")
     path = PARAM / file
@@ -79,7 +123,9 @@ def test_gradient_matches_prism_rational_function(file, consts, point, prop):
 
     value = f(point)
     grad = jax.grad(f)(point)
-    np.testing.assert_allclose(float(value), float(expr.evalf(subs=subs)), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        float(value), float(expr.evalf(subs=subs)), rtol=1e-8, atol=1e-10
+    )
     for k in point:
         d = float(sympy.diff(expr, symbols[k]).evalf(subs=subs))
         np.testing.assert_allclose(float(grad[k]), d, rtol=1e-6, atol=1e-9)
@@ -97,20 +143,58 @@ def central_difference(f, point, k, h):
 # the time bound), MDP max/min, and PRISM example models.
 FD = [
     (PARAM / "dtmcs/dtmc_pctl.prism", None, {"p": 0.3}, "P=? [ F<=5 s=2 ]"),
-    (PARAM / "dtmcs/dtmc_mult_param.prism", None, {"p": 0.5, "q": 0.2, "r": 0.05}, 'R{"coin_flips"}=? [ F s=7 ]'),
-    (PARAM / "dtmcs/dtmc_mult_param.prism", None, {"p": 0.5, "q": 0.2, "r": 0.05}, 'R{"coin_flips"}=? [ C<=4 ]'),
+    (
+        PARAM / "dtmcs/dtmc_mult_param.prism",
+        None,
+        {"p": 0.5, "q": 0.2, "r": 0.05},
+        'R{"coin_flips"}=? [ F s=7 ]',
+    ),
+    (
+        PARAM / "dtmcs/dtmc_mult_param.prism",
+        None,
+        {"p": 0.5, "q": 0.2, "r": 0.05},
+        'R{"coin_flips"}=? [ C<=4 ]',
+    ),
     (PARAM / "ctmcs/poll2.prism", None, {"gamma": 2.0}, "P=? [ F<=1.5 (s=1 & a=1) ]"),
     (PARAM / "ctmcs/ctmc_rewards.prism", None, {"x": 5.0}, "P=? [ F<=0.3 s=2 ]"),
     (PARAM / "mdps/mdp_simple.prism", None, {"p": 0.05}, "Pmax=? [ F<=3 t=1 ]"),
     (PARAM / "mdps/mdp_simple.prism", None, {"p": 0.05}, "Rmin=? [ F t=1 ]"),
-    (EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1a": 0.2, "mu1b": 1.8, "mu2": 2.0, "kappa": 4.0}, "P=? [ F<=1 sc=c ]"),
-    pytest.param(EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1a": 0.2, "mu2": 2.0, "kappa": 4.0}, "S=? [ sc=c ]", marks=pytest.mark.slow),
-    (EXAMPLES / "ctmcs/tandem/tandem.sm", {"c": 3}, {"mu1b": 1.8, "kappa": 4.0}, "P=? [ sm<c U sc=c ]"),
-    (EXAMPLES / "mdps/firewire/abst/firewire.nm", {"delay": 3}, {"fast": 0.4}, 'R{"rounds"}max=? [ F s=9 ]'),
+    (
+        EXAMPLES / "ctmcs/tandem/tandem.sm",
+        {"c": 3},
+        {"mu1a": 0.2, "mu1b": 1.8, "mu2": 2.0, "kappa": 4.0},
+        "P=? [ F<=1 sc=c ]",
+    ),
+    pytest.param(
+        EXAMPLES / "ctmcs/tandem/tandem.sm",
+        {"c": 3},
+        {"mu1a": 0.2, "mu2": 2.0, "kappa": 4.0},
+        "S=? [ sc=c ]",
+        marks=pytest.mark.slow,
+    ),
+    (
+        EXAMPLES / "ctmcs/tandem/tandem.sm",
+        {"c": 3},
+        {"mu1b": 1.8, "kappa": 4.0},
+        "P=? [ sm<c U sc=c ]",
+    ),
+    (
+        EXAMPLES / "mdps/firewire/abst/firewire.nm",
+        {"delay": 3},
+        {"fast": 0.4},
+        'R{"rounds"}max=? [ F s=9 ]',
+    ),
 ]
 
 
-@pytest.mark.parametrize("path,consts,point,prop", FD, ids=[f"{(c.values if hasattr(c, 'values') else c)[0].name}:{(c.values if hasattr(c, 'values') else c)[3]}" for c in FD])
+@pytest.mark.parametrize(
+    "path,consts,point,prop",
+    FD,
+    ids=[
+        f"{(c.values if hasattr(c, 'values') else c)[0].name}:{(c.values if hasattr(c, 'values') else c)[3]}"
+        for c in FD
+    ],
+)
 def test_gradient_matches_finite_differences(path, consts, point, prop):
     if not path.exists():
         pytest.skip(f"{path} not available")
@@ -129,7 +213,9 @@ def test_gradient_matches_finite_differences(path, consts, point, prop):
 def test_time_bound_gradient():
     """d/dt P(F<=t φ) through uniformisation, with t a parameter."""
     path = PARAM / "ctmcs/ctmc_rewards.prism"
-    text = path.read_text().replace("const double x;", "const double x;\nconst double T;")
+    text = path.read_text().replace(
+        "const double x;", "const double x;\nconst double T;"
+    )
     model = jaxmc.load_model_string(text, parameters=("x", "T"))
     point = {"x": 5.0, "T": 0.3}
 
@@ -143,11 +229,15 @@ def test_time_bound_gradient():
     np.testing.assert_allclose(float(f(point)), cdf, rtol=1e-9)
     density = x * 7 / (7 - x) * (np.exp(-x * t) - np.exp(-7 * t))
     np.testing.assert_allclose(float(grad["T"]), density, rtol=1e-8)
-    np.testing.assert_allclose(float(grad["x"]), central_difference(f, point, "x", 1e-5), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(grad["x"]), central_difference(f, point, "x", 1e-5), rtol=1e-5
+    )
 
 
 def test_jvp_and_jacrev_agree_with_grad():
-    model = jaxmc.load_model(PARAM / "dtmcs/dtmc_mult_param.prism", parameters=("p", "q", "r"))
+    model = jaxmc.load_model(
+        PARAM / "dtmcs/dtmc_mult_param.prism", parameters=("p", "q", "r")
+    )
     prop = "P=?[F d>2]"
 
     def f(v):
@@ -175,12 +265,16 @@ def test_vmap_matches_loop_and_sweep():
     np.testing.assert_allclose(sw, loop, rtol=1e-10)
     np.testing.assert_allclose(loop, -ps / (2 * ps - 4), rtol=1e-9)
     # vmapped gradients
-    dg = jax.vmap(jax.grad(lambda p: jaxmc.solve(model, prop, params={"p": p})))(jnp.asarray(ps))
+    dg = jax.vmap(jax.grad(lambda p: jaxmc.solve(model, prop, params={"p": p})))(
+        jnp.asarray(ps)
+    )
     np.testing.assert_allclose(np.asarray(dg), 4 / (2 * ps - 4) ** 2, rtol=1e-8)
 
 
 def test_sweep_2d_and_mdp():
-    model = jaxmc.load_model(PARAM / "dtmcs/dtmc_mult_param.prism", parameters=("p", "q", "r"))
+    model = jaxmc.load_model(
+        PARAM / "dtmcs/dtmc_mult_param.prism", parameters=("p", "q", "r")
+    )
     P, Q = np.meshgrid(np.linspace(0.2, 0.8, 4), np.linspace(0.1, 0.9, 3))
     out = jaxmc.sweep(model, "P=?[F d>2]", params={"p": P, "q": Q, "r": 0.05})
     r = 0.05
@@ -189,7 +283,11 @@ def test_sweep_2d_and_mdp():
     np.testing.assert_allclose(out, exact, rtol=1e-9)
     mdp = jaxmc.load_model(PARAM / "mdps/mdp_simple.prism", parameters=("p",))
     ps = np.linspace(0.01, 0.2, 5)
-    np.testing.assert_allclose(jaxmc.sweep(mdp, "Rmin=? [ F t=1 ]", params={"p": ps}), (3 * ps + 10) / ps, rtol=1e-8)
+    np.testing.assert_allclose(
+        jaxmc.sweep(mdp, "Rmin=? [ F t=1 ]", params={"p": ps}),
+        (3 * ps + 10) / ps,
+        rtol=1e-8,
+    )
 
 
 def test_no_retrace_for_new_values():
@@ -237,8 +335,12 @@ def test_vanishing_transition_is_rejected_and_rebuild_works():
     v = jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0}, rebuild=True)
     assert float(v) == 0.0
     # Built at a generic point, the structure is kept at p = 0 (Storm's semantics).
-    assert float(jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.4})) == pytest.approx(0.4)
-    assert float(jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0})) == pytest.approx(0.0)
+    assert float(
+        jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.4})
+    ) == pytest.approx(0.4)
+    assert float(
+        jaxmc.solve(model, "P=? [ F s=1 ]", params={"p": 0.0})
+    ) == pytest.approx(0.0)
 
 
 def test_existing_solve_unchanged():

@@ -16,6 +16,7 @@ from jaxmc.layout import sparse_model as layout_model
 from jaxmc.layout.grouped import choose_width, group_index, group_reduce
 from jaxmc.layout.sparse_model import from_arrays
 
+
 jax.config.update("jax_enable_x64", True)
 
 MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
@@ -76,7 +77,9 @@ def test_gather_matches_segment(kind, dtype):
                 got = group_reduce(jnp.asarray(v), ids, n, op, groups=G)
                 _same_bits(got, ref)
                 if width is None:  # under jit too (one compile per case)
-                    jitted = jax.jit(lambda v, G: group_reduce(v, None, n, op, groups=G))
+                    jitted = jax.jit(
+                        lambda v, G: group_reduce(v, None, n, op, groups=G)
+                    )
                     _same_bits(jitted(jnp.asarray(v), G), ref)
 
 
@@ -89,7 +92,8 @@ def test_overflow_structure():
     np.testing.assert_array_equal(G.rest_seg, [0] * 5)
     G = group_index(ptr, width=2, table=True, max_padding=None)
     np.testing.assert_array_equal(
-        G.table, [[0, 0], [0, 0], [1, 2], [2, 2], [3, 4], [10, 11]])
+        G.table, [[0, 0], [0, 0], [1, 2], [2, 2], [3, 4], [10, 11]]
+    )
 
 
 def test_choose_width():
@@ -114,8 +118,13 @@ def test_fallbacks():
     ptr = np.concatenate(([0], np.cumsum([1] * 10 + [0] * 90)))
     assert group_index(ptr, width=1) is not None
     assert group_index(ptr, width=3) is None
-    M = from_arrays(np.array([0, 0, 0]), np.array([0]), np.array([], int),
-                    np.array([]), nondeterministic=True)
+    M = from_arrays(
+        np.array([0, 0, 0]),
+        np.array([0]),
+        np.array([], int),
+        np.array([]),
+        nondeterministic=True,
+    )
     assert M.groups is None
     _same_bits(M.group_reduce(jnp.zeros(0), "max"), jnp.full(2, -jnp.inf))
 
@@ -164,16 +173,26 @@ def test_numerics_sparse_model_gets_index():
 
     rng = np.random.default_rng(2)
     M, ptr = _mdp(rng)
-    M2 = sparse_model(ptr, np.arange(M.n_choices + 1), np.asarray(M.csr.indices),
-                      np.ones(M.n_choices), nondeterministic=True)
+    M2 = sparse_model(
+        ptr,
+        np.arange(M.n_choices + 1),
+        np.asarray(M.csr.indices),
+        np.ones(M.n_choices),
+        nondeterministic=True,
+    )
     assert M2.groups is not None and M2.groups.width == M.groups.width
     np.testing.assert_array_equal(M2.groups.ptr, M.groups.ptr)
     np.testing.assert_array_equal(M2.groups.rest_choice, M.groups.rest_choice)
 
     def build_and_reduce(ids, v):
-        S = layout_model.SparseModel(csr=M.csr, matrix=M.matrix, group_ids=ids,
-                               n_states=M.n_states, n_choices=M.n_choices,
-                               nondeterministic=True)
+        S = layout_model.SparseModel(
+            csr=M.csr,
+            matrix=M.matrix,
+            group_ids=ids,
+            n_states=M.n_states,
+            n_choices=M.n_choices,
+            nondeterministic=True,
+        )
         assert S.groups is None
         return S.group_reduce(v, "max")
 
@@ -208,16 +227,20 @@ def _check_both(monkeypatch, path, prop, consts=None):
     monkeypatch.setattr(matrices, "group_index", lambda *a, **k: None)
 
     matrices._CACHE.clear()
-    without = jaxmc.check(jaxmc.load_model(str(path), consts), prop,
-                          method="value_iteration").value
+    without = jaxmc.check(
+        jaxmc.load_model(str(path), consts), prop, method="value_iteration"
+    ).value
     return with_gather, without
 
 
-@pytest.mark.parametrize("prop,expected", [
-    ('Rmin=? [ F "goal2" ]', 19 / 15),
-    ('Rmin=? [ F ("goal1"|"goal2") ]', 1.2),
-    ('Rmax=? [ F ("goal1"|"goal2") ]', 3.5),
-])
+@pytest.mark.parametrize(
+    "prop,expected",
+    [
+        ('Rmin=? [ F "goal2" ]', 19 / 15),
+        ('Rmin=? [ F ("goal1"|"goal2") ]', 1.2),
+        ('Rmax=? [ F ("goal1"|"goal2") ]', 3.5),
+    ],
+)
 def test_prism_mdp_results_unchanged(monkeypatch, prop, expected):
     path = MODELS / "prism-tests/functionality/verify/mdps/rewards/robot.nm"
     if not path.exists():
@@ -231,11 +254,15 @@ def test_consensus_unchanged(monkeypatch):
     path = MODELS / "prism-examples/mdps/consensus/coin2.nm"
     if not path.exists():
         pytest.skip("shared PRISM examples not available")
-    for prop in ('Pmin=? [ F "finished"&"all_coins_equal_1" ]',
-                 'R{"steps"}max=? [ F "finished" ]'):
+    for prop in (
+        'Pmin=? [ F "finished"&"all_coins_equal_1" ]',
+        'R{"steps"}max=? [ F "finished" ]',
+    ):
         a, b = _check_both(monkeypatch, path, prop, "K=2")
         assert a == b
         monkeypatch.undo()
     # PRISM's analytic bound (K-1)/(2K) for K=2
-    a, _ = _check_both(monkeypatch, path, 'Pmin=? [ F "finished"&"all_coins_equal_1" ]', "K=2")
+    a, _ = _check_both(
+        monkeypatch, path, 'Pmin=? [ F "finished"&"all_coins_equal_1" ]', "K=2"
+    )
     assert a >= 0.25 - 1e-6

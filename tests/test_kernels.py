@@ -18,7 +18,11 @@ from jaxmc.solvers import sup_norm
 
 jax.config.update("jax_enable_x64", True)
 settings.register_profile("kernels", max_examples=4, deadline=None, derandomize=True)
-MODELS = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = (
+    __import__("pathlib").Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "models"
+)
 
 
 def _stochastic(n, density, seed, distinct):
@@ -35,8 +39,12 @@ LAYOUTS = [(WarpELL, 1), (WarpELL, 2), (CompactWarpELL, 1), (CompactWarpELL, 2)]
 
 
 @settings(settings.get_profile("kernels"))
-@given(n=st.integers(1, 150), density=st.floats(0.0, 0.2), seed=st.integers(0, 10**6),
-       spb=st.sampled_from([1, 2, 4]))
+@given(
+    n=st.integers(1, 150),
+    density=st.floats(0.0, 0.2),
+    seed=st.integers(0, 10**6),
+    spb=st.sampled_from([1, 2, 4]),
+)
 def test_pallas_spmv_matches_reference(n, density, seed, spb):
     A, csr = _stochastic(n, density, seed, distinct=7)
     x = np.random.default_rng(seed).random(n)
@@ -64,9 +72,14 @@ def _long_rows(n, ncols, seed, mean):
 
 
 @settings(settings.get_profile("kernels"))
-@given(n=st.integers(1, 70), ncols=st.integers(1, 90), seed=st.integers(0, 10**6),
-       lanes=st.sampled_from([1, 4, 8, 32]), rpb=st.sampled_from([1, 2, 8]),
-       mean=st.sampled_from([1, 20, 90]))
+@given(
+    n=st.integers(1, 70),
+    ncols=st.integers(1, 90),
+    seed=st.integers(0, 10**6),
+    lanes=st.sampled_from([1, 4, 8, 32]),
+    rpb=st.sampled_from([1, 2, 8]),
+    mean=st.sampled_from([1, 20, 90]),
+)
 def test_vector_spmv_matches_reference(n, ncols, seed, lanes, rpb, mean):
     A, csr = _long_rows(n, ncols, seed, mean)
     x = np.random.default_rng(seed).random(ncols)
@@ -87,10 +100,14 @@ def test_vector_fused_steps_and_new_values():
     for bb in (jnp.asarray(b), CompactVector.from_array(b), None):
         want_b = 0 if bb is None else b
         for impl in ("reference", "pallas"):
-            y, d, ok = jacobi_step(m, CompactVector.from_array(inv), bb, x, True, impl=impl)
+            y, d, ok = jacobi_step(
+                m, CompactVector.from_array(inv), bb, x, True, impl=impl
+            )
             want = (want_b + A @ np.asarray(x)) * inv
             np.testing.assert_allclose(np.asarray(y), want, rtol=1e-13)
-            assert float(d) == pytest.approx(float(sup_norm(jnp.asarray(want), x, True)))
+            assert float(d) == pytest.approx(
+                float(sup_norm(jnp.asarray(want), x, True))
+            )
             assert bool(ok)
     vals = np.asarray(csr.data) * 0.5
     got = spmv(m.with_values(jnp.asarray(vals)), x, impl="pallas")
@@ -122,12 +139,16 @@ def test_fused_steps_match_reference(cls, lanes, relative):
     b = (np.arange(130) % 2) * 0.5
     m = cls.from_csr(csr, lanes=lanes)
     want = (b + A @ np.asarray(x)) * inv
-    for bb, ii in ((jnp.asarray(b), jnp.asarray(inv)),
-                   (CompactVector.from_array(b), CompactVector.from_array(inv))):
+    for bb, ii in (
+        (jnp.asarray(b), jnp.asarray(inv)),
+        (CompactVector.from_array(b), CompactVector.from_array(inv)),
+    ):
         for impl in ("reference", "pallas"):
             y, d, ok = jacobi_step(m, ii, bb, x, relative, impl=impl)
             np.testing.assert_allclose(np.asarray(y), want, rtol=1e-13)
-            assert float(d) == pytest.approx(float(sup_norm(jnp.asarray(want), x, relative)))
+            assert float(d) == pytest.approx(
+                float(sup_norm(jnp.asarray(want), x, relative))
+            )
             assert bool(ok)
             y, d, ok = power_step(m, bb, x, relative, impl=impl)
             np.testing.assert_allclose(np.asarray(y), A @ np.asarray(x) + b, rtol=1e-13)
@@ -136,7 +157,8 @@ def test_fused_steps_match_reference(cls, lanes, relative):
         y, d, ok = jacobi_step(m, jnp.asarray(inv), None, x, relative, impl=impl)
         np.testing.assert_allclose(np.asarray(y), (A @ np.asarray(x)) * inv, rtol=1e-13)
         assert float(d) == pytest.approx(
-            float(sup_norm(jnp.asarray((A @ np.asarray(x)) * inv), x, relative)))
+            float(sup_norm(jnp.asarray((A @ np.asarray(x)) * inv), x, relative))
+        )
 
 
 def test_fused_step_reports_nonfinite():
@@ -147,8 +169,9 @@ def test_fused_step_reports_nonfinite():
     _, _, ok = power_step(m, b, x, True, impl="pallas")
     assert not bool(ok)
     # a NaN start entry with finite results is a difference, not a non-finite y
-    y, d, ok = power_step(m, jnp.zeros(40), jnp.ones(40).at[0].set(jnp.nan), True,
-                          impl="pallas")
+    y, d, ok = power_step(
+        m, jnp.zeros(40), jnp.ones(40).at[0].set(jnp.nan), True, impl="pallas"
+    )
     assert bool(ok) == bool(np.isfinite(np.asarray(y)).all())
 
 
@@ -158,20 +181,32 @@ def test_solvers_on_warp_layouts_match_csr():
     csr = csr.with_values(csr.data * 0.9)
     b = np.random.default_rng(4).random(60)
     ref = solvers.power(csr, b, np.zeros(60), epsilon=1e-12, relative=False).value
-    for m in (WarpELL.from_csr(csr), CompactWarpELL.from_csr(csr),
-              VectorCSR.from_csr(csr, lanes=4)):
+    for m in (
+        WarpELL.from_csr(csr),
+        CompactWarpELL.from_csr(csr),
+        VectorCSR.from_csr(csr, lanes=4),
+    ):
         sol = solvers.power(m, b, np.zeros(60), epsilon=1e-12, relative=False)
         np.testing.assert_allclose(np.asarray(sol.value), np.asarray(ref), rtol=1e-10)
-        sol = solvers.jacobi(m, CompactVector.from_array(np.ones(60)), b, np.zeros(60),
-                             epsilon=1e-12, relative=False)
+        sol = solvers.jacobi(
+            m,
+            CompactVector.from_array(np.ones(60)),
+            b,
+            np.zeros(60),
+            epsilon=1e-12,
+            relative=False,
+        )
         np.testing.assert_allclose(np.asarray(sol.value), np.asarray(ref), rtol=1e-10)
 
 
-@pytest.mark.parametrize("path,consts", [
-    ("prism-examples/ctmcs/tandem/tandem.sm", "c=5"),
-    ("prism-examples/dtmcs/herman/herman5.pm", None),
-    ("prism-examples/mdps/consensus/coin2.nm", "K=2"),
-])
+@pytest.mark.parametrize(
+    "path,consts",
+    [
+        ("prism-examples/ctmcs/tandem/tandem.sm", "c=5"),
+        ("prism-examples/dtmcs/herman/herman5.pm", None),
+        ("prism-examples/mdps/consensus/coin2.nm", "K=2"),
+    ],
+)
 def test_real_models(path, consts):
     f = MODELS / path
     if not f.exists():
@@ -181,8 +216,11 @@ def test_real_models(path, consts):
     A = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(m_, n))
     csr = CSR.from_arrays(em.row_ptr, em.col, em.val, (m_, n))
     x = np.random.default_rng(0).random(n)
-    layouts = [WarpELL.from_csr(csr, lanes=1), WarpELL.from_csr(csr, lanes=2),
-               VectorCSR.from_csr(csr, lanes=8)]
+    layouts = [
+        WarpELL.from_csr(csr, lanes=1),
+        WarpELL.from_csr(csr, lanes=2),
+        VectorCSR.from_csr(csr, lanes=8),
+    ]
     if m_ == n:
         layouts += [CompactWarpELL.from_csr(csr, lanes=1)]
     for m in layouts:
@@ -206,7 +244,9 @@ def test_gpu_pallas_matches_reference():
     x = np.random.default_rng(6).random(5000)
     for cls, lanes in LAYOUTS + [(VectorCSR, 32)]:
         m = cls.from_csr(csr, lanes=lanes)
-        np.testing.assert_allclose(np.asarray(fused(m, jnp.asarray(x))), A @ x, rtol=1e-13)
+        np.testing.assert_allclose(
+            np.asarray(fused(m, jnp.asarray(x))), A @ x, rtol=1e-13
+        )
 
 
 @pytest.mark.parametrize("gate,prefetch", [(False, True), (True, True), (False, False)])
@@ -214,8 +254,11 @@ def test_kernel_tuning_variants(monkeypatch, gate, prefetch):
     from jaxmc.kernels import spmv_pallas
 
     for k in spmv_pallas.TUNING:
-        monkeypatch.setitem(spmv_pallas.TUNING, k,
-                            dict(spmv_pallas.TUNING[k], gate=gate, prefetch=prefetch))
+        monkeypatch.setitem(
+            spmv_pallas.TUNING,
+            k,
+            dict(spmv_pallas.TUNING[k], gate=gate, prefetch=prefetch),
+        )
     jax.clear_caches()
     A, csr = _long_rows(70, 70, 9, 6)
     x = np.random.default_rng(9).random(70)
@@ -223,10 +266,20 @@ def test_kernel_tuning_variants(monkeypatch, gate, prefetch):
     inv = 1 / (1 + np.arange(70) % 3)
     want = (A @ np.where(np.isinf(x), 0, x)) * inv
     hit = np.asarray((A[:, 5] != 0).todense()).ravel()
-    for m in (WarpELL.from_csr(csr), CompactWarpELL.from_csr(csr, lanes=2),
-              VectorCSR.from_csr(csr, lanes=4)):
-        y, d, nf = fused(m, jnp.asarray(x), None, jnp.asarray(inv), epilogue="jacobi",
-                         diff=True, interpret=True)
+    for m in (
+        WarpELL.from_csr(csr),
+        CompactWarpELL.from_csr(csr, lanes=2),
+        VectorCSR.from_csr(csr, lanes=4),
+    ):
+        y, d, nf = fused(
+            m,
+            jnp.asarray(x),
+            None,
+            jnp.asarray(inv),
+            epilogue="jacobi",
+            diff=True,
+            interpret=True,
+        )
         y = np.asarray(y)
         np.testing.assert_allclose(y[~hit], want[~hit], rtol=1e-13)
         assert np.isinf(y[hit]).all() and int(nf) == int(hit.any())
@@ -240,8 +293,9 @@ def test_solver_measures_last_step_of_trip():
     m = WarpELL.from_csr(csr)
     every = solvers.power(m, b, np.zeros(80), epsilon=1e-9, measure="every")
     for k in (2, 4, 5):
-        last = solvers.power(m, b, np.zeros(80), epsilon=1e-9, measure="last",
-                             steps_per_trip=k)
+        last = solvers.power(
+            m, b, np.zeros(80), epsilon=1e-9, measure="last", steps_per_trip=k
+        )
         its = int(last.iterations)
         assert its % k == 0 and int(every.iterations) <= its
         # the returned iterate passes the criterion against its predecessor
@@ -270,8 +324,9 @@ def test_sorted_rows_match_reference(n, seed, spb):
         m = m.with_segs_per_block(spb)
         ref = np.asarray(spmv(m, x, impl="reference"))
         np.testing.assert_allclose(ref, A @ np.asarray(x), rtol=1e-13, atol=1e-15)
-        y, d, ok = jacobi_step(m, CompactVector.from_array(inv), jnp.asarray(b), x, True,
-                               impl="pallas")
+        y, d, ok = jacobi_step(
+            m, CompactVector.from_array(inv), jnp.asarray(b), x, True, impl="pallas"
+        )
         np.testing.assert_allclose(np.asarray(y), want, rtol=1e-13)
         assert float(d) == pytest.approx(float(sup_norm(jnp.asarray(want), x, True)))
     w = WarpELL.from_csr(csr, sort_rows=True)

@@ -20,7 +20,11 @@ from jaxmc.solvers import sup_norm
 
 
 jax.config.update("jax_enable_x64", True)
-MODELS = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = (
+    __import__("pathlib").Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "models"
+)
 
 #: (static, tile, select, gate, align): the default and each new knob.
 CONFIGS = [
@@ -48,27 +52,46 @@ def _banded(n, seed, lo, hi, band=20):
 def _check(m, A, x, inv, cfg):
     static, tile, select, gate, align = cfg
     want = (A @ x) * inv.dense()
-    y, d, nf = fused(m, jnp.asarray(x), None, inv, epilogue="jacobi", diff=True,
-                     interpret=True, static=static, tile=tile, select=select, gate=gate,
-                     align=align)
-    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-13, atol=1e-15, err_msg=str(cfg))
-    np.testing.assert_allclose(float(d), float(sup_norm(jnp.asarray(want), jnp.asarray(x), True)),
-                               rtol=1e-12)
+    y, d, nf = fused(
+        m,
+        jnp.asarray(x),
+        None,
+        inv,
+        epilogue="jacobi",
+        diff=True,
+        interpret=True,
+        static=static,
+        tile=tile,
+        select=select,
+        gate=gate,
+        align=align,
+    )
+    np.testing.assert_allclose(
+        np.asarray(y), want, rtol=1e-13, atol=1e-15, err_msg=str(cfg)
+    )
+    np.testing.assert_allclose(
+        float(d), float(sup_norm(jnp.asarray(want), jnp.asarray(x), True)), rtol=1e-12
+    )
     assert int(nf) == 0
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)
-@pytest.mark.parametrize("n,seed,lo,hi,lanes,spb", [
-    (256, 1, 4, 5, 1, 2),  # every block uniform and full: all tiled
-    (300, 2, 3, 5, 1, 2),  # mixed widths, a partial last block
-    (200, 3, 0, 12, 2, 2),  # half warp, empty rows, blocks wider than `static`
-])
+@pytest.mark.parametrize(
+    "n,seed,lo,hi,lanes,spb",
+    [
+        (256, 1, 4, 5, 1, 2),  # every block uniform and full: all tiled
+        (300, 2, 3, 5, 1, 2),  # mixed widths, a partial last block
+        (200, 3, 0, 12, 2, 2),  # half warp, empty rows, blocks wider than `static`
+    ],
+)
 def test_variants_match_reference(cfg, n, seed, lo, hi, lanes, spb):
     A, csr = _banded(n, seed, lo, hi)
     x = np.random.default_rng(seed).random(n) + 0.1
     inv = CompactVector.from_array(1 / (1 + np.arange(n) % 3))
     m = CompactWarpELL.from_csr(csr, lanes=lanes, segs_per_block=spb)
-    np.testing.assert_allclose(np.asarray(reference_spmv(m, jnp.asarray(x))), A @ x, rtol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(reference_spmv(m, jnp.asarray(x))), A @ x, rtol=1e-13
+    )
     _check(m, A, x, inv, cfg)
 
 
@@ -76,8 +99,10 @@ def test_variants_on_warp_and_sorted_layouts():
     A, csr = _banded(160, 4, 2, 6)
     x = np.random.default_rng(4).random(160) + 0.1
     inv = CompactVector.from_array(1 / (1 + np.arange(160) % 2))
-    for m in (WarpELL.from_csr(csr, segs_per_block=2),
-              CompactWarpELL.from_csr(csr, segs_per_block=2, sort_rows=True)):
+    for m in (
+        WarpELL.from_csr(csr, segs_per_block=2),
+        CompactWarpELL.from_csr(csr, segs_per_block=2, sort_rows=True),
+    ):
         for cfg in CONFIGS[:3]:
             _check(m, A, x, inv, cfg)
 
@@ -107,9 +132,20 @@ def test_ungated_tiles_keep_padding_finite():
     want = A @ np.where(np.isinf(x), 0, x)
     for cfg in CONFIGS:
         static, tile, select, gate, align = cfg
-        y, d, nf = fused(m, jnp.asarray(x), None, jnp.asarray(inv), epilogue="jacobi",
-                         diff=True, interpret=True, static=static, tile=tile, select=select,
-                         gate=gate, align=align)
+        y, d, nf = fused(
+            m,
+            jnp.asarray(x),
+            None,
+            jnp.asarray(inv),
+            epilogue="jacobi",
+            diff=True,
+            interpret=True,
+            static=static,
+            tile=tile,
+            select=select,
+            gate=gate,
+            align=align,
+        )
         y = np.asarray(y)
         np.testing.assert_allclose(y[~hit], want[~hit], rtol=1e-13, err_msg=str(cfg))
         assert np.isinf(y[hit]).all() and int(nf) == int(hit.any())
@@ -125,12 +161,15 @@ def test_small_tandem_windowed_jacobi_step():
     diag = np.asarray(R.sum(axis=1)).ravel() - R.diagonal()
     A = (R - sp.diags(R.diagonal())).T.tocsr()
     A.eliminate_zeros()
-    order = window_order(CSR.from_arrays(A.indptr, A.indices, A.data, A.shape), 32).order
+    order = window_order(
+        CSR.from_arrays(A.indptr, A.indices, A.data, A.shape), 32
+    ).order
     A = A[order][:, order].tocsr()
     A.sort_indices()
     diag = np.where(diag[order] > 0, diag[order], 1.0)
-    m = CompactWarpELL.from_csr(CSR.from_arrays(A.indptr, A.indices, A.data, A.shape),
-                                segs_per_block=1)
+    m = CompactWarpELL.from_csr(
+        CSR.from_arrays(A.indptr, A.indices, A.data, A.shape), segs_per_block=1
+    )
     inv = CompactVector.from_array(1 / diag)
     x = jnp.asarray(np.random.default_rng(7).random(n) + 0.5)
     want = (A @ np.asarray(x)) / diag

@@ -84,10 +84,14 @@ def test_pallas_fp32_and_ungated(cls):
     # without the value gate padding is gathered; an inf in x must still
     # not turn padding (0 * inf) into NaN
     X[7, 1] = np.inf
-    Y = np.asarray(fused_multi(cls.from_csr(csr), jnp.asarray(X), gate=False, interpret=True))
+    Y = np.asarray(
+        fused_multi(cls.from_csr(csr), jnp.asarray(X), gate=False, interpret=True)
+    )
     hit = np.asarray((A[:, 7] != 0).todense()).ravel()
     Xf = np.where(np.isinf(X), 0, X)
-    np.testing.assert_allclose(Y[:, [0, 2]], (A @ Xf)[:, [0, 2]], rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(
+        Y[:, [0, 2]], (A @ Xf)[:, [0, 2]], rtol=1e-13, atol=1e-16
+    )
     np.testing.assert_allclose(Y[~hit, 1], (A @ Xf)[~hit, 1], rtol=1e-13, atol=1e-16)
     assert np.isinf(Y[hit, 1]).all()
 
@@ -100,9 +104,19 @@ def test_pallas_load2d_variant(cls):
     for gate in (True, False):
         Y = fused_multi(L, jnp.asarray(X), load2d=True, gate=gate, interpret=True)
         np.testing.assert_allclose(np.asarray(Y), A @ X, rtol=1e-13, atol=1e-16)
-    y, d, nb = fused_multi(L, jnp.asarray(X), jnp.ones(150), epilogue="power", diff=True,
-                           relative=False, load2d=True, interpret=True)
-    np.testing.assert_allclose(np.asarray(d), np.abs(A @ X + 1 - X).max(axis=0), rtol=1e-13)
+    y, d, nb = fused_multi(
+        L,
+        jnp.asarray(X),
+        jnp.ones(150),
+        epilogue="power",
+        diff=True,
+        relative=False,
+        load2d=True,
+        interpret=True,
+    )
+    np.testing.assert_allclose(
+        np.asarray(d), np.abs(A @ X + 1 - X).max(axis=0), rtol=1e-13
+    )
 
 
 @pytest.mark.parametrize("rpp", [32, 64])
@@ -112,8 +126,16 @@ def test_pallas_rows_per_program(rpp):
     L = WarpELL.from_csr(csr, segs_per_block=4)
     Y = fused_multi(L, jnp.asarray(X), rows_per_program=rpp, interpret=True)
     np.testing.assert_allclose(np.asarray(Y), A @ X, rtol=1e-13, atol=1e-16)
-    y, d, nb = fused_multi(L, jnp.asarray(X), None, epilogue="power", diff=True,
-                           relative=False, rows_per_program=rpp, interpret=True)
+    y, d, nb = fused_multi(
+        L,
+        jnp.asarray(X),
+        None,
+        epilogue="power",
+        diff=True,
+        relative=False,
+        rows_per_program=rpp,
+        interpret=True,
+    )
     np.testing.assert_allclose(np.asarray(d), np.abs(A @ X - X).max(axis=0), rtol=1e-13)
     with pytest.raises(ValueError, match="rows_per_program"):
         fused_multi(L, jnp.asarray(X), rows_per_program=48, interpret=True)
@@ -127,7 +149,12 @@ def _vectors(n, k, rng):
     return [
         (None, jnp.asarray(inv), None, inv[:, None]),
         (jnp.asarray(b), jnp.asarray(inv), b[:, None], inv[:, None]),
-        (CompactVector.from_array(b), CompactVector.from_array(inv), b[:, None], inv[:, None]),
+        (
+            CompactVector.from_array(b),
+            CompactVector.from_array(inv),
+            b[:, None],
+            inv[:, None],
+        ),
         (jnp.asarray(B), jnp.asarray(Inv), B, Inv),
     ]
 
@@ -150,16 +177,24 @@ def test_fused_steps_per_column(cls):
             np.testing.assert_allclose(np.asarray(y), want_j, rtol=1e-13)
             assert d.shape == (k,) and ok.shape == (k,) and bool(ok.all())
             for j in range(k):  # the measure of each column is PRISM's sup_norm
-                sj = float(sup_norm(jnp.asarray(want_j[:, j]), jnp.asarray(X[:, j]), relative))
+                sj = float(
+                    sup_norm(jnp.asarray(want_j[:, j]), jnp.asarray(X[:, j]), relative)
+                )
                 assert float(d[j]) == pytest.approx(sj, rel=1e-12)
             if i not in (1, 3):
                 continue
             y, d, ok = power_step_multi(L, b, jnp.asarray(X), not relative, impl=impl)
             np.testing.assert_allclose(np.asarray(y), want_p, rtol=1e-13)
             np.testing.assert_allclose(
-                np.asarray(d), np.asarray(sup_norm_columns(jnp.asarray(want_p), jnp.asarray(X),
-                                                           not relative)), rtol=1e-12)
-    y2, d2, ok2 = power_step_multi(L, b, jnp.asarray(X), True, impl="pallas", measure=False)
+                np.asarray(d),
+                np.asarray(
+                    sup_norm_columns(jnp.asarray(want_p), jnp.asarray(X), not relative)
+                ),
+                rtol=1e-12,
+            )
+    y2, d2, ok2 = power_step_multi(
+        L, b, jnp.asarray(X), True, impl="pallas", measure=False
+    )
     assert d2 is None and ok2 is None
     np.testing.assert_allclose(np.asarray(y2), want_p, rtol=1e-13)
 
@@ -170,12 +205,15 @@ def test_single_column_agrees_with_single_vector_step():
     x = np.random.default_rng(4).random(90)
     inv = jnp.asarray(1 / (1 + np.arange(90) % 3))
     y1, d1, _ = jacobi_step(L, inv, None, jnp.asarray(x), True, impl="pallas")
-    yk, dk, _ = jacobi_step_multi(L, inv, None, jnp.asarray(x)[:, None], True, impl="pallas")
+    yk, dk, _ = jacobi_step_multi(
+        L, inv, None, jnp.asarray(x)[:, None], True, impl="pallas"
+    )
     np.testing.assert_allclose(np.asarray(yk[:, 0]), np.asarray(y1), rtol=1e-15)
     assert float(dk[0]) == pytest.approx(float(d1), rel=1e-15)
     # the 1-D entry points are unchanged
-    np.testing.assert_allclose(np.asarray(spmv(L, jnp.asarray(x), impl="reference")), A @ x,
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(spmv(L, jnp.asarray(x), impl="reference")), A @ x, rtol=1e-13
+    )
 
 
 @pytest.mark.parametrize("impl", ["reference", "pallas"])
@@ -211,7 +249,9 @@ def test_rejects_unsupported():
     with pytest.raises(ValueError, match=r"\[n, k\]"):
         spmv_multi(csr, jnp.ones(20))
     with pytest.raises(ValueError, match="shape"):
-        power_step_multi(WarpELL.from_csr(csr), jnp.ones((20, 3)), X, True, impl="pallas")
+        power_step_multi(
+            WarpELL.from_csr(csr), jnp.ones((20, 3)), X, True, impl="pallas"
+        )
 
 
 def test_batched_jacobi_loop_converges_per_column():
@@ -229,17 +269,23 @@ def test_batched_jacobi_loop_converges_per_column():
         y = jnp.where(done[None, :], x, y)
         return y, done | (d < 1e-12), it + 1
 
-    x, done, it = jax.lax.while_loop(lambda c: ~jnp.all(c[1]) & (c[2] < 2000), body,
-                                     (jnp.zeros((n, 3)), jnp.zeros(3, bool), 0))
+    x, done, it = jax.lax.while_loop(
+        lambda c: ~jnp.all(c[1]) & (c[2] < 2000),
+        body,
+        (jnp.zeros((n, 3)), jnp.zeros(3, bool), 0),
+    )
     assert bool(done.all())
     want = np.linalg.solve(np.eye(n) - 0.9 * A.toarray(), B)
     np.testing.assert_allclose(np.asarray(x), want, rtol=1e-9)
 
 
-@pytest.mark.parametrize("path,consts", [
-    ("prism-examples/ctmcs/tandem/tandem.sm", "c=5"),
-    ("prism-examples/dtmcs/herman/herman5.pm", None),
-])
+@pytest.mark.parametrize(
+    "path,consts",
+    [
+        ("prism-examples/ctmcs/tandem/tandem.sm", "c=5"),
+        ("prism-examples/dtmcs/herman/herman5.pm", None),
+    ],
+)
 def test_real_models(path, consts):
     f = MODELS / path
     if not f.exists():

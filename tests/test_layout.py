@@ -8,8 +8,17 @@ import scipy.sparse as sp
 
 from jaxmc.kernels import spmv
 from jaxmc.layout import (
-    CSR, CompactVector, CompactWarpELL, Permutation, VectorCSR, WarpELL, bfs_order,
-    choose_layout, layout_kind, make_layout, rcm_order,
+    CSR,
+    CompactVector,
+    CompactWarpELL,
+    Permutation,
+    VectorCSR,
+    WarpELL,
+    bfs_order,
+    choose_layout,
+    layout_kind,
+    make_layout,
+    rcm_order,
 )
 
 
@@ -32,8 +41,8 @@ def test_warp_placement_is_column_major_per_segment(lanes):
     data, rows, slot = map(np.asarray, (w.data, w.rows, w.slot))
     seg_ptr, width = np.asarray(w.seg_ptr), np.asarray(w.seg_width)
     for s in range(len(width)):
-        block = data[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
-        r = rows[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
+        block = data[seg_ptr[s] : seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
+        r = rows[seg_ptr[s] : seg_ptr[s + 1]].reshape(width[s], lanes, seg_rows)
         assert (r == np.minimum(s * seg_rows + np.arange(seg_rows), 99)).all()
         for i in range(seg_rows):
             row = s * seg_rows + i
@@ -41,12 +50,13 @@ def test_warp_placement_is_column_major_per_segment(lanes):
                 got = block[:, :, i].reshape(-1)  # entry k at (k // lanes, k % lanes)
                 want = A[row].data
                 np.testing.assert_array_equal(got[: len(want)], want)
-                assert (got[len(want):] == 0).all()
+                assert (got[len(want) :] == 0).all()
     assert (slot < A.nnz).sum() == A.nnz
     # each segment is as wide as its longest row
     lengths = np.append(np.diff(A.indptr), np.zeros(len(width) * seg_rows - 100, int))
     np.testing.assert_array_equal(
-        width, (-(-lengths // lanes)).reshape(-1, seg_rows).max(axis=1))
+        width, (-(-lengths // lanes)).reshape(-1, seg_rows).max(axis=1)
+    )
 
 
 def test_compact_encoding_and_stats():
@@ -54,7 +64,9 @@ def test_compact_encoding_and_stats():
     c = CompactWarpELL.from_csr(csr)
     assert c.vidx.dtype == np.uint8 and c.offs.dtype in (np.int8, np.int16)
     assert c.table.size <= 6
-    np.testing.assert_array_equal(np.asarray(c.data), np.asarray(WarpELL.from_csr(csr).data))
+    np.testing.assert_array_equal(
+        np.asarray(c.data), np.asarray(WarpELL.from_csr(csr).data)
+    )
     s, w = c.stats(), WarpELL.from_csr(csr).stats()
     assert s["padding"] == w["padding"] >= 0
     assert s["bytes_per_nnz"] < w["bytes_per_nnz"] / 3
@@ -117,13 +129,14 @@ def test_vector_layout_rows_aligned_and_padded():
     assert (ptr % 8 == 0).all()
     for r in range(90):
         row = A[r]
-        got = data[ptr[r]:ptr[r + 1]]
+        got = data[ptr[r] : ptr[r + 1]]
         np.testing.assert_array_equal(got[: row.nnz], row.data)
-        np.testing.assert_array_equal(cols[ptr[r]:ptr[r] + row.nnz], row.indices)
-        assert (got[row.nnz:] == 0).all() and ptr[r + 1] - ptr[r] - row.nnz < 8
+        np.testing.assert_array_equal(cols[ptr[r] : ptr[r] + row.nnz], row.indices)
+        assert (got[row.nnz :] == 0).all() and ptr[r + 1] - ptr[r] - row.nnz < 8
     steps = -(-np.diff(ptr) // 8)
     np.testing.assert_array_equal(
-        np.asarray(v.block_width), np.append(steps, [0] * 2).reshape(-1, 4).max(axis=1))
+        np.asarray(v.block_width), np.append(steps, [0] * 2).reshape(-1, 4).max(axis=1)
+    )
     assert (slot < A.nnz).sum() == A.nnz and len(data) >= ptr[-1] + 8
     s = v.stats()
     assert s["layout"] == "vector8" and 0 <= s["padding"] < 8 * 90 / A.nnz
@@ -141,7 +154,10 @@ def test_choice_picks_vector_for_long_rows():
         assert isinstance(L, VectorCSR) and L.lanes == 256  # mean row ~150
     x = np.random.default_rng(0).random(300)
     np.testing.assert_allclose(
-        np.asarray(spmv(make_layout(csr, "vector"), x, impl="reference")), A @ x, rtol=1e-13)
+        np.asarray(spmv(make_layout(csr, "vector"), x, impl="reference")),
+        A @ x,
+        rtol=1e-13,
+    )
 
 
 def test_regrouping_keeps_the_product():
@@ -152,12 +168,15 @@ def test_regrouping_keeps_the_product():
             g = m.with_segs_per_block(spb)
             assert g.segs_per_block == spb and len(g.seg_width) % spb == 0
             np.testing.assert_allclose(
-                np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13)
+                np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13
+            )
     v = VectorCSR.from_csr(csr, lanes=8, rows_per_block=2)
     for lanes, rpb in ((32, 1), (4, 8)):
         g = v.with_tiling(lanes, rpb)
         assert (g.lanes, g.rows_per_block) == (lanes, rpb)
-        np.testing.assert_allclose(np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13)
+        np.testing.assert_allclose(
+            np.asarray(spmv(g, x, impl="pallas")), A @ x, rtol=1e-13
+        )
 
 
 @pytest.mark.parametrize("lanes", [1, 2])
@@ -167,7 +186,9 @@ def test_sorted_rows_placement(lanes):
     lengths = rng.integers(0, 9, n)
     lengths[::17] = 40  # past the cap of lane_info's length field
     rows = np.repeat(np.arange(n), lengths)
-    A = sp.csr_matrix((np.ones(len(rows)), (rows, rng.integers(0, n, len(rows)))), shape=(n, n))
+    A = sp.csr_matrix(
+        (np.ones(len(rows)), (rows, rng.integers(0, n, len(rows)))), shape=(n, n)
+    )
     A.sum_duplicates()
     A.sort_indices()
     csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
@@ -180,18 +201,21 @@ def test_sorted_rows_placement(lanes):
     data, srows = np.asarray(w.data), np.asarray(w.rows)
     steps_all = -(-np.diff(A.indptr) // lanes)
     for s in range(len(width)):
-        lane_rows = s * S + (info[s * S:(s + 1) * S] & (S - 1))
+        lane_rows = s * S + (info[s * S : (s + 1) * S] & (S - 1))
         assert sorted(lane_rows) == list(range(s * S, (s + 1) * S))  # a permutation
         st = np.array([steps_all[r] if r < n else 0 for r in lane_rows])
         assert (np.diff(st) <= 0).all()  # longest rows first
-        own = info[s * S:(s + 1) * S] >> bits
-        assert ((own == np.minimum(st, cap))).all()
-        block = data[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, S)
-        rb = srows[seg_ptr[s]:seg_ptr[s + 1]].reshape(width[s], lanes, S)
+        own = info[s * S : (s + 1) * S] >> bits
+        assert (own == np.minimum(st, cap)).all()
+        block = data[seg_ptr[s] : seg_ptr[s + 1]].reshape(width[s], lanes, S)
+        rb = srows[seg_ptr[s] : seg_ptr[s + 1]].reshape(width[s], lanes, S)
         for lane, r in enumerate(lane_rows):
             if r < n:
                 assert (rb[:, :, lane] == r).all()
                 got = block[:, :, lane].reshape(-1)
                 np.testing.assert_array_equal(got[: A[r].nnz], A[r].data)
-                assert (got[A[r].nnz:] == 0).all()
-    assert w.stats()["matrix_bytes"] > WarpELL.from_csr(csr, lanes=lanes).stats()["matrix_bytes"]
+                assert (got[A[r].nnz :] == 0).all()
+    assert (
+        w.stats()["matrix_bytes"]
+        > WarpELL.from_csr(csr, lanes=lanes).stats()["matrix_bytes"]
+    )

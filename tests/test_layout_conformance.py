@@ -26,12 +26,16 @@ import jaxmc
 from jaxmc.kernels import spmv
 from jaxmc.layout import CSR, build_layout
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
 
+
 jax.config.update("jax_enable_x64", True)
 
-pytestmark = pytest.mark.skipif(not corpus.available(), reason="../shared/models not present")
+pytestmark = pytest.mark.skipif(
+    not corpus.available(), reason="../shared/models not present"
+)
 
 #: Every layout name `jaxmc.check(layout=...)` accepts, less "auto".
 KINDS = ("csr", "ell", "sell", "warp", "warp2", "vector", "compact", "compact2")
@@ -45,7 +49,9 @@ def _stacked() -> dict[str, tuple[sp.csr_matrix, int]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
     from conformance import cases
 
-    pairs = sorted({(str(c.model), c.consts) for c in cases.all_cases() if c.skip is None})
+    pairs = sorted(
+        {(str(c.model), c.consts) for c in cases.all_cases() if c.skip is None}
+    )
     blocks: dict[str, list] = {"square": [], "choices": []}
     for path, consts in pairs:
         try:

@@ -22,16 +22,18 @@ from jaxmc.layout import (
     CompactWarpELL,
     WarpELL,
     bandwidth,
+    build as layout_build,
     choose_order,
     choose_ordered_layout,
     ordered_csr,
     padding,
     window_order,
 )
-from jaxmc.layout import build as layout_build
 
 
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+MODELS = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+)
 
 
 def _random(n, seed, lengths=(1, 2, 3, 4, 5, 6), band=None):
@@ -46,8 +48,9 @@ def _random(n, seed, lengths=(1, 2, 3, 4, 5, 6), band=None):
         rows += [r] * len(c)
         cols += list(c)
     # small integer weights: few distinct probabilities (the compact table)
-    A = sp.csr_matrix((rng.integers(1, 4, len(rows)).astype(float), (rows, cols)),
-                      shape=(n, n))
+    A = sp.csr_matrix(
+        (rng.integers(1, 4, len(rows)).astype(float), (rows, cols)), shape=(n, n)
+    )
     A = sp.diags(1.0 / np.asarray(A.sum(axis=1)).ravel()) @ A
     A = A.tocsr()
     A.sort_indices()
@@ -68,9 +71,9 @@ def test_window_order_sorts_within_windows_stably(window):
     assert np.array_equal(order // window, np.arange(n) // window)
     lengths = np.diff(A.indptr)[order]
     for w in range(0, n, window):
-        seg = lengths[w:w + window]
+        seg = lengths[w : w + window]
         assert np.all(np.diff(seg) <= 0)  # longest first
-        o = order[w:w + window]
+        o = order[w : w + window]
         for k in np.unique(seg):  # equal lengths keep their order
             assert np.all(np.diff(o[seg == k]) > 0)
     with pytest.raises(ValueError):
@@ -88,8 +91,9 @@ def test_padding_falls_and_bandwidth_grows_by_less_than_two_windows():
     assert padding(window_order(csr, 1024).csr(csr)) < 0.03
     # stored entries agree with scipy's reordering
     ref = A[perm.order][:, perm.order].toarray()
-    got = sp.csr_matrix((np.asarray(B.data), np.asarray(B.indices), np.asarray(B.indptr)),
-                        shape=B.shape).toarray()
+    got = sp.csr_matrix(
+        (np.asarray(B.data), np.asarray(B.indices), np.asarray(B.indptr)), shape=B.shape
+    ).toarray()
     np.testing.assert_array_equal(got, ref)
     assert bandwidth(B) < bandwidth(csr) + 2 * 256
     # the layout stores what `padding` counts (plus its one spare warp)
@@ -145,11 +149,19 @@ def test_ordered_spmv_and_jacobi_match_csr(kind, seed):
     b = np.random.default_rng(seed + 5).random(A.shape[0])
     diag = np.full(A.shape[0], 2.0)
     kw = dict(epsilon=1e-12, max_iters=500, throw=True)
-    ref = solvers.jacobi(csr, jnp.asarray(diag), jnp.asarray(b), jnp.zeros_like(b), **kw)
-    got = solvers.jacobi(L, jnp.asarray(perm.apply(diag)), jnp.asarray(perm.apply(b)),
-                         jnp.zeros_like(b), **kw)
-    np.testing.assert_allclose(perm.undo(np.asarray(got.value)), np.asarray(ref.value),
-                               rtol=1e-12)
+    ref = solvers.jacobi(
+        csr, jnp.asarray(diag), jnp.asarray(b), jnp.zeros_like(b), **kw
+    )
+    got = solvers.jacobi(
+        L,
+        jnp.asarray(perm.apply(diag)),
+        jnp.asarray(perm.apply(b)),
+        jnp.zeros_like(b),
+        **kw,
+    )
+    np.testing.assert_allclose(
+        perm.undo(np.asarray(got.value)), np.asarray(ref.value), rtol=1e-12
+    )
     assert int(got.iterations) == int(ref.iterations)
 
 
@@ -185,14 +197,18 @@ def _model(fname, consts):
 
 
 CASES = [
-    ("ctmcs/tandem/tandem.sm", "c=15", ["S=? [ sm=c ]", "R{\"customers\"}=? [ S ]"]),
+    ("ctmcs/tandem/tandem.sm", "c=15", ["S=? [ sm=c ]", 'R{"customers"}=? [ S ]']),
     ("ctmcs/kanban/kanban.sm", "t=1", ["S=? [ w1=0 & z4=1 ]"]),
     ("ctmcs/cluster/cluster.sm", "N=2", ['S=? [ "premium" ]']),
 ]
 
 
-@pytest.mark.parametrize("layout", ["warp", pytest.param("compact", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("fname,consts,props", CASES, ids=[c[0].split("/")[1] for c in CASES])
+@pytest.mark.parametrize(
+    "layout", ["warp", pytest.param("compact", marks=pytest.mark.slow)]
+)
+@pytest.mark.parametrize(
+    "fname,consts,props", CASES, ids=[c[0].split("/")[1] for c in CASES]
+)
 def test_check_with_the_order_matches_csr(monkeypatch, fname, consts, props, layout):
     import jaxmc.numerics.matrices as common
 
@@ -233,8 +249,11 @@ def test_jacobi_steady_state_with_the_order(monkeypatch):
         return mat, order
 
     monkeypatch.setattr(steady, "build_ordered", spy)
-    monkeypatch.setattr(steady, "_stationary_linear", lambda *a, **k: (None, dict(
-        method="none", layout="none")))
+    monkeypatch.setattr(
+        steady,
+        "_stationary_linear",
+        lambda *a, **k: (None, dict(method="none", layout="none")),
+    )
     kw = dict(epsilon=1e-10, max_iters=100000)
     ref = steady.stationary_distributions(m, layout="csr", device=True, **kw)[3]
     got = steady.stationary_distributions(m, layout="warp", device=True, **kw)[3]

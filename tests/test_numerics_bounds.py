@@ -5,11 +5,6 @@ a gap of at most 2 epsilon, for DTMCs, CTMCs and MDPs (min and max)."""
 
 import numpy as np
 import pytest
-
-from jaxmc import numerics as nm
-from jaxmc.errors import ModelCheckingError
-from jaxmc.explore.model import RewardStructure
-from jaxmc.numerics.bounds import reward_upper_bound
 from test_numerics_helpers import (
     by_policy,
     dense,
@@ -19,6 +14,11 @@ from test_numerics_helpers import (
     random_model,
 )
 
+from jaxmc import numerics as nm
+from jaxmc.errors import ModelCheckingError
+from jaxmc.explore.model import RewardStructure
+from jaxmc.numerics.bounds import reward_upper_bound
+
 
 def _one_step(m, P=None):
     P = dense(m) if P is None else P
@@ -27,8 +27,14 @@ def _one_step(m, P=None):
 
 def _bound(m, b, maybe, opt):
     return reward_upper_bound(
-        m.state_of_choice(), m.row_of_entry(), m.col, m.val, b, maybe,
-        np.zeros(m.num_states), opt,
+        m.state_of_choice(),
+        m.row_of_entry(),
+        m.col,
+        m.val,
+        b,
+        maybe,
+        np.zeros(m.num_states),
+        opt,
     )
 
 
@@ -62,7 +68,9 @@ def test_interval_iteration_dtmc(seed):
     np.testing.assert_allclose(res.values[fin], ref[fin], rtol=2 * eps)
     if maybe.any():
         lo, up = res.extra["lower"][maybe], res.extra["upper"][maybe]
-        assert (lo <= ref[maybe] * (1 + 1e-12)).all() and (ref[maybe] <= up * (1 + 1e-12)).all()
+        assert (lo <= ref[maybe] * (1 + 1e-12)).all() and (
+            ref[maybe] <= up * (1 + 1e-12)
+        ).all()
         assert (up - lo <= 2 * eps * 0.5 * (up + lo) * (1 + 1e-9)).all()
         assert res.residual <= 2 * eps
 
@@ -97,7 +105,9 @@ def test_interval_iteration_mdp_against_policies(opt, seed):
     R = np.zeros_like(P)
     np.add.at(R, (m.row_of_entry(), m.col), rew.transition)
     r_choice = rew.state[m.state_of_choice()] + (P * R).sum(1)
-    ref = by_policy(m, lambda Pp, pol: dtmc_reach_reward(Pp, r_choice[pol], target), opt)
+    ref = by_policy(
+        m, lambda Pp, pol: dtmc_reach_reward(Pp, r_choice[pol], target), opt
+    )
     eps = 1e-9
     res = nm.reachability_rewards(
         m, rew, target, opt=opt, method="interval_iteration", epsilon=eps

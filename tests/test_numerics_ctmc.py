@@ -6,9 +6,9 @@ import pytest
 import scipy.integrate
 import scipy.linalg
 import scipy.stats
+from test_numerics_helpers import dense, expm_transient, make_model, random_model
 
 from jaxmc import numerics as nm
-from test_numerics_helpers import dense, expm_transient, make_model, random_model
 
 
 @pytest.mark.parametrize("lam", [0.05, 1.0, 7.5, 24.99, 25.0, 150.0, 2500.0, 40000.0])
@@ -19,8 +19,12 @@ def test_fox_glynn_against_scipy(lam, eps):
     ks = np.arange(left, right + 1)
     ref = scipy.stats.poisson.pmf(ks, lam)
     # normalised on the window: each weight is off by the factor 1/(1 - tail)
-    np.testing.assert_allclose(w / total, ref, rtol=eps + 1e-9, atol=1e-300)  # + recurrence rounding
-    outside = scipy.stats.poisson.cdf(left - 1, lam) + scipy.stats.poisson.sf(right, lam)
+    np.testing.assert_allclose(
+        w / total, ref, rtol=eps + 1e-9, atol=1e-300
+    )  # + recurrence rounding
+    outside = scipy.stats.poisson.cdf(left - 1, lam) + scipy.stats.poisson.sf(
+        right, lam
+    )
     assert outside <= eps
 
 
@@ -71,17 +75,22 @@ def test_ctmc_transient_instantaneous_cumulative():
     init = np.zeros(len(Q))
     init[0] = 1
     np.testing.assert_allclose(
-        nm.transient_probabilities(m, t, epsilon=1e-12), init @ expm_transient(Q, t), atol=1e-10
+        nm.transient_probabilities(m, t, epsilon=1e-12),
+        init @ expm_transient(Q, t),
+        atol=1e-10,
     )
     st = m.rewards[0].state
     np.testing.assert_allclose(
         nm.ctmc_instantaneous_rewards(m, m.rewards[0], t, epsilon=1e-12).values,
-        expm_transient(Q, t) @ st, atol=1e-9,
+        expm_transient(Q, t) @ st,
+        atol=1e-9,
     )
     R = np.zeros_like(Q)
     np.add.at(R, (m.row_of_entry(), m.col), m.rewards[0].transition)
     r = st + (Q * R).sum(1)
-    ref = scipy.integrate.quad_vec(lambda u: expm_transient(Q, u) @ r, 0, t, epsabs=1e-12)[0]
+    ref = scipy.integrate.quad_vec(
+        lambda u: expm_transient(Q, u) @ r, 0, t, epsabs=1e-12
+    )[0]
     res = nm.ctmc_cumulative_rewards(m, m.rewards[0], t, epsilon=1e-12)
     np.testing.assert_allclose(res.values, ref, atol=1e-8)
 
@@ -102,7 +111,9 @@ def test_steady_state_periodic_dtmc():
     np.testing.assert_allclose(dist, [0, 0.25, 0.25, 0.5], atol=1e-9)
     phi = np.array([0, 1, 0, 0], bool)
     np.testing.assert_allclose(
-        nm.steady_state_values(m, phi, epsilon=1e-12).values, [0.25, 0.5, 0.5, 0], atol=1e-9
+        nm.steady_state_values(m, phi, epsilon=1e-12).values,
+        [0.25, 0.5, 0.5, 0],
+        atol=1e-9,
     )
 
 
@@ -115,7 +126,11 @@ def test_steady_state_random(kind, seed):
     if kind == "ctmc":
         q = Q.sum(1).max() * 1.5
         P = np.eye(len(Q)) + (Q - np.diag(Q.sum(1))) / q
-        Pemb = np.where(Q.sum(1)[:, None] > 0, Q / np.maximum(Q.sum(1), 1e-300)[:, None], np.eye(len(Q)))
+        Pemb = np.where(
+            Q.sum(1)[:, None] > 0,
+            Q / np.maximum(Q.sum(1), 1e-300)[:, None],
+            np.eye(len(Q)),
+        )
     else:
         P = Pemb = Q
     # reference: BSCC stationary distributions and absorption probabilities
@@ -158,7 +173,9 @@ def test_bsccs_brute_force():
         in_b = all(reach[t, s] for t in np.nonzero(reach[s])[0])
         assert in_b == (labels[s] >= 0)
         if in_b:
-            assert set(np.nonzero(labels == labels[s])[0]) == set(np.nonzero(reach[s])[0])
+            assert set(np.nonzero(labels == labels[s])[0]) == set(
+                np.nonzero(reach[s])[0]
+            )
 
 
 def test_embedded_and_uniformised():
@@ -171,4 +188,6 @@ def test_embedded_and_uniformised():
     np.testing.assert_allclose(U.sum(1), 1.0)
     Q = dense(m)
     q = 1.02 * Q.sum(1).max()
-    np.testing.assert_allclose(U, np.eye(len(Q)) + (Q - np.diag(Q.sum(1))) / q, atol=1e-15)
+    np.testing.assert_allclose(
+        U, np.eye(len(Q)) + (Q - np.diag(Q.sum(1))) / q, atol=1e-15
+    )

@@ -151,7 +151,10 @@ def dtmc_reach_reward(P, r, target):
 
 
 def policies(model):
-    ranges = [range(model.choice_ptr[s], model.choice_ptr[s + 1]) for s in range(model.num_states)]
+    ranges = [
+        range(model.choice_ptr[s], model.choice_ptr[s + 1])
+        for s in range(model.num_states)
+    ]
     return itertools.product(*ranges)
 
 
@@ -162,7 +165,11 @@ def by_policy(model, fn, opt):
     for pol in policies(model):
         pol = np.asarray(pol)
         v = fn(P[pol], pol)
-        best = v if best is None else (np.minimum(best, v) if opt == "min" else np.maximum(best, v))
+        best = (
+            v
+            if best is None
+            else (np.minimum(best, v) if opt == "min" else np.maximum(best, v))
+        )
     return best
 
 

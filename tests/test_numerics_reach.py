@@ -2,8 +2,6 @@
 
 import numpy as np
 import pytest
-
-from jaxmc import numerics as nm
 from test_numerics_helpers import (
     by_policy,
     dense,
@@ -13,6 +11,8 @@ from test_numerics_helpers import (
     random_model,
     reach_set,
 )
+
+from jaxmc import numerics as nm
 
 
 def _masks(rng, n):
@@ -52,7 +52,9 @@ def test_prob01_mdp_against_policies(seed):
     assert (nm.prob1A(m, phi, psi) == (by_policy(m, one, "min") == 1)).all()
 
 
-@pytest.mark.parametrize("method", ["jacobi", "power", "bicgstab", "value_iteration", "interval_iteration"])
+@pytest.mark.parametrize(
+    "method", ["jacobi", "power", "bicgstab", "value_iteration", "interval_iteration"]
+)
 @pytest.mark.parametrize("seed", range(4))
 def test_until_dtmc(method, seed):
     m, rng = random_model("dtmc", 30, seed, absorbing=3)
@@ -81,7 +83,9 @@ def test_until_mdp_against_policies(method, opt, seed):
     phi, psi = _masks(rng, 7)
     psi[3] = True
     ref = by_policy(m, lambda Pp, _: dtmc_until(Pp, phi, psi), opt)
-    res = nm.until_probabilities(m, phi, psi, opt=opt, method=method, epsilon=1e-9, relative=False)
+    res = nm.until_probabilities(
+        m, phi, psi, opt=opt, method=method, epsilon=1e-9, relative=False
+    )
     np.testing.assert_allclose(res.values, ref, atol=1e-7)
 
 
@@ -93,7 +97,9 @@ def test_interval_iteration_collapses_end_components():
         [[{1: 1.0}, {3: 1.0}], [{0: 1.0}, {2: 0.5, 3: 0.5}], [{2: 1.0}], [{3: 1.0}]],
     )
     psi = np.array([0, 0, 1, 0], bool)
-    res = nm.until_probabilities(m, np.ones(4, bool), psi, opt="max", method="interval_iteration")
+    res = nm.until_probabilities(
+        m, np.ones(4, bool), psi, opt="max", method="interval_iteration"
+    )
     np.testing.assert_allclose(res.values, [0.5, 0.5, 1, 0], atol=1e-6)
     assert res.values[0] <= 0.5 + 1e-6
 
@@ -136,7 +142,9 @@ def test_bounded_until(kind, opt):
 
         def step(x, active, const):
             v = P @ x
-            y = np.array([f(v[m.choice_ptr[s]:m.choice_ptr[s + 1]]) for s in range(7)])
+            y = np.array(
+                [f(v[m.choice_ptr[s] : m.choice_ptr[s + 1]]) for s in range(7)]
+            )
             return np.where(active, y, const)
 
         x = psi.astype(float)
@@ -149,7 +157,9 @@ def test_bounded_until(kind, opt):
         for _ in range(k1):
             x = step(x, phi, 0.0)
         ref2 = x
-    np.testing.assert_allclose(nm.bounded_until(m, phi, psi, k2, opt=opt).values, ref, atol=1e-12)
+    np.testing.assert_allclose(
+        nm.bounded_until(m, phi, psi, k2, opt=opt).values, ref, atol=1e-12
+    )
     np.testing.assert_allclose(
         nm.bounded_until(m, phi, psi, k2, lower=k1, opt=opt).values, ref2, atol=1e-12
     )
@@ -171,5 +181,5 @@ def test_next():
     psi = rng.random(6) < 0.5
     P = dense(m)
     v = P @ psi
-    ref = [v[m.choice_ptr[s]:m.choice_ptr[s + 1]].max() for s in range(6)]
+    ref = [v[m.choice_ptr[s] : m.choice_ptr[s + 1]].max() for s in range(6)]
     np.testing.assert_allclose(nm.next_probabilities(m, psi, opt="max").values, ref)

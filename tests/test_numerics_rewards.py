@@ -3,9 +3,6 @@ references and policy enumeration, including zero-reward cycles."""
 
 import numpy as np
 import pytest
-
-from jaxmc import numerics as nm
-from jaxmc.explore.model import RewardStructure
 from test_numerics_helpers import (
     by_policy,
     dense,
@@ -15,6 +12,9 @@ from test_numerics_helpers import (
     make_model,
     random_model,
 )
+
+from jaxmc import numerics as nm
+from jaxmc.explore.model import RewardStructure
 
 
 def _one_step(m, P=None):
@@ -41,19 +41,35 @@ def test_reach_rewards_mdp_against_policies(opt, seed):
     m, rng = random_model("mdp", 7, seed, absorbing=1, max_succ=2)
     # zero state rewards on some states make zero-reward cycles likely
     st = m.rewards[0].state * (rng.random(7) < 0.5)
-    rew = RewardStructure("z", st, m.rewards[0].transition * (rng.random(len(m.col)) < 0.5))
+    rew = RewardStructure(
+        "z", st, m.rewards[0].transition * (rng.random(len(m.col)) < 0.5)
+    )
     m = make_model(
         "mdp",
-        [[dict(zip(m.col[m.row_ptr[c]:m.row_ptr[c + 1]].tolist(), m.val[m.row_ptr[c]:m.row_ptr[c + 1]].tolist()))
-          for c in range(m.choice_ptr[s], m.choice_ptr[s + 1])] for s in range(7)],
+        [
+            [
+                dict(
+                    zip(
+                        m.col[m.row_ptr[c] : m.row_ptr[c + 1]].tolist(),
+                        m.val[m.row_ptr[c] : m.row_ptr[c + 1]].tolist(),
+                    )
+                )
+                for c in range(m.choice_ptr[s], m.choice_ptr[s + 1])
+            ]
+            for s in range(7)
+        ],
     )
     target = np.zeros(7, bool)
     target[[3, 6]] = True
     R = np.zeros_like(dense(m))
     np.add.at(R, (m.row_of_entry(), m.col), rew.transition)
     r_choice = st[m.state_of_choice()] + (dense(m) * R).sum(1)
-    ref = by_policy(m, lambda Pp, pol: dtmc_reach_reward(Pp, r_choice[pol], target), opt)
-    res = nm.reachability_rewards(m, rew, target, opt=opt, epsilon=1e-10, relative=False)
+    ref = by_policy(
+        m, lambda Pp, pol: dtmc_reach_reward(Pp, r_choice[pol], target), opt
+    )
+    res = nm.reachability_rewards(
+        m, rew, target, opt=opt, epsilon=1e-10, relative=False
+    )
     assert (np.isinf(res.values) == np.isinf(ref)).all(), (res.values, ref)
     fin = np.isfinite(ref)
     np.testing.assert_allclose(res.values[fin], ref[fin], atol=1e-7)
@@ -63,7 +79,8 @@ def test_rmin_zero_reward_cycle():
     # 0 <-> 1 free loop (choice 0), or pay 1 to go to target 2 from 1.
     # A value iteration without collapsing would report Rmin(0) = 0.
     m = make_model(
-        "mdp", [[{1: 1.0}], [{0: 1.0}, {2: 1.0}], [{2: 1.0}]],
+        "mdp",
+        [[{1: 1.0}], [{0: 1.0}, {2: 1.0}], [{2: 1.0}]],
         rewards=[(np.zeros(3), lambda s, c, t: 1.0 if (s, c) == (1, 1) else 0.0)],
     )
     res = nm.reachability_rewards(m, m.rewards[0], np.array([0, 0, 1], bool), opt="min")
@@ -83,7 +100,15 @@ def test_total_rewards_dtmc():
     # chain 0 -> 1 -> 2 (absorbing, reward 0); 3 -> 4 <-> 5 (reward 1 in 5)
     m = make_model(
         "dtmc",
-        [[{1: 0.5, 3: 0.5}], [{2: 1.0}], [{2: 1.0}], [{4: 1.0}], [{5: 1.0}], [{4: 1.0}], [{2: 1.0}]],
+        [
+            [{1: 0.5, 3: 0.5}],
+            [{2: 1.0}],
+            [{2: 1.0}],
+            [{4: 1.0}],
+            [{5: 1.0}],
+            [{4: 1.0}],
+            [{2: 1.0}],
+        ],
         rewards=[(np.array([1.0, 2, 0, 1, 0, 1, 3]), None)],
     )
     res = nm.total_rewards(m, m.rewards[0])
@@ -124,15 +149,19 @@ def test_cumulative_and_instantaneous(kind, opt):
     f = {"min": np.min, "max": np.max, None: np.max}[opt]
 
     def red(v):
-        return np.array([f(v[m.choice_ptr[s]:m.choice_ptr[s + 1]]) for s in range(8)])
+        return np.array([f(v[m.choice_ptr[s] : m.choice_ptr[s + 1]]) for s in range(8)])
 
     x = np.zeros(8)
     y = st.copy()
     for _ in range(6):
         x = red(r + P @ x)
         y = red(P @ y)
-    np.testing.assert_allclose(nm.cumulative_rewards(m, m.rewards[0], 6, opt=opt).values, x)
-    np.testing.assert_allclose(nm.instantaneous_rewards(m, m.rewards[0], 6, opt=opt).values, y)
+    np.testing.assert_allclose(
+        nm.cumulative_rewards(m, m.rewards[0], 6, opt=opt).values, x
+    )
+    np.testing.assert_allclose(
+        nm.instantaneous_rewards(m, m.rewards[0], 6, opt=opt).values, y
+    )
 
 
 def test_ctmc_reach_rewards_embedded():

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from jaxmc import numerics as nm
-from jaxmc.numerics import steady, steady_solve
 from test_numerics_ctmc import test_steady_state_periodic_dtmc, test_steady_state_random
 from test_numerics_helpers import make_model
+
+from jaxmc import numerics as nm
+from jaxmc.numerics import steady_solve
 
 
 @pytest.fixture(params=["direct", "gmres", "jacobi"])
@@ -43,15 +43,23 @@ def test_slowly_mixing_ctmc_accurate():
     # step criterion of 1e-6 stops far from pi; the linear solve does not.
     fast, slow = 1000.0, 1e-3
     m = make_model(
-        "ctmc", [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]]
+        "ctmc",
+        [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]],
     )
     pi, *_ = nm.stationary_distributions(m)
     np.testing.assert_allclose(pi, np.array([3, 3, 1, 1]) / 8, rtol=1e-9)
 
 
 def test_poll2_against_dense_and_storm():
-    model = Path(__file__).resolve().parents[1].parent / "shared" / "models" / \
-        "prism-examples" / "ctmcs" / "polling" / "poll2.sm"
+    model = (
+        Path(__file__).resolve().parents[1].parent
+        / "shared"
+        / "models"
+        / "prism-examples"
+        / "ctmcs"
+        / "polling"
+        / "poll2.sm"
+    )
     if not model.exists():
         pytest.skip("../shared/models not found")
     import jaxmc
@@ -120,7 +128,8 @@ def test_device_gmres_slowly_mixing_matches_host():
     and a longer chain of such clusters), on several layouts."""
     fast, slow = 1000.0, 1e-3
     m = make_model(
-        "ctmc", [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]]
+        "ctmc",
+        [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]],
     )
     for layout in ("csr", "warp", "ell"):
         pi, _, _, res = nm.stationary_distributions(m, device=True, layout=layout)
@@ -128,8 +137,15 @@ def test_device_gmres_slowly_mixing_matches_host():
         assert res.method == "bicgstab" and res.extra["layout"] == layout
     rng = np.random.default_rng(3)
     n = 60
-    rows = [[{(s + 1) % n: (slow if s % 10 == 9 else fast) * rng.uniform(0.5, 2),
-              (s - 1) % n: fast * rng.uniform(0.5, 2)}] for s in range(n)]
+    rows = [
+        [
+            {
+                (s + 1) % n: (slow if s % 10 == 9 else fast) * rng.uniform(0.5, 2),
+                (s - 1) % n: fast * rng.uniform(0.5, 2),
+            }
+        ]
+        for s in range(n)
+    ]
     m = make_model("ctmc", rows)
     host, *_ = nm.stationary_distributions(m, device=False)
     dev, _, _, res = nm.stationary_distributions(m, device=True, layout="warp")
@@ -140,9 +156,9 @@ def test_device_gmres_slowly_mixing_matches_host():
 def test_device_krylov_solvers():
     """Device GMRES and BiCGStab on a random nonsymmetric system with a
     normalisation row, against a direct solve."""
+    import jax.numpy as jnp
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
-    import jax.numpy as jnp
 
     from jaxmc.numerics import krylov
     from jaxmc.numerics.matrices import build_matrix
@@ -151,7 +167,9 @@ def test_device_krylov_solvers():
     A = sp.random(n, n, density=0.02, random_state=7, format="csr")
     s = np.asarray(A.sum(0)).ravel()
     A = (A @ sp.diags(1 / np.where(s > 0, s, 1))).tocsr()  # column-stochastic
-    A = steady_solve.canonical(A.multiply(np.arange(n)[:, None] != 0))  # row 0: normalisation
+    A = steady_solve.canonical(
+        A.multiply(np.arange(n)[:, None] != 0)
+    )  # row 0: normalisation
     norm = np.zeros(n, bool)
     norm[0] = True
     w = np.random.default_rng(7).uniform(0.5, 2, n)
@@ -160,9 +178,16 @@ def test_device_krylov_solvers():
     b = np.eye(n)[0]
     want = spla.spsolve(full.tocsc(), b)
     for layout in ("csr", "warp"):
-        op = krylov.Operator(build_matrix(A.indptr, A.indices, A.data, A.shape, layout),
-                              jnp.asarray(norm), jnp.zeros(n, jnp.int32), jnp.asarray(w), 1)
+        op = krylov.Operator(
+            build_matrix(A.indptr, A.indices, A.data, A.shape, layout),
+            jnp.asarray(norm),
+            jnp.zeros(n, jnp.int32),
+            jnp.asarray(w),
+            1,
+        )
         for solve in (krylov.gmres, krylov.bicgstab):
             sol = solve(op, b, rtol=1e-12, max_iters=3000)
             assert int(sol.status) == 0 and float(sol.residual) < 1e-9, solve
-            np.testing.assert_allclose(np.asarray(sol.value), want, rtol=1e-8, atol=1e-12)
+            np.testing.assert_allclose(
+                np.asarray(sol.value), want, rtol=1e-8, atol=1e-12
+            )

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import corpus
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -24,8 +25,6 @@ from jaxmc.lang import (
 )
 from jaxmc.lang.grammar import get_parser
 
-import corpus
-
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = corpus.SHARED_MODELS
@@ -36,9 +35,19 @@ _TYPE = re.compile(
     r"|smg|csg|tsg|idtmc|imdp|lts)\b",
     re.M,
 )
-_IN_SCOPE = {"dtmc", "ctmc", "mdp", "probabilistic", "stochastic", "nondeterministic", None}
+_IN_SCOPE = {
+    "dtmc",
+    "ctmc",
+    "mdp",
+    "probabilistic",
+    "stochastic",
+    "nondeterministic",
+    None,
+}
 
-needs_corpus = pytest.mark.skipif(not MODELS.is_dir(), reason="../shared/models is absent")
+needs_corpus = pytest.mark.skipif(
+    not MODELS.is_dir(), reason="../shared/models is absent"
+)
 
 
 def _model_type(path: Path) -> str | None:
@@ -52,7 +61,10 @@ def in_scope_models() -> list[Path]:
     out = []
     for root in EXAMPLE_DIRS + TEST_DIRS:
         for p in sorted(root.rglob("*")) if root.is_dir() else ():
-            if p.suffix in (".pm", ".sm", ".nm", ".prism") and _model_type(p) in _IN_SCOPE:
+            if (
+                p.suffix in (".pm", ".sm", ".nm", ".prism")
+                and _model_type(p) in _IN_SCOPE
+            ):
                 out.append(p)
     return out
 
@@ -71,7 +83,9 @@ def in_scope_properties() -> list[Path]:
                 out.append(p)
                 continue
             parts = p.name.split(".")
-            owners = [p.with_name(".".join(parts[:i])) for i in range(len(parts) - 1, 0, -1)]
+            owners = [
+                p.with_name(".".join(parts[:i])) for i in range(len(parts) - 1, 0, -1)
+            ]
             owner = next((m for m in owners if m.is_file()), None)
             if owner is None or owner in models:
                 out.append(p)
@@ -139,9 +153,9 @@ def test_corpus_models():
         assert name in KNOWN_MODEL_FAILURES, f"unexpected failure:\n{err}"
         cls, _reason = KNOWN_MODEL_FAILURES[name]
         assert type(err) is cls, str(err)
-    assert (len(models) - len(failures)) / len(models) == 1 - len(KNOWN_MODEL_FAILURES) / len(
-        models
-    )
+    assert (len(models) - len(failures)) / len(models) == 1 - len(
+        KNOWN_MODEL_FAILURES
+    ) / len(models)
 
 
 @needs_corpus
@@ -178,12 +192,18 @@ def test_corpus_ltl_and_multi_are_parsed_for_the_checker():
         MODELS / "prism-tests/functionality/verify/mdps/rewards/total-reward-2.nm.props"
     )
     multi = [p.expr for p in pf.properties if isinstance(p.expr, ast.Call)]
-    assert multi and multi[0].func == "multi" and isinstance(multi[0].args[0], ast.RewardOp)
+    assert (
+        multi
+        and multi[0].func == "multi"
+        and isinstance(multi[0].args[0], ast.RewardOp)
+    )
 
 
 @needs_corpus
 def test_corpus_old_style_filters():
-    pf = parse_properties_file(MODELS / "prism-tests/functionality/verify/ctmc_csl.sm.props")
+    pf = parse_properties_file(
+        MODELS / "prism-tests/functionality/verify/ctmc_csl.sm.props"
+    )
     filters = [p.expr for p in pf.properties if isinstance(p.expr, ast.Filter)]
     # P=? [ F[0.3,0.3] !"minimum"  {!"minimum"}{max} ]
     f = filters[0]
@@ -262,7 +282,9 @@ def test_property_ast():
     assert _e("P=? [ F>1.5 b ]").path.bound == TB(K.GT, low=ast.RealLit(1.5))
     assert _e("P=? [ F<k b ]").path.bound == TB(K.LT, high=N("k"))
     # PRISM reads `F<=k (b)` as the bound k and the operand (b), not a call k(b)
-    assert _e("P=? [ F<=k (b) ]").path == ast.Temporal(F, None, N("b"), TB(K.LE, high=N("k")))
+    assert _e("P=? [ F<=k (b) ]").path == ast.Temporal(
+        F, None, N("b"), TB(K.LE, high=N("k"))
+    )
     for op in "XFG":
         assert _e(f"P=? [ {op} a ]").path.op is ast.TemporalOp(op)
     for op in "UWR":
@@ -387,7 +409,9 @@ def test_model_structure():
     assert p.labels[0].name == "done"
     one, two = p.modules
     assert [v.name for v in one.variables] == ["s", "t"]
-    assert one.variables[1] == ast.VarDecl("t", ast.ValueType.BOOL, init=ast.BoolLit(False))
+    assert one.variables[1] == ast.VarDecl(
+        "t", ast.ValueType.BOOL, init=ast.BoolLit(False)
+    )
     go, reset, stop = one.commands
     assert go.action == "go" and len(go.updates) == 2
     assert go.updates[0].assigns == (
@@ -399,7 +423,9 @@ def test_model_structure():
         ast.Update(None, (ast.Assign("s", I(0)),)),
     )
     assert stop.updates == (ast.Update(None, ()),)
-    assert two == ast.RenamedModule("two", "one", (("s", "u"), ("t", "v"), ("go", "run")))
+    assert two == ast.RenamedModule(
+        "two", "one", (("s", "u"), ("t", "v"), ("go", "run"))
+    )
     time_, unnamed = p.rewards
     assert time_.name == "time" and unnamed.name is None
     assert time_.items[0] == ast.RewardItem(False, None, ast.BoolLit(True), I(1))
@@ -408,7 +434,8 @@ def test_model_structure():
     assert p.init == B(Op.AND, B(Op.EQ, N("s"), I(0)), B(Op.EQ, N("u"), I(0)))
     assert p.system == ast.SysRename(
         ast.SysHide(
-            ast.SysParallel(ast.SysModule("one"), ast.SysModule("two"), ("go",)), ("go",)
+            ast.SysParallel(ast.SysModule("one"), ast.SysModule("two"), ("go",)),
+            ("go",),
         ),
         (("stop", "halt"),),
     )
@@ -454,7 +481,9 @@ def test_system_precedence(text, expected):
             pairs = ",".join(f"{a}<-{b}" for a, b in s.renames)
             return f"SysRename({show(s.operand)}, {pairs})"
         if isinstance(s, ast.SysParallel):
-            return f"SysParallel({show(s.left)}, {show(s.right)}, {','.join(s.actions)})"
+            return (
+                f"SysParallel({show(s.left)}, {show(s.right)}, {','.join(s.actions)})"
+            )
         return f"{type(s).__name__}({show(s.left)}, {show(s.right)})"
 
     p = parse_model(f"module a endmodule\nsystem {text} endsystem")
@@ -463,10 +492,14 @@ def test_system_precedence(text, expected):
 
 def test_keywords_in_context():
     # property keywords are names in models ...
-    p = parse_model("mdp\nmodule m\n F : [0..1]; C : bool; s : bool;\n [] F=0 & C -> (F'=1);\nendmodule")
+    p = parse_model(
+        "mdp\nmodule m\n F : [0..1]; C : bool; s : bool;\n [] F=0 & C -> (F'=1);\nendmodule"
+    )
     assert [v.name for v in p.modules[0].variables] == ["F", "C", "s"]
     # ... `min`/`max` may be renamed, `rate`/`prob` declare constants
-    p = parse_model("prob p = 0.5;\nrate r;\nmodule a endmodule module b = a [min=max] endmodule")
+    p = parse_model(
+        "prob p = 0.5;\nrate r;\nmodule a endmodule module b = a [min=max] endmodule"
+    )
     assert [c.keyword for c in p.constants] == ["prob", "rate"]
     assert p.modules[1].renames == (("min", "max"),)
     # the model type may be absent (semantics decides: PRISM assumes an MDP)
@@ -476,11 +509,16 @@ def test_keywords_in_context():
 
 
 def test_unsupported_constructs_are_kept_for_rejection():
-    p = parse_model("pta\nmodule m\n x : clock;\n invariant x <= 2 endinvariant\n [] x>1 -> true;\nendmodule")
+    p = parse_model(
+        "pta\nmodule m\n x : clock;\n invariant x <= 2 endinvariant\n [] x>1 -> true;\nendmodule"
+    )
     assert p.model_type is ast.ModelType.PTA
     assert p.modules[0].variables[0].type == "clock"
     assert p.modules[0].invariant == B(Op.LE, N("x"), I(2))
-    assert parse_model("module m\n x : int;\nendmodule").modules[0].variables[0].type == "int"
+    assert (
+        parse_model("module m\n x : int;\nendmodule").modules[0].variables[0].type
+        == "int"
+    )
     with pytest.raises(UnsupportedError) as e:
         parse_model("pomdp\nmodule m s : bool; endmodule\nobservables s endobservables")
     assert e.value.span.line == 3
@@ -492,50 +530,267 @@ _M = "dtmc\nmodule m\n  s : [0..3] init 0;\n{}\nendmodule\n"
 
 MALFORMED = [
     # (kind, text, error class, line, column, message or hint fragment)
-    ("model", _M.format("  [] s=0 -> (s'=1)\n  [] s=1 -> (s'=2);"), PrismSyntaxError, 4, 19, "missing ';'"),
+    (
+        "model",
+        _M.format("  [] s=0 -> (s'=1)\n  [] s=1 -> (s'=2);"),
+        PrismSyntaxError,
+        4,
+        19,
+        "missing ';'",
+    ),
     ("model", _M.format("  [] s=0 -> (s=1);"), PrismSyntaxError, 4, 18, "(s'=...)"),
-    ("model", _M.format("  [] s'=0 -> (s'=1);"), PrismSyntaxError, 4, 6, "primed variable s'"),
-    ("model", _M.format("  [] s=0 => (s'=1);"), PrismSyntaxError, 4, 14, "with '->', not '=>'"),
-    ("model", _M.format("  [] s=0 -> (s'=1));"), PrismSyntaxError, 4, 19, "unbalanced parentheses"),
-    ("model", _M.format("  [] (s=0 -> (s'=1);"), PrismSyntaxError, 4, 11, "expected ')'"),
-    ("model", "dtmc\nmodule m\n s : [0..3] init 0;\n [] s=0 -> (s'=1);\n", PrismSyntaxError, 4, 19, "endmodule"),
-    ("model", "dtmc\nmodule m\n s : bool;\nmodule n\n t : bool;\nendmodule\n", PrismSyntaxError, 4, 1, "'endmodule'"),
+    (
+        "model",
+        _M.format("  [] s'=0 -> (s'=1);"),
+        PrismSyntaxError,
+        4,
+        6,
+        "primed variable s'",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 => (s'=1);"),
+        PrismSyntaxError,
+        4,
+        14,
+        "with '->', not '=>'",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 -> (s'=1));"),
+        PrismSyntaxError,
+        4,
+        19,
+        "unbalanced parentheses",
+    ),
+    (
+        "model",
+        _M.format("  [] (s=0 -> (s'=1);"),
+        PrismSyntaxError,
+        4,
+        11,
+        "expected ')'",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n s : [0..3] init 0;\n [] s=0 -> (s'=1);\n",
+        PrismSyntaxError,
+        4,
+        19,
+        "endmodule",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n s : bool;\nmodule n\n t : bool;\nendmodule\n",
+        PrismSyntaxError,
+        4,
+        1,
+        "'endmodule'",
+    ),
     ("model", _M.format("  [] s=0 -> (s':=1);"), PrismSyntaxError, 4, 16, ":="),
     ("model", _M.format("  [] s=0 -> s:=1;"), PrismSyntaxError, 4, 15, ":="),
-    ("model", "dtmc\nconst int init = 3;\n", PrismSyntaxError, 2, 11, "'init' is a PRISM keyword"),
-    ("model", "dtmc\nmodule m\n  module : [0..3];\nendmodule\n", PrismSyntaxError, 3, 3, "keyword"),
-    ("model", "dtmc\nmodule m\n  rewards : bool;\nendmodule\n", PrismSyntaxError, 3, 3, "keyword"),
-    ("model", _M.format("  [] s=0 && s=1 -> (s'=1);"), PrismSyntaxError, 4, 11, "'&' (not '&&')"),
-    ("model", _M.format("  [] s==0 -> (s'=1);"), PrismSyntaxError, 4, 8, "'=' (not '==')"),
-    ("model", "dtmc\nconst int N = 3\nconst int M = 2;\n", PrismSyntaxError, 2, 16, "missing ';' before 'const'"),
-    ("model", 'dtmc\nlabel "a" = s -> 1;\n', PrismSyntaxError, 2, 15, "implication is written '=>'"),
-    ("model", _M.format("  [] s=0 -> 0.5 : (s'=1) + 0.5 (s'=2);"), PrismSyntaxError, 4, 32, "separated by ':'"),
-    ("model", _M.format("  [] s=0 -> foo(s) : (s'=1);"), PrismSyntaxError, 4, 16, "'foo' is not a built-in function"),
-    ("model", "dtmc\nmodule m\n  s : [0..3] init 0\n  [] s=0 -> (s'=1);\nendmodule\n", PrismSyntaxError, 3, 20, "missing ';'"),
-    ("model", "dtmc\nformula f = s + ;\n", PrismSyntaxError, 2, 17, "expected an expression"),
-    ("model", "dtmc\nglobal g : [0..1]\n", PrismSyntaxError, 2, 18, "missing ';' before end of input"),
-    ("model", "dtmc\nrewards\n  true : 1\nendrewards\n", PrismSyntaxError, 3, 11, "missing ';' before 'endrewards'"),
-    ("model", 'dtmc\nrewards "r"\n  true : 1;\n', PrismSyntaxError, 3, 12, "endrewards"),
-    ("model", _M.format("  [] s=0 -> (s'=1) $;"), PrismSyntaxError, 4, 20, "unexpected character '$'"),
+    (
+        "model",
+        "dtmc\nconst int init = 3;\n",
+        PrismSyntaxError,
+        2,
+        11,
+        "'init' is a PRISM keyword",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n  module : [0..3];\nendmodule\n",
+        PrismSyntaxError,
+        3,
+        3,
+        "keyword",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n  rewards : bool;\nendmodule\n",
+        PrismSyntaxError,
+        3,
+        3,
+        "keyword",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 && s=1 -> (s'=1);"),
+        PrismSyntaxError,
+        4,
+        11,
+        "'&' (not '&&')",
+    ),
+    (
+        "model",
+        _M.format("  [] s==0 -> (s'=1);"),
+        PrismSyntaxError,
+        4,
+        8,
+        "'=' (not '==')",
+    ),
+    (
+        "model",
+        "dtmc\nconst int N = 3\nconst int M = 2;\n",
+        PrismSyntaxError,
+        2,
+        16,
+        "missing ';' before 'const'",
+    ),
+    (
+        "model",
+        'dtmc\nlabel "a" = s -> 1;\n',
+        PrismSyntaxError,
+        2,
+        15,
+        "implication is written '=>'",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 -> 0.5 : (s'=1) + 0.5 (s'=2);"),
+        PrismSyntaxError,
+        4,
+        32,
+        "separated by ':'",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 -> foo(s) : (s'=1);"),
+        PrismSyntaxError,
+        4,
+        16,
+        "'foo' is not a built-in function",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n  s : [0..3] init 0\n  [] s=0 -> (s'=1);\nendmodule\n",
+        PrismSyntaxError,
+        3,
+        20,
+        "missing ';'",
+    ),
+    (
+        "model",
+        "dtmc\nformula f = s + ;\n",
+        PrismSyntaxError,
+        2,
+        17,
+        "expected an expression",
+    ),
+    (
+        "model",
+        "dtmc\nglobal g : [0..1]\n",
+        PrismSyntaxError,
+        2,
+        18,
+        "missing ';' before end of input",
+    ),
+    (
+        "model",
+        "dtmc\nrewards\n  true : 1\nendrewards\n",
+        PrismSyntaxError,
+        3,
+        11,
+        "missing ';' before 'endrewards'",
+    ),
+    (
+        "model",
+        'dtmc\nrewards "r"\n  true : 1;\n',
+        PrismSyntaxError,
+        3,
+        12,
+        "endrewards",
+    ),
+    (
+        "model",
+        _M.format("  [] s=0 -> (s'=1) $;"),
+        PrismSyntaxError,
+        4,
+        20,
+        "unexpected character '$'",
+    ),
     ("model", "dtmc mdp\n", PrismSyntaxError, 1, 6, "multiple model type"),
-    ("model", 'dtmc\nlabel "a b" = true;\n', PrismSyntaxError, 2, 7, "must be an identifier"),
-    ("model", "dtmc\ninit true endinit\ninit false endinit\n", PrismSyntaxError, 3, 1, "multiple init"),
-    ("model", "pomdp\nobservables s endobservables\n", UnsupportedError, 2, 1, "observables"),
-    ("model", "dtmc\nmodule m\n  [] true -> [0.2,0.3] : true;\nendmodule", UnsupportedError, 3, 14, "interval"),
-    ("model", "dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> (s'=1);\nendmodule\nmodul n\n", PrismSyntaxError, 6, 1, "unexpected 'modul'"),
-    ("model", '#const N#\n', PrismSyntaxError, 1, 1, "preprocessor"),
-    ("model", 'dtmc\nlabel "open = true;\n', PrismSyntaxError, 2, 7, "closed on the same line"),
+    (
+        "model",
+        'dtmc\nlabel "a b" = true;\n',
+        PrismSyntaxError,
+        2,
+        7,
+        "must be an identifier",
+    ),
+    (
+        "model",
+        "dtmc\ninit true endinit\ninit false endinit\n",
+        PrismSyntaxError,
+        3,
+        1,
+        "multiple init",
+    ),
+    (
+        "model",
+        "pomdp\nobservables s endobservables\n",
+        UnsupportedError,
+        2,
+        1,
+        "observables",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n  [] true -> [0.2,0.3] : true;\nendmodule",
+        UnsupportedError,
+        3,
+        14,
+        "interval",
+    ),
+    (
+        "model",
+        "dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> (s'=1);\nendmodule\nmodul n\n",
+        PrismSyntaxError,
+        6,
+        1,
+        "unexpected 'modul'",
+    ),
+    ("model", "#const N#\n", PrismSyntaxError, 1, 1, "preprocessor"),
+    (
+        "model",
+        'dtmc\nlabel "open = true;\n',
+        PrismSyntaxError,
+        2,
+        7,
+        "closed on the same line",
+    ),
     ("props", "P=? [ F s=1 ", PrismSyntaxError, 1, 12, "expected ']'"),
     ("props", "P=? [ F s=1 ] ]", PrismSyntaxError, 1, 15, "unexpected ']'"),
     ("props", "P>= [ F s=1 ]", PrismSyntaxError, 1, 5, "expected an expression"),
     ("props", "Q=? [ F s=1 ]", PrismSyntaxError, 1, 3, "unexpected '?'"),
     ("props", "P=? [ s=1 U ]", PrismSyntaxError, 1, 13, "unexpected ']'"),
     ("props", 'R{"a"=? [ F s=1 ]', PrismSyntaxError, 1, 7, "unexpected '?'"),
-    ("props", "filter(foo, s=1)", PrismSyntaxError, 1, 8, "unknown filter operator 'foo'"),
-    ("props", "fiter(forall, s=1)", PrismSyntaxError, 1, 13, "'fiter' is not a built-in function"),
+    (
+        "props",
+        "filter(foo, s=1)",
+        PrismSyntaxError,
+        1,
+        8,
+        "unknown filter operator 'foo'",
+    ),
+    (
+        "props",
+        "fiter(forall, s=1)",
+        PrismSyntaxError,
+        1,
+        13,
+        "'fiter' is not a built-in function",
+    ),
     ("props", "P=? [ F<= s=1 ]", PrismSyntaxError, 1, 15, "expected an expression"),
     ("props", "P=? [ F s'=1 ]", PrismSyntaxError, 1, 9, "primed variable s'"),
-    ("props", 'label "x" = true\nP=? [ F "x" ];', PrismSyntaxError, 1, 17, "missing ';'"),
+    (
+        "props",
+        'label "x" = true\nP=? [ F "x" ];',
+        PrismSyntaxError,
+        1,
+        17,
+        "missing ';'",
+    ),
     ("expr", "1 +", PrismSyntaxError, 1, 4, "expected an expression"),
     ("expr", "(1 + 2", PrismSyntaxError, 1, 7, "a '(' is not closed"),
     ("expr", "1 + 2)", PrismSyntaxError, 1, 6, "has no matching '('"),
@@ -549,7 +804,9 @@ MALFORMED = [
     ids=[f"{k}-{i}" for i, (k, *_rest) in enumerate(MALFORMED)],
 )
 def test_malformed(kind, text, cls, line, column, fragment):
-    parse = {"model": parse_model, "props": parse_properties, "expr": parse_expression}[kind]
+    parse = {"model": parse_model, "props": parse_properties, "expr": parse_expression}[
+        kind
+    ]
     with pytest.raises(cls) as info:
         parse(text, "bad.txt")
     err = info.value
@@ -602,7 +859,9 @@ def _mutated(draw):
     is_props, text = draw(st.sampled_from(_SOURCES))
     pieces = [m for m in _TOKEN.finditer(text)]
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["del_tok", "dup_tok", "swap_tok", "del_char", "ins_char"]))
+        kind = draw(
+            st.sampled_from(["del_tok", "dup_tok", "swap_tok", "del_char", "ins_char"])
+        )
         if kind.endswith("_tok") and pieces:
             i = draw(st.integers(0, len(pieces) - 1))
             m = pieces[i]
@@ -622,7 +881,11 @@ def _mutated(draw):
             if kind == "del_char":
                 text = text[:i] + text[i + 1 :]
             else:
-                text = text[:i] + draw(st.sampled_from(list("()[]{};:'\"=<>-+&|!?.,#x0 \n"))) + text[i:]
+                text = (
+                    text[:i]
+                    + draw(st.sampled_from(list("()[]{};:'\"=<>-+&|!?.,#x0 \n")))
+                    + text[i:]
+                )
         pieces = [m for m in _TOKEN.finditer(text)]
     return is_props, text
 
@@ -685,19 +948,41 @@ def test_wheel_ships_grammars(tmp_path):
 
     wheels = tmp_path / "wheels"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-w", str(wheels), "-q"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(REPO),
+            "--no-deps",
+            "-w",
+            str(wheels),
+            "-q",
+        ],
         capture_output=True,
         text=True,
     )
     if build.returncode != 0:
-        pytest.skip(f"cannot build the wheel here (no build backend?):\n{build.stderr[-2000:]}")
+        pytest.skip(
+            f"cannot build the wheel here (no build backend?):\n{build.stderr[-2000:]}"
+        )
     (wheel,) = wheels.glob("jaxmc-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for g in ("common", "prism", "props"):
         assert f"jaxmc/grammars/{g}.lark" in names
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel), "-q"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+            "-q",
+        ],
         check=True,
         capture_output=True,
     )
@@ -705,7 +990,7 @@ def test_wheel_ships_grammars(tmp_path):
         "import jaxmc, jaxmc.lang as L, jaxmc.lang.grammar as G\n"
         "assert jaxmc.__file__.startswith(%r), jaxmc.__file__\n"
         "assert str(G._grammar_dir()).startswith(%r)\n"
-        "p = L.parse_model(\"dtmc module m s : [0..1] init 0; [] s=0 -> (s'=1); endmodule\")\n"
+        'p = L.parse_model("dtmc module m s : [0..1] init 0; [] s=0 -> (s\'=1); endmodule")\n'
         "print(p.modules[0].commands[0].updates[0].assigns[0].var)\n"
     ) % (str(target), str(target))
     run = subprocess.run(
@@ -727,8 +1012,13 @@ def test_wheel_ships_grammars(tmp_path):
     [
         ("model", "const int N = 99999999999999999999;", 1, 15, "99999999999999999999"),
         ("model", "dtmc\nconst double d = 2147483648;\n", 2, 18, "2147483648"),
-        ("model", "module m\n s : [0..1];\n [] s<4294967296 -> true;\nendmodule", 3, 7,
-         "4294967296"),
+        (
+            "model",
+            "module m\n s : [0..1];\n [] s<4294967296 -> true;\nendmodule",
+            3,
+            7,
+            "4294967296",
+        ),
         ("props", "P=? [ F<=3000000000 true ];", 1, 10, "3000000000"),
         ("expr", "-2147483648", 1, 2, "2147483648"),
     ],
@@ -785,7 +1075,7 @@ _BROKEN_MODELS = [
     "dtmc\nformula f = ;\n",
     "dtmc\nlabel a = true;\n",
     "dtmc\nconst int N = 3 4;\n",
-    "dtmc\nmodule m s:[0..1]; [] true -> (s'=\"x\"); endmodule\n",
+    'dtmc\nmodule m s:[0..1]; [] true -> (s\'="x"); endmodule\n',
     "dtmc\nmodule m s:[0..1]; [] true -> (s'=1); endmodule endmodule\n",
     "dtmc\nmodule module\nendmodule\n",
 ]

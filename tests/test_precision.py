@@ -14,6 +14,7 @@ import jaxmc
 from jaxmc.cli import main
 from jaxmc.numerics import fixed_point, steady
 
+
 MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 EXAMPLES = MODELS / "prism-examples"
 
@@ -96,8 +97,12 @@ def test_fp32_epsilon_refused():
     with pytest.raises(jaxmc.JaxmcError, match="fp32") as e:
         jaxmc.check(m, prop, precision="fp32", epsilon=1e-8)
     assert e.value.hint and "epsilon" in e.value.hint
-    assert jaxmc.check(m, prop, precision="fp32", epsilon=1e-6).value == pytest.approx(1 / 6)
-    assert jaxmc.check(m, prop, precision="fp64", epsilon=1e-10).value == pytest.approx(1 / 6)
+    assert jaxmc.check(m, prop, precision="fp32", epsilon=1e-6).value == pytest.approx(
+        1 / 6
+    )
+    assert jaxmc.check(m, prop, precision="fp64", epsilon=1e-10).value == pytest.approx(
+        1 / 6
+    )
     with pytest.raises(ValueError, match="precision"):
         jaxmc.check(m, prop, precision="fp16")
 
@@ -138,5 +143,7 @@ def test_cli_fp32(capsys):
     assert entry["precision"] == "fp32"
     code = main([dice, props, "--precision", "fp32", "--property", "2"])
     assert code == 0 and "Result" in capsys.readouterr().out
-    code = main([dice, props, "--precision", "fp32", "-epsilon", "1e-9", "--property", "2"])
+    code = main(
+        [dice, props, "--precision", "fp32", "-epsilon", "1e-9", "--property", "2"]
+    )
     assert code == 1 and "fp32" in capsys.readouterr().err

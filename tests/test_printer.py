@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import corpus
 import pytest
 
 from jaxmc.errors import JaxmcError
@@ -20,8 +19,6 @@ from jaxmc.lang import (
     parse_properties_file,
 )
 
-import corpus
-
 
 MODELS = corpus.SHARED_MODELS
 ROOTS = [corpus.EXAMPLES / d for d in corpus.EXAMPLE_DIRS] + [
@@ -31,7 +28,11 @@ ROOTS = [corpus.EXAMPLES / d for d in corpus.EXAMPLE_DIRS] + [
 
 def _files(suffixes):
     return [
-        p for root in ROOTS if root.is_dir() for p in sorted(root.rglob("*")) if p.suffix in suffixes
+        p
+        for root in ROOTS
+        if root.is_dir()
+        for p in sorted(root.rglob("*"))
+        if p.suffix in suffixes
     ]
 
 
@@ -101,9 +102,12 @@ def test_round_trip_corpus_properties():
         ("P=? [ G (F a) ]", "P=? [ G F a ]"),
         ("P=? [ F<=(k) b ]", "P=? [ F<=k b ]"),
         ("P=? [ F<=k (-x > 0) ]", "P=? [ F<=k (-x > 0) ]"),
-        ("R{\"r\"}min=?[C<=T]", 'R{"r"}min=? [ C<=T ]'),
+        ('R{"r"}min=?[C<=T]', 'R{"r"}min=? [ C<=T ]'),
         ("R{1+1}=?[S]", "R{1 + 1}=? [ S ]"),
-        ("filter(forall, P>=0.5 [ X a ], \"init\")", 'filter(forall, P>=0.5 [ X a ], "init")'),
+        (
+            'filter(forall, P>=0.5 [ X a ], "init")',
+            'filter(forall, P>=0.5 [ X a ], "init")',
+        ),
         ("1.50e3 + .5", "1.50e3 + .5"),
     ],
 )
@@ -128,7 +132,14 @@ def test_constructed_asts_print_without_order():
                         "a",
                         ast.Binary(ast.BinaryOp.LT, N("x"), I(2)),
                         (
-                            ast.Update(N("p"), (ast.Assign("x", ast.Binary(ast.BinaryOp.ADD, N("x"), I(1))),)),
+                            ast.Update(
+                                N("p"),
+                                (
+                                    ast.Assign(
+                                        "x", ast.Binary(ast.BinaryOp.ADD, N("x"), I(1))
+                                    ),
+                                ),
+                            ),
                             ast.Update(ast.Binary(ast.BinaryOp.SUB, I(1), N("p")), ()),
                         ),
                     ),
@@ -142,13 +153,18 @@ def test_constructed_asts_print_without_order():
     assert "[a] x < 2 -> p : (x'=x + 1) + 1 - p : true;" in text
     assert parse_model(text) == program
     pf = ast.PropertiesFile(
-        properties=(ast.Property(ast.ProbOp(ast.Temporal(ast.TemporalOp.EVENTUALLY, None, N("x"))), "reach"),)
+        properties=(
+            ast.Property(
+                ast.ProbOp(ast.Temporal(ast.TemporalOp.EVENTUALLY, None, N("x"))),
+                "reach",
+            ),
+        )
     )
     assert format_properties(pf) == '"reach": P=? [ F x ];\n'
     # negative literals made by code keep their sign
-    assert parse_expression(format_expr(ast.Binary(ast.BinaryOp.SUB, I(1), I(-2)))) == ast.Binary(
-        ast.BinaryOp.SUB, I(1), ast.Unary(ast.UnaryOp.NEG, I(2))
-    )
+    assert parse_expression(
+        format_expr(ast.Binary(ast.BinaryOp.SUB, I(1), I(-2)))
+    ) == ast.Binary(ast.BinaryOp.SUB, I(1), ast.Unary(ast.UnaryOp.NEG, I(2)))
 
 
 def test_system_round_trip():

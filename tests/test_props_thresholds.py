@@ -41,7 +41,7 @@ def sixth(tmp_path_factory):
 
 
 def _at_s0(prop: str) -> str:
-    return f'filter(forall, {prop}, s=0)'
+    return f"filter(forall, {prop}, s=0)"
 
 
 @pytest.mark.parametrize("cmp", [">=", ">", "<=", "<"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+import corpus
 import pytest
 
 from jaxmc.errors import SemanticError, UnsupportedError
@@ -22,8 +23,6 @@ from jaxmc.semantics import (
     type_of,
 )
 
-import corpus
-
 
 T = ast.ValueType
 
@@ -34,7 +33,9 @@ def check(text, constants=None, **kw):
 
 def props(model_text, props_text, constants=None, mconsts=None, **kw):
     m = check(model_text, mconsts)
-    return check_properties(parse_properties(props_text), m, constants, source=props_text, **kw)
+    return check_properties(
+        parse_properties(props_text), m, constants, source=props_text, **kw
+    )
 
 
 def ev(text, **env):
@@ -75,11 +76,16 @@ def test_parse_constants_values_and_ranges():
         "K": ConstRange("1", "9", "2"),
         "M": ConstRange("1", "9"),
     }
-    assert parse_constants(["N=1", "", "p=2"]) == {"N": ConstValue("1"), "p": ConstValue("2")}
+    assert parse_constants(["N=1", "", "p=2"]) == {
+        "N": ConstValue("1"),
+        "p": ConstValue("2"),
+    }
     assert parse_constants(None) == {}
 
 
-@pytest.mark.parametrize("bad", ["N", "=3", "N=", "N=1:", "N=1:2:3:4", "N=1,N=2", "1N=3"])
+@pytest.mark.parametrize(
+    "bad", ["N", "=3", "N=", "N=1:", "N=1:2:3:4", "N=1,N=2", "1N=3"]
+)
 def test_parse_constants_errors(bad):
     with pytest.raises(SemanticError):
         parse_constants(bad)
@@ -101,7 +107,9 @@ def test_expand_constants_prism_order_and_double_steps():
     assert expand_constants(None) == [{}]
 
 
-@pytest.mark.parametrize("bad", ["N=5:1", "N=1:0:5", "N=1:-1:5", "N=1:9:5", "b=true:false"])
+@pytest.mark.parametrize(
+    "bad", ["N=5:1", "N=1:0:5", "N=1:-1:5", "N=1:9:5", "b=true:false"]
+)
 def test_expand_constants_bad_ranges(bad):
     with pytest.raises(SemanticError):
         expand_constants(bad, types={"b": T.BOOL})
@@ -139,7 +147,18 @@ def test_types(text, expected):
 
 
 @pytest.mark.parametrize(
-    "text", ["mod(x,2.0)", "b+1", "x & b", "b<b", "x ? 1 : 2", "b ? 1 : b", "!x", "floor(b)", "b=1"]
+    "text",
+    [
+        "mod(x,2.0)",
+        "b+1",
+        "x & b",
+        "b<b",
+        "x ? 1 : 2",
+        "b ? 1 : b",
+        "!x",
+        "floor(b)",
+        "b=1",
+    ],
 )
 def test_type_errors(text):
     with pytest.raises(SemanticError, match="type error"):
@@ -166,7 +185,9 @@ def test_evaluate_prism_arithmetic():
     assert ev("log(8,2)") == pytest.approx(3.0)
     assert ev("min(3,1,2)") == 1 and ev("max(1,2.5)") == 2.5
     assert ev("1=1.0") is True and ev("true=false") is False
-    assert ev("x>0 ? 1 : 2.0", x=1) == 1.0 and isinstance(ev("x>0 ? 1 : 2.0", x=1), float)
+    assert ev("x>0 ? 1 : 2.0", x=1) == 1.0 and isinstance(
+        ev("x>0 ? 1 : 2.0", x=1), float
+    )
     assert ev("1/0") == math.inf and ev("-1/0") == -math.inf and math.isnan(ev("0/0"))
     assert ev("log(0,2)") == -math.inf and math.isnan(ev("log(-1,2)"))
     # short circuit: the untaken branch is not evaluated
@@ -201,7 +222,9 @@ def test_fold_partial():
     # a selected int branch of a double conditional stays double
     assert fold(parse_expression("c ? 1 : 2.5"), {"c": True}) == ast.RealLit(1.0)
     # parameters stay symbolic
-    assert fold(parse_expression("p*2"), {"p": ast.Ident("q")}) == parse_expression("q*2")
+    assert fold(parse_expression("p*2"), {"p": ast.Ident("q")}) == parse_expression(
+        "q*2"
+    )
 
 
 # -------------------------------------------------------------- check_program
@@ -216,7 +239,9 @@ def test_die_checks():
     cmd = c.modules[0].commands[0]
     assert cmd.index == 0 and cmd.guard == parse_expression("s=0")
     # constants are folded into the probabilities
-    assert cmd.updates[0].prob == ast.RealLit(0.5) and cmd.updates[1].prob == ast.RealLit(0.5)
+    assert cmd.updates[0].prob == ast.RealLit(0.5) and cmd.updates[
+        1
+    ].prob == ast.RealLit(0.5)
     assert c.labels["done"] == parse_expression("s=7")
     assert c.rewards[0].name == "coin_flips"
     assert c.system == ast.SysModule("die")
@@ -236,17 +261,23 @@ def test_unsupported_model_type():
 
 def test_duplicate_names():
     text = "dtmc\nconst int N = 2;\nmodule m\n  N : [0..1];\n  [] true -> true;\nendmodule\n"
-    with pytest.raises(SemanticError, match=r"`N` is already declared \(constant\) at <string>:2") as e:
+    with pytest.raises(
+        SemanticError, match=r"`N` is already declared \(constant\) at <string>:2"
+    ) as e:
         check(text)
     assert e.value.span.line == 4
     with pytest.raises(SemanticError, match="already declared"):
-        check("dtmc formula f = 1; const int f = 2; module m x:[0..1]; [] true -> true; endmodule")
+        check(
+            "dtmc formula f = 1; const int f = 2; module m x:[0..1]; [] true -> true; endmodule"
+        )
     with pytest.raises(SemanticError, match="module `m` is already declared"):
         check("dtmc module m x:[0..1]; endmodule module m y:[0..1]; endmodule")
 
 
 def test_undefined_identifier_suggestion():
-    text = "dtmc module m counter:[0..3]; [] countr<3 -> (counter'=counter+1); endmodule"
+    text = (
+        "dtmc module m counter:[0..3]; [] countr<3 -> (counter'=counter+1); endmodule"
+    )
     with pytest.raises(SemanticError, match="unknown identifier `countr`") as e:
         check(text)
     assert "did you mean `counter`" in str(e.value)
@@ -269,13 +300,17 @@ def test_constant_overrides_and_types():
     c = check(text, {"N": 2, "p": 1})
     assert c.constants["p"] == 1.0 and isinstance(c.constants["p"], float)
     # PRISM: "Constant ... has already been defined" (UndefinedConstants.defineConstant)
-    with pytest.raises(SemanticError, match="`D` is defined in the file, so it cannot be given a value"):
+    with pytest.raises(
+        SemanticError, match="`D` is defined in the file, so it cannot be given a value"
+    ):
         check(text, "N=2,p=0.1,D=9")
     with pytest.raises(SemanticError, match="not a valid integer"):
         check(text, "N=2.5,p=0.1")
     with pytest.raises(SemanticError, match="range"):
         check(text, "N=1:3,p=0.1")
-    with pytest.raises(SemanticError, match="type mismatch in definition of constant `K`"):
+    with pytest.raises(
+        SemanticError, match="type mismatch in definition of constant `K`"
+    ):
         check("dtmc const int K = 1/2; module m x:[0..1]; endmodule")
     with pytest.raises(SemanticError, match="cyclic dependency among constants"):
         check("dtmc const int a = b; const int b = a; module m x:[0..1]; endmodule")
@@ -305,16 +340,25 @@ label "l" = g=4;"""
     assert cmd.updates[0].assigns == (("x", parse_expression("x+1")),)
     assert c.formulas["g"] == parse_expression("(x+1)*2")
     with pytest.raises(SemanticError, match="cyclic dependency among formulas"):
-        check("dtmc formula f = g; formula g = f; module m x:[0..1]; [] f -> true; endmodule")
+        check(
+            "dtmc formula f = g; formula g = f; module m x:[0..1]; [] f -> true; endmodule"
+        )
 
 
 def test_init_values():
-    with pytest.raises(SemanticError, match=r"initial value 5 of variable `x` is outside its range \[0..3\]"):
+    with pytest.raises(
+        SemanticError,
+        match=r"initial value 5 of variable `x` is outside its range \[0..3\]",
+    ):
         check("dtmc module m x:[0..3] init 5; endmodule")
     with pytest.raises(SemanticError, match="empty"):
         check("dtmc module m x:[3..0]; endmodule")
     c = check("dtmc const int N=2; module m x:[N..N+3]; b:bool init true; endmodule")
-    assert (c.variable("x").low, c.variable("x").high, c.variable("x").init) == (2, 5, 2)
+    assert (c.variable("x").low, c.variable("x").high, c.variable("x").init) == (
+        2,
+        5,
+        2,
+    )
     assert c.variable("b").init == 1
     c = check("dtmc module m x:[0..3]; endmodule init x>1 endinit")
     assert c.variable("x").init is None and c.init == parse_expression("x>1")
@@ -325,13 +369,22 @@ def test_init_values():
 
 
 def test_writes_and_assignment_types():
-    with pytest.raises(SemanticError, match="module `b` cannot modify variable `x`, which belongs to module `a`"):
-        check("dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (x'=1); endmodule")
+    with pytest.raises(
+        SemanticError,
+        match="module `b` cannot modify variable `x`, which belongs to module `a`",
+    ):
+        check(
+            "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (x'=1); endmodule"
+        )
     # reading another module's variable is fine
-    check("dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (y'=1); endmodule")
+    check(
+        "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (y'=1); endmodule"
+    )
     with pytest.raises(SemanticError, match="assigned twice"):
         check("dtmc module a x:[0..1]; [] true -> (x'=0)&(x'=1); endmodule")
-    with pytest.raises(SemanticError, match="type error in update to variable `x`") as e:
+    with pytest.raises(
+        SemanticError, match="type error in update to variable `x`"
+    ) as e:
         check("dtmc module a x:[0..4]; [] true -> (x'=x/2); endmodule")
     assert "floor" in e.value.hint
     with pytest.raises(SemanticError, match="type error"):
@@ -408,7 +461,9 @@ def test_labels_and_rewards():
     with pytest.raises(SemanticError, match="reward value must be a number"):
         check("dtmc module m x:[0..1]; endmodule rewards true : x=0; endrewards")
     with pytest.raises(SemanticError, match='reward structure "r" is already declared'):
-        check('dtmc module m x:[0..1]; endmodule rewards "r" true:1; endrewards rewards "r" true:2; endrewards')
+        check(
+            'dtmc module m x:[0..1]; endmodule rewards "r" true:1; endrewards rewards "r" true:2; endrewards'
+        )
 
 
 def test_errors_carry_source_and_file():
@@ -467,11 +522,16 @@ def test_path_formula_outside_operator():
     pf = ast.PropertiesFile(properties=(ast.Property(bare),))
     with pytest.raises(SemanticError, match="path formula can only appear"):
         check_properties(pf, check(DIE))
-    cum = ast.RewardPath(ast.RewardPathKind.CUMULATIVE, ast.TimeBound(ast.TimeBoundKind.LE, high=ast.IntLit(5)))
+    cum = ast.RewardPath(
+        ast.RewardPathKind.CUMULATIVE,
+        ast.TimeBound(ast.TimeBoundKind.LE, high=ast.IntLit(5)),
+    )
     pf = ast.PropertiesFile(properties=(ast.Property(ast.ProbOp(cum)),))
     with pytest.raises(SemanticError, match="only appear inside R"):
         check_properties(pf, check(DIE))
-    pf = ast.PropertiesFile(properties=(ast.Property(ast.Filter("foo", parse_expression("s=7"))),))
+    pf = ast.PropertiesFile(
+        properties=(ast.Property(ast.Filter("foo", parse_expression("s=7"))),)
+    )
     with pytest.raises(SemanticError, match="unknown filter operator"):
         check_properties(pf, check(DIE))
 
@@ -539,12 +599,18 @@ def test_corpus_models_and_properties():
             unsupported_models.append((m.name, e.message))
             continue
         consts = expand_constants(corpus.merged_constants(m))[0]
-        undefined = [c.name for c in prog.constants if c.value is None and c.name not in consts]
+        undefined = [
+            c.name for c in prog.constants if c.value is None and c.name not in consts
+        ]
         # the corpus merges the settings of several command lines: give each
         # file only the constants it declares (PRISM's -const of one command)
-        consts = {k: v for k, v in consts.items() if k in {c.name for c in prog.constants}}
+        consts = {
+            k: v for k, v in consts.items() if k in {c.name for c in prog.constants}
+        }
         try:
-            checked = check_program(prog, consts, source=text, file=str(m), parameters=undefined)
+            checked = check_program(
+                prog, consts, source=text, file=str(m), parameters=undefined
+            )
         except JaxmcError as e:
             if m.name not in EXPECTED_MODEL_ERRORS:
                 model_failures.append((m.name, str(e).splitlines()[0]))
@@ -558,8 +624,12 @@ def test_corpus_models_and_properties():
             pc = expand_constants(corpus.merged_constants(m, pfile))[0]
             try:
                 pf = parse_properties(ptext, file=str(pfile))
-                pc = {k: v for k, v in pc.items() if k in {c.name for c in pf.constants}}
-                cps = check_properties(pf, checked, pc, source=ptext, file=str(pfile), errors="keep")
+                pc = {
+                    k: v for k, v in pc.items() if k in {c.name for c in pf.constants}
+                }
+                cps = check_properties(
+                    pf, checked, pc, source=ptext, file=str(pfile), errors="keep"
+                )
             except JaxmcError as e:
                 # parse errors are the parser's; a file-level semantic error is ours
                 prop_failures.append((pfile.name, str(e).splitlines()[0]))

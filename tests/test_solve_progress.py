@@ -54,7 +54,9 @@ def test_loops_report_iterations_and_residual(reports):
 
 def test_no_reporter_traces_no_callback():
     step = lambda x: 0.5 * x + 1.0  # noqa: E731
-    jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(jnp.zeros(5))
+    jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(
+        jnp.zeros(5)
+    )
     assert "callback" not in str(jaxpr)
 
 
@@ -62,10 +64,14 @@ def test_small_solves_trace_no_callback(monkeypatch):
     _progress.set_reporter(lambda it, res: None)
     try:
         step = lambda x: 0.5 * x + 1.0  # noqa: E731
-        jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(jnp.zeros(5))
+        jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(
+            jnp.zeros(5)
+        )
         assert "callback" not in str(jaxpr)  # below MIN_STATES
         monkeypatch.setattr(_progress, "MIN_STATES", 0)
-        jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(jnp.zeros(5))
+        jaxpr = jax.make_jaxpr(lambda x: fixed_point(step, x, 1e-9, False, 100).value)(
+            jnp.zeros(5)
+        )
         assert "callback" in str(jaxpr)
     finally:
         _progress.set_reporter(None)

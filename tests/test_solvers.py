@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from test_numerics_helpers import dense, random_model
 
 from jaxmc import numerics as nm, solvers
 from jaxmc.errors import ConvergenceError
 from jaxmc.kernels import spmv
 from jaxmc.layout import CSR, from_model
 from jaxmc.solvers import Status
-from test_numerics_helpers import dense, random_model
 
 
 jax.config.update("jax_enable_x64", True)
@@ -35,13 +35,17 @@ def test_layouts_agree(kind):
     x = np.random.default_rng(0).random(70)
     np.testing.assert_allclose(np.asarray(spmv(M.matrix, x)), dense(m) @ x, rtol=1e-13)
     v = dense(m) @ x
-    ref = [v[m.choice_ptr[s]:m.choice_ptr[s + 1]].max() for s in range(70)]
+    ref = [v[m.choice_ptr[s] : m.choice_ptr[s + 1]].max() for s in range(70)]
     np.testing.assert_allclose(np.asarray(M.group_reduce(jnp.asarray(v), "max")), ref)
     # new values, same structure
     M2 = M.with_values(jnp.asarray(m.val * 2))
-    np.testing.assert_allclose(np.asarray(spmv(M2.matrix, x)), 2 * dense(m) @ x, rtol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(spmv(M2.matrix, x)), 2 * dense(m) @ x, rtol=1e-13
+    )
     T = M.csr.transpose()
-    np.testing.assert_allclose(np.asarray(spmv(T, np.ones(m.num_choices))), dense(m).sum(0))
+    np.testing.assert_allclose(
+        np.asarray(spmv(T, np.ones(m.num_choices))), dense(m).sum(0)
+    )
 
 
 @pytest.mark.parametrize("solver", ["jacobi", "power", "bicgstab"])
@@ -54,8 +58,13 @@ def test_linear_solvers_match_scipy(solver):
         d = As.diagonal()
         off = (As - sp.diags(d)).tocsr()
         off.sort_indices()
-        sol = solvers.jacobi(CSR.from_arrays(off.indptr, off.indices, off.data, off.shape),
-                             jnp.asarray(1 - d), b, x0, **kw)
+        sol = solvers.jacobi(
+            CSR.from_arrays(off.indptr, off.indices, off.data, off.shape),
+            jnp.asarray(1 - d),
+            b,
+            x0,
+            **kw,
+        )
     elif solver == "power":
         sol = solvers.power(A, b, x0, **kw)
     else:
@@ -70,8 +79,9 @@ def test_bicgstab_first_steps_match_scipy():
     A, As, b = _system(seed=3)
     op = sp.eye(40, format="csr") - As
     for k in (1, 2):
-        sol = solvers.bicgstab(A, jnp.ones(40), b, jnp.zeros(40), max_iters=k,
-                               epsilon=1e-30, throw=False)
+        sol = solvers.bicgstab(
+            A, jnp.ones(40), b, jnp.zeros(40), max_iters=k, epsilon=1e-30, throw=False
+        )
         ref, _ = spla.bicgstab(op, b, x0=np.zeros(40), maxiter=k, rtol=1e-30, atol=0)
         np.testing.assert_allclose(np.asarray(sol.value), ref, rtol=1e-10, atol=1e-12)
 
@@ -99,7 +109,9 @@ def test_until_throw_and_status():
     psi[-1] = True
     with pytest.raises(ConvergenceError):
         nm.until_probabilities(m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14)
-    res = nm.until_probabilities(m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, throw=False)
+    res = nm.until_probabilities(
+        m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, throw=False
+    )
     assert res.status == Status.MAX_ITERS
 
 
@@ -108,7 +120,10 @@ def test_relative_criterion_matches_prism():
     x_old = jnp.array([0.0, 1.0, 2.0, 0.5])
     x_new = jnp.array([0.0, 1.0, 1.0, 0.5])
     assert float(solvers.sup_norm(x_new, x_old, True)) == 1.0
-    assert float(solvers.sup_norm(jnp.array([0.0, 1.0]), jnp.array([1e-3, 1.0]), True)) == np.inf
+    assert (
+        float(solvers.sup_norm(jnp.array([0.0, 1.0]), jnp.array([1e-3, 1.0]), True))
+        == np.inf
+    )
     assert float(solvers.sup_norm(x_new, x_old, False)) == 1.0
 
 
@@ -120,7 +135,9 @@ def test_no_retrace_on_new_values():
     @jax.jit
     def run(data, b, eps):
         traces.append(1)
-        return solvers.jacobi(A.with_values(data), d, b, jnp.zeros(40), epsilon=eps, throw=False).value
+        return solvers.jacobi(
+            A.with_values(data), d, b, jnp.zeros(40), epsilon=eps, throw=False
+        ).value
 
     run(A.data, b, 1e-6)
     run(A.data * 0.5, b * 2, 1e-8)
@@ -151,10 +168,24 @@ def test_interval_iteration_brackets_value():
     m, rng = random_model("mdp", 30, 5, absorbing=2)
     psi = np.zeros(30, bool)
     psi[-1] = True
-    res = nm.until_probabilities(m, np.ones(30, bool), psi, opt="min",
-                                 method="interval_iteration", epsilon=1e-8, relative=False)
-    ref = nm.until_probabilities(m, np.ones(30, bool), psi, opt="min", epsilon=1e-14,
-                                 relative=False, max_iters=10**6)
+    res = nm.until_probabilities(
+        m,
+        np.ones(30, bool),
+        psi,
+        opt="min",
+        method="interval_iteration",
+        epsilon=1e-8,
+        relative=False,
+    )
+    ref = nm.until_probabilities(
+        m,
+        np.ones(30, bool),
+        psi,
+        opt="min",
+        epsilon=1e-14,
+        relative=False,
+        max_iters=10**6,
+    )
     assert (res.extra["lower"] <= ref.values + 1e-12).all()
     assert (res.extra["upper"] >= ref.values - 1e-12).all()
     assert np.abs(res.values - ref.values).max() <= 1e-8
@@ -164,7 +195,9 @@ def test_ell_layout_in_numerics():
     m, rng = random_model("dtmc", 40, 8, absorbing=3)
     psi = rng.random(40) < 0.2
     a = nm.until_probabilities(m, np.ones(40, bool), psi, epsilon=1e-12).values
-    b = nm.until_probabilities(m, np.ones(40, bool), psi, epsilon=1e-12, layout="sell").values
+    b = nm.until_probabilities(
+        m, np.ones(40, bool), psi, epsilon=1e-12, layout="sell"
+    ).values
     np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
@@ -172,7 +205,9 @@ def _prism_value_iteration(m, b, maybe, opt, eps):
     """PRISM's value iteration (sparse/explicit engines): start from 0,
     one Bellman step per iteration, stop at the first step whose relative
     change `|x' - x| / |x'|` is below `eps` everywhere."""
-    P = sp.csr_matrix((m.val, (m.row_of_entry(), m.col)), shape=(m.num_choices, m.num_states))
+    P = sp.csr_matrix(
+        (m.val, (m.row_of_entry(), m.col)), shape=(m.num_choices, m.num_states)
+    )
     red = np.maximum.reduceat if opt == "max" else np.minimum.reduceat
     x = np.zeros(m.num_states)
     for it in range(1, 100000):
@@ -194,15 +229,23 @@ def test_value_iteration_is_prisms(opt, seed):
     m, rng = random_model("mdp", 40, seed, absorbing=2)
     target = np.zeros(40, bool)
     target[-2:] = True
-    b = rng.random(m.num_choices) * np.asarray(m.choice_ptr[1:] - m.choice_ptr[:-1] > 0)[m.state_of_choice()]
+    b = (
+        rng.random(m.num_choices)
+        * np.asarray(m.choice_ptr[1:] - m.choice_ptr[:-1] > 0)[m.state_of_choice()]
+    )
     finite = (nm.prob1A if opt == "max" else nm.prob1E)(m, np.ones(40, bool), target)
     maybe = finite & ~target
-    ref, its = _prism_value_iteration(m, np.where(maybe[m.state_of_choice()], b, 0.0), maybe, opt, 1e-6)
+    ref, its = _prism_value_iteration(
+        m, np.where(maybe[m.state_of_choice()], b, 0.0), maybe, opt, 1e-6
+    )
     M = from_model(m, "csr")
     data = np.where(maybe[m.state_of_choice()[m.row_of_entry()]], m.val, 0.0)
     sol = solvers.value_iteration(
-        M.with_values(jnp.asarray(data)), jnp.asarray(np.where(maybe[m.state_of_choice()], b, 0.0)),
-        jnp.zeros(40), opt, epsilon=1e-6,
+        M.with_values(jnp.asarray(data)),
+        jnp.asarray(np.where(maybe[m.state_of_choice()], b, 0.0)),
+        jnp.zeros(40),
+        opt,
+        epsilon=1e-6,
     )
     assert int(sol.iterations) in (its, its + 1)
     if int(sol.iterations) == its:

@@ -59,10 +59,16 @@ def setup(r, c, v, k, kind, seed=0):
     classes = None
     if kind == "table":
         uq, cls = np.unique(np.round(off / dg[r], 3), return_inverse=True)
-        classes = {"cls": jnp.asarray(cls.astype(np.int32)), "table": jnp.asarray(uq[:, None] * sc)}
+        classes = {
+            "cls": jnp.asarray(cls.astype(np.int32)),
+            "table": jnp.asarray(uq[:, None] * sc),
+        }
         off_, dg_ = jnp.asarray(off), jnp.asarray(dg)
     elif kind == "dense":
-        off_, dg_ = jnp.asarray(off[:, None] * sc), jnp.asarray(np.repeat(dg[:, None], k, 1))
+        off_, dg_ = (
+            jnp.asarray(off[:, None] * sc),
+            jnp.asarray(np.repeat(dg[:, None], k, 1)),
+        )
     else:
         off_, dg_ = jnp.asarray(off), jnp.asarray(dg)
     return pat, arrays, off_, dg_, rhs, classes
@@ -88,7 +94,9 @@ def sweeps(mode, pat, arrays, off, dg, rhs, classes, x, omega, count=1):
     n = pat.shape[0]
 
     def f(x, omega):
-        sweep, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+        sweep, _, _ = gs_sweep(
+            off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes
+        )
         for _ in range(count):
             x = sweep(x, omega)
         return x
@@ -100,9 +108,13 @@ def check_sweep(r, c, v, k, kind, omega, count=1):
     pat, arrays, off, dg, rhs, classes = setup(r, c, v, k, kind)
     x = jnp.asarray(np.random.default_rng(1).random((pat.shape[0], k)))
     ref, n_ref = sweeps("off", pat, arrays, off, dg, rhs, classes, x, omega, count)
-    got, n_got = sweeps("interpret", pat, arrays, off, dg, rhs, classes, x, omega, count)
+    got, n_got = sweeps(
+        "interpret", pat, arrays, off, dg, rhs, classes, x, omega, count
+    )
     blocks = sum(hi > lo for lo, hi in zip(pat.bounds[:-1], pat.bounds[1:]))
-    assert n_ref == 0 and n_got == count * blocks  # the kernel really ran, once per block
+    assert (
+        n_ref == 0 and n_got == count * blocks
+    )  # the kernel really ran, once per block
     assert np.all(np.isfinite(ref))
     # Same reads, same order of operations: equal up to the compilers'
     # contraction of `a * b + c` (exact on the H200, ~1 ulp of the terms on
@@ -150,7 +162,9 @@ def test_sweep_matches_xla_walk():
     Qc = Q.tocoo()
     o = np.lexsort((Qc.col, Qc.row))
     for kind in ("table", "shared"):
-        check_sweep(Qc.row[o], Qc.col[o], Qc.data[o], 6, kind, OMEGAS["columns"](6), count=3)
+        check_sweep(
+            Qc.row[o], Qc.col[o], Qc.data[o], 6, kind, OMEGAS["columns"](6), count=3
+        )
 
 
 def test_sor_solve_agrees_with_xla():
@@ -160,13 +174,19 @@ def test_sor_solve_agrees_with_xla():
     Q, b, _ = walk_system(12, 0.4)
     Qc = Q.tocoo()
     o = np.lexsort((Qc.col, Qc.row))
-    pat, arrays, off, dg, _, classes = setup(Qc.row[o], Qc.col[o], Qc.data[o], 4, "table")
+    pat, arrays, off, dg, _, classes = setup(
+        Qc.row[o], Qc.col[o], Qc.data[o], 4, "table"
+    )
     n = pat.shape[0]
     rhs = jnp.asarray(b[:, None] * np.linspace(0.5, 1.0, 4))
 
     def solve(rhs):
-        sweep, _, from_p = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
-        x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance())
+        sweep, _, from_p = gs_sweep(
+            off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes
+        )
+        x, it, done, w = _sor(
+            sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance()
+        )
         return from_p(x), it, done, w
 
     (x0, it0, d0, w0), _ = in_mode("off", solve, rhs)
@@ -200,7 +220,9 @@ def test_single_vector_keeps_xla_path():
     rhs = jnp.asarray(np.random.default_rng(0).random(pat.shape[0]))
     x = jnp.ones(pat.shape[0])
     ref, _ = sweeps("off", pat, arrays, off, dg, rhs, None, x, jnp.float64(1.2))
-    got, calls = sweeps("interpret", pat, arrays, off, dg, rhs, None, x, jnp.float64(1.2))
+    got, calls = sweeps(
+        "interpret", pat, arrays, off, dg, rhs, None, x, jnp.float64(1.2)
+    )
     assert calls == 0
     np.testing.assert_array_equal(got, ref)
 
@@ -226,8 +248,12 @@ def test_fused_stop_rule_matches_xla(weights, tiles, tile, monkeypatch):
     n = pat.shape[0]
     rng = np.random.default_rng(4)
     omega = jnp.linspace(1.0, 1.3, k)
-    sweep, to_p, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
-    x = jax.jit(lambda x: lax.fori_loop(0, 400, lambda i, x: sweep(x, omega), x))(jnp.zeros((n, k)))
+    sweep, to_p, _ = gs_sweep(
+        off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes
+    )
+    x = jax.jit(lambda x: lax.fori_loop(0, 400, lambda i, x: sweep(x, omega), x))(
+        jnp.zeros((n, k))
+    )
     x = np.array(x)
     x[:, 2] *= 1.0 + 1e-3 * rng.random(n)  # far from converged
     x[5, 3] *= 1.0 + 1e-4  # one entry off
@@ -240,7 +266,9 @@ def test_fused_stop_rule_matches_xla(weights, tiles, tile, monkeypatch):
     rel = Relevance(w)
 
     def f(x):
-        sw, _, _ = gs_sweep(off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes)
+        sw, _, _ = gs_sweep(
+            off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes
+        )
         return sw(x, omega, check=(rel, 1e-6, rel.measure(x)))
 
     (y0, ok0), calls0 = in_mode("off", f, jnp.asarray(x))
@@ -260,12 +288,21 @@ def test_sweep_through_the_kernel_with_sparse_rhs(monkeypatch):
     read the compact right-hand side."""
     import jaxmc
 
-    text = "\n".join([
-        "dtmc", "const double p;", "module walk", "  x : [0..6] init 0;", "  y : [0..3] init 0;", "  f : bool init false;",
-        "  [] !f & x<6 -> 0.9*p : (x'=x+1) + 0.9*(1-p)/2 : (x'=max(x-1,0)) + 0.9*(1-p)/2 : (y'=mod(y+1,4))"
-        " + 0.1 : (f'=true);",
-        "  [] f | x=6 -> true;", "endmodule", 'label "goal" = x=6;',
-    ])
+    text = "\n".join(
+        [
+            "dtmc",
+            "const double p;",
+            "module walk",
+            "  x : [0..6] init 0;",
+            "  y : [0..3] init 0;",
+            "  f : bool init false;",
+            "  [] !f & x<6 -> 0.9*p : (x'=x+1) + 0.9*(1-p)/2 : (x'=max(x-1,0)) + 0.9*(1-p)/2 : (y'=mod(y+1,4))"
+            " + 0.1 : (f'=true);",
+            "  [] f | x=6 -> true;",
+            "endmodule",
+            'label "goal" = x=6;',
+        ]
+    )
     ps = {"p": np.linspace(0.3, 0.7, 4)}
     seen = []
     update = K.block_update

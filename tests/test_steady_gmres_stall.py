@@ -13,7 +13,9 @@ def test_gmres_stops_on_stagnation(monkeypatch):
     # The cyclic shift: restarted GMRES(40) makes no progress at all on it
     # (its Krylov spaces miss the solution until dimension n).
     n = 500
-    Z = sp.csr_matrix((np.ones(n), (np.arange(n), (np.arange(n) + 1) % n)), shape=(n, n))
+    Z = sp.csr_matrix(
+        (np.ones(n), (np.arange(n), (np.arange(n) + 1) % n)), shape=(n, n)
+    )
     b = np.zeros(n)
     b[0] = 1.0
     seen = []

@@ -20,15 +20,17 @@ import functools
 import math
 import re
 
+import corpus
 import numpy as np
 import pytest
-
-import corpus
 
 
 pytest.importorskip("stormpy")
 if not corpus.available():
     pytest.skip("../shared/models not found", allow_module_level=True)
+
+from storm_input import NoStormEquivalent, program_text, property_text, storm_expr  # noqa: E402
+from storm_oracle import load_program, storm_value, storm_values_by_valuation  # noqa: E402
 
 import jaxmc  # noqa: E402
 from jaxmc.errors import (  # noqa: E402
@@ -39,8 +41,6 @@ from jaxmc.errors import (  # noqa: E402
     UnsupportedError,
 )
 from jaxmc.lang import ast, parse_properties  # noqa: E402
-from storm_input import NoStormEquivalent, program_text, property_text, storm_expr  # noqa: E402
-from storm_oracle import load_program, storm_value, storm_values_by_valuation  # noqa: E402
 
 
 MAX_STATES = 60_000
@@ -81,11 +81,19 @@ def _consts_for(model, props, index: int) -> str:
             models = [a for a in cmd if a.endswith(corpus.MODEL_SUFFIXES)]
             if same_model and model.name not in models:
                 continue
-            if not same_model and not any(_family(m) == _family(model.name) for m in models):
+            if not same_model and not any(
+                _family(m) == _family(model.name) for m in models
+            ):
                 continue
-            if props.name in cmd and "-prop" in cmd and cmd[cmd.index("-prop") + 1] == str(index + 1):
+            if (
+                props.name in cmd
+                and "-prop" in cmd
+                and cmd[cmd.index("-prop") + 1] == str(index + 1)
+            ):
                 return ",".join(
-                    part.split(":")[0] for part in corpus._consts_of(list(cmd)).split(",") if part
+                    part.split(":")[0]
+                    for part in corpus._consts_of(list(cmd)).split(",")
+                    if part
                 )
     return corpus.merged_constants(model, props)
 
@@ -105,7 +113,9 @@ def _cases():
     for model in _smallest_instances():
         for props in corpus.props_for(model):
             try:
-                pf = parse_properties(props.read_text(errors="replace"), file=str(props))
+                pf = parse_properties(
+                    props.read_text(errors="replace"), file=str(props)
+                )
             except JaxmcError:
                 continue  # the parser tests list these files
             declared = _declared(model) | {c.name for c in pf.constants}
@@ -119,7 +129,9 @@ def _cases():
 def _declared(model) -> frozenset[str]:
     from jaxmc.lang import parse_model
 
-    return frozenset(c.name for c in parse_model(model.read_text(), file=str(model)).constants)
+    return frozenset(
+        c.name for c in parse_model(model.read_text(), file=str(model)).constants
+    )
 
 
 def _only(consts: str, names: set[str]) -> str:
@@ -143,7 +155,7 @@ STORM_FAILS = {
         "Storm's Fox-Glynn underflows on R=?[I=1.1] (right truncation point "
         "~1450 > 600 for q*t ~ 400): in sound mode it lowers the truncation "
         "error towards 0 and does not finish; in default mode it returns 0.0292 "
-        "on peer2peer4_4, below P=?[F<=1.1 \"done\"] = 0.968, which bounds the "
+        'on peer2peer4_4, below P=?[F<=1.1 "done"] = 0.968, which bounds the '
         "expected fraction received from below (jaxmc: 0.99752)"
     ),
 }
@@ -196,19 +208,25 @@ def _agrees(model, props, consts, index, max_states):
         ours = _ours(jaxmc.check(m, index, properties=pset), prop)
     except ExplorationError as e:
         if _too_big(e):
-            pytest.skip(f"more than {max_states} states (the slow tier takes up to {SLOW_MAX_STATES})")
+            pytest.skip(
+                f"more than {max_states} states (the slow tier takes up to {SLOW_MAX_STATES})"
+            )
         raise
     except UnsupportedError as e:
         pytest.skip(f"jaxmc: unsupported: {e.message}")
     except ModelCheckingError as e:
         if "set of states is empty" in e.message:
-            pytest.skip(f"no state satisfies the filter with {consts or 'these constants'}")
+            pytest.skip(
+                f"no state satisfies the filter with {consts or 'these constants'}"
+            )
         raise
     except SemanticError as e:
         if "must be given a value" in e.message:
             pytest.skip(f"no script gives a value: {e.message}")
         raise
-    known = STORM_FAILS.get(f"{props.parent.relative_to(corpus.EXAMPLES)}/{props.name}:{index}")
+    known = STORM_FAILS.get(
+        f"{props.parent.relative_to(corpus.EXAMPLES)}/{props.name}:{index}"
+    )
     if known:
         pytest.skip(f"Storm fails: {known}")
     program = _storm_program(str(model))
@@ -265,7 +283,9 @@ def _storm_filter(m, pset, model_path, consts, f, program):
     state formula checked by Storm), and `first` takes the first state in
     PRISM's order (jaxmc's)."""
     if f.op not in _REDUCE:
-        raise NoStormEquivalent(f"filter({f.op}, ...) prints states; no value to compare")
+        raise NoStormEquivalent(
+            f"filter({f.op}, ...) prints states; no value to compare"
+        )
     values, names = storm_values_by_valuation(
         model_path, consts, property_text(f.operand, pset), program
     )
@@ -306,10 +326,10 @@ def _close(ours, theirs) -> bool:
 #: globals and the three model types: reprinted, they must give Storm the
 #: same answer.
 ROUND_TRIP = [
-    ("dtmcs/brp/brp.pm", "N=16,MAX=2", 'P=? [ F srep=1 & rrep=3 & recv ]'),
+    ("dtmcs/brp/brp.pm", "N=16,MAX=2", "P=? [ F srep=1 & rrep=3 & recv ]"),
     ("dtmcs/leader_sync/leader3_2.pm", "", 'P=? [ F<=8 "elected" ]'),
     ("ctmcs/cluster/cluster.sm", "N=2,T=10", 'R{"num_repairs"}=? [ C<=10 ]'),
-    ("ctmcs/embedded/embedded.sm", "MAX_COUNT=2", 'S=? [ s<2 ]'),
+    ("ctmcs/embedded/embedded.sm", "MAX_COUNT=2", "S=? [ s<2 ]"),
     ("ctmcs/cluster/cluster.sm", "N=2", 'P=? [ F<=100 !"minimum" ]'),
     ("mdps/phil/nofair/phil-nofair3.nm", "", 'Pmin=? [ F "eat" ]'),
     ("mdps/consensus/coin2.nm", "K=2", 'Rmax=? [ F "finished" ]'),
@@ -349,6 +369,10 @@ def test_property_text_writes_out_implication_and_labels():
     for i, t in enumerate(text):
         ours = jaxmc.check(m, i, properties=pset).value
         assert _close(ours, storm_value(str(path), "", t))
-    assert [jaxmc.check(m, i, properties=pset).value for i in (1, 2, 3)] == [True, False, True]
+    assert [jaxmc.check(m, i, properties=pset).value for i in (1, 2, 3)] == [
+        True,
+        False,
+        True,
+    ]
     with pytest.raises(NoStormEquivalent):
         storm_expr(jaxmc.parse_properties('A [ F "elected" ]', m)[0].expr, pset)

@@ -9,19 +9,37 @@ import jaxmc
 from jaxmc.errors import ModelCheckingError
 
 
-PARAM = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-tests" / "functionality" / "verify" / "param"
+PARAM = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "models"
+    / "prism-tests"
+    / "functionality"
+    / "verify"
+    / "param"
+)
 
-pytestmark = pytest.mark.skipif(not PARAM.exists(), reason="shared models not available")
+pytestmark = pytest.mark.skipif(
+    not PARAM.exists(), reason="shared models not available"
+)
 
 
 def test_sweep_shapes_chunks_and_progress():
     model = jaxmc.load_model(PARAM / "dtmcs/dtmc_steady_2.prism", parameters=("p",))
     ps = np.linspace(0.05, 0.95, 11)
     seen = []
-    out = jaxmc.sweep(model, "S=?[ s=1 ]", params={"p": ps}, chunk=4, progress=lambda d, t, e: seen.append((d, t)))
+    out = jaxmc.sweep(
+        model,
+        "S=?[ s=1 ]",
+        params={"p": ps},
+        chunk=4,
+        progress=lambda d, t, e: seen.append((d, t)),
+    )
     np.testing.assert_allclose(out, ps / 2, rtol=1e-9)
     assert seen == [(4, 11), (8, 11), (11, 11)]
-    one = jaxmc.sweep(model, "S=?[ s=1 ]", params={"p": ps}, chunk=1)  # unbatched, point by point
+    one = jaxmc.sweep(
+        model, "S=?[ s=1 ]", params={"p": ps}, chunk=1
+    )  # unbatched, point by point
     np.testing.assert_allclose(one, out, rtol=1e-12)
     grid = jaxmc.sweep(model, "S=?[ s=2 ]", params={"p": ps.reshape(11, 1)})
     assert grid.shape == (11, 1)
@@ -38,8 +56,14 @@ def test_sweep_workers_give_the_same_values(chunk):
     prop = 'R{"time"}=? [ F s>1 ]'
     one = jaxmc.sweep(model, prop, params={"p": ps}, chunk=chunk, workers=1)
     seen = []
-    many = jaxmc.sweep(model, prop, params={"p": ps}, chunk=chunk, workers=3,
-                       progress=lambda d, t, e: seen.append(d))
+    many = jaxmc.sweep(
+        model,
+        prop,
+        params={"p": ps},
+        chunk=chunk,
+        workers=3,
+        progress=lambda d, t, e: seen.append(d),
+    )
     np.testing.assert_array_equal(many, one)
     np.testing.assert_allclose(one, (-2 * ps - 2) / (ps - 2), rtol=1e-10)
     assert seen == sorted(seen) and seen[-1] == ps.size
@@ -48,8 +72,10 @@ def test_sweep_workers_give_the_same_values(chunk):
 def test_sweep_ctmc_time_bound_grows_terms():
     """Uniformisation's static number of terms is enlarged for the largest
     rate x time of the batch (a point far above the build point)."""
-    text = (PARAM / "ctmcs/ctmc_rewards.prism").read_text().replace(
-        "const double x;", "const double x;\nconst double T;"
+    text = (
+        (PARAM / "ctmcs/ctmc_rewards.prism")
+        .read_text()
+        .replace("const double x;", "const double x;\nconst double T;")
     )
     model = jaxmc.load_model_string(text, parameters=("x", "T"))
     T = np.array([0.1, 1.0, 5.0, 40.0])
@@ -63,7 +89,12 @@ def test_sweep_reports_invalid_points():
     model = jaxmc.load_model(PARAM / "dtmcs/dtmc_pctl.prism", parameters=("p",))
     with pytest.raises(ModelCheckingError, match="did not converge"):
         # p = 2 is not a probability: the linear system has no valid solution
-        jaxmc.sweep(model, 'R{"time"}=? [ F s>1 ]', params={"p": np.array([0.3, 2.0])}, max_iters=2000)
+        jaxmc.sweep(
+            model,
+            'R{"time"}=? [ F s>1 ]',
+            params={"p": np.array([0.3, 2.0])},
+            max_iters=2000,
+        )
 
 
 def test_sweep_multi_vector_path_matches_sequential_solves():
@@ -99,7 +130,9 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     rng = np.random.default_rng(1)
     n = 120
     side = np.arange(n) < n // 2  # bipartite: 2 colours, 60 rows each
-    rows, cols = np.nonzero((rng.random((n, n)) < 0.05) & (side[:, None] != side[None, :]))
+    rows, cols = np.nonzero(
+        (rng.random((n, n)) < 0.05) & (side[:, None] != side[None, :])
+    )
     if skewed:  # one dense row in a colour of short rows: its tail overflows
         rows = np.concatenate([rows, np.zeros(n // 2, int)])
         cols = np.concatenate([cols, np.arange(n // 2, n)])
@@ -119,15 +152,40 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
     jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
     # stop-rule weights (`Relevance`): none, shared, or one vector per point
     weights = rng.random((k, n)) * (rng.random((k, n)) < 0.8)
-    for w, w_axis in ((None, None), (jnp.asarray(weights[0]), None), (jnp.asarray(weights), 0)):
-        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, w_axis)))(
-            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, w
+    for w, w_axis in (
+        (None, None),
+        (jnp.asarray(weights[0]), None),
+        (jnp.asarray(weights), 0),
+    ):
+        batched = jax.jit(
+            jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, w_axis))
+        )(
+            jnp.asarray(off),
+            jnp.asarray(dg),
+            jnp.asarray(rhs),
+            a["order"],
+            a["lay"],
+            a["rows"],
+            {},
+            w,
         )
         for i in range(k):
             wi = w if w_axis is None else w[i]
-            single = jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, wi)
+            single = jac(
+                jnp.asarray(off[i]),
+                jnp.asarray(dg[i]),
+                jnp.asarray(rhs),
+                a["order"],
+                a["lay"],
+                a["rows"],
+                {},
+                wi,
+            )
             if i == 4:
-                assert np.isnan(np.asarray(single)).all() and np.isnan(np.asarray(batched[i])).all()
+                assert (
+                    np.isnan(np.asarray(single)).all()
+                    and np.isnan(np.asarray(batched[i])).all()
+                )
             else:
                 np.testing.assert_allclose(batched[i], single, rtol=1e-13)
                 M = np.diag(dg[i]) - np.asarray(
@@ -137,7 +195,9 @@ def test_multi_vector_jacobi_rule_matches_single(skewed):
                 if w is None:  # every entry to the relative tolerance
                     np.testing.assert_allclose(batched[i], exact, rtol=1e-10)
                 else:  # the weighted sum the weights stand for
-                    err = np.sum(np.asarray(wi) * np.abs(np.asarray(batched[i]) - exact))
+                    err = np.sum(
+                        np.asarray(wi) * np.abs(np.asarray(batched[i]) - exact)
+                    )
                     assert err <= 1e-10 * np.sum(np.asarray(wi) * np.abs(exact))
 
 
@@ -177,8 +237,12 @@ def test_coloring_is_proper_and_two_colours_bipartite_graphs():
     side = 30
     i = np.arange(side * side)
     x, y = i // side, i % side
-    nbrs = [np.minimum(x + 1, side - 1) * side + y, np.maximum(x - 1, 0) * side + y,
-            x * side + np.minimum(y + 1, side - 1), x * side + np.maximum(y - 1, 0)]
+    nbrs = [
+        np.minimum(x + 1, side - 1) * side + y,
+        np.maximum(x - 1, 0) * side + y,
+        x * side + np.minimum(y + 1, side - 1),
+        x * side + np.maximum(y - 1, 0),
+    ]
     rows = np.repeat(i, 4)
     cols = np.stack(nbrs, 1).reshape(-1)
     c = coloring(rows, cols, side * side)
@@ -219,25 +283,52 @@ def test_weight_classes_path_matches_plain_and_falls_back():
     rhs = rng.random(n)
     rep = np.array([np.flatnonzero(cls == c)[0] for c in range(C)], np.int32)
     jac = _jacobi_solver(n, 1e-12, 5000, pat.bounds)
-    single = np.stack([
-        jac(jnp.asarray(off[i]), jnp.asarray(dg[i]), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], {}, None)
-        for i in range(k)
-    ])
+    single = np.stack(
+        [
+            jac(
+                jnp.asarray(off[i]),
+                jnp.asarray(dg[i]),
+                jnp.asarray(rhs),
+                a["order"],
+                a["lay"],
+                a["rows"],
+                {},
+                None,
+            )
+            for i in range(k)
+        ]
+    )
     wrong = cls.copy()
     wrong[:5] = (wrong[:5] + 1) % C
     for guess in (cls, wrong):
         classes = {"cls": jnp.asarray(guess, jnp.int32), "rep": jnp.asarray(rep)}
-        batched = jax.jit(jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, None)))(
-            jnp.asarray(off), jnp.asarray(dg), jnp.asarray(rhs), a["order"], a["lay"], a["rows"], classes, None
+        batched = jax.jit(
+            jax.vmap(jac, in_axes=(0, 0, None, None, None, None, None, None))
+        )(
+            jnp.asarray(off),
+            jnp.asarray(dg),
+            jnp.asarray(rhs),
+            a["order"],
+            a["lay"],
+            a["rows"],
+            classes,
+            None,
         )
         np.testing.assert_allclose(batched, single, rtol=1e-13)
 
     import sys
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from grad import model_text
 
     pt = {"p0": 0.3, "p1": 0.4}
-    model = jaxmc.load_model_string(model_text(2), {"N": 8}, parameters=("p0", "p1"), params=pt)
+    model = jaxmc.load_model_string(
+        model_text(2), {"N": 8}, parameters=("p0", "p1"), params=pt
+    )
     problem = jaxmc.parametric(model, 'P=? [ F "goal" ]', params=pt)
-    found = [h["classes"] for h in problem.host.values() if isinstance(h, dict) and "classes" in h]
+    found = [
+        h["classes"]
+        for h in problem.host.values()
+        if isinstance(h, dict) and "classes" in h
+    ]
     assert found and 2 <= found[0]["rep"].size <= 12

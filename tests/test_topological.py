@@ -55,8 +55,13 @@ def test_acyclic_system_in_two_sweeps():
     np.testing.assert_allclose(topo.value, ref, rtol=1e-13)
     # index order: the same fixed point, many more sweeps on this matrix
     # (its edges point down the index order)
-    plain = gauss_seidel(sp.csr_matrix(A[::-1, ::-1]), b[::-1], np.zeros_like(b), epsilon=1e-12,
-                         order="index")
+    plain = gauss_seidel(
+        sp.csr_matrix(A[::-1, ::-1]),
+        b[::-1],
+        np.zeros_like(b),
+        epsilon=1e-12,
+        order="index",
+    )
     assert int(plain.iterations) > 2
     np.testing.assert_allclose(plain.value[::-1], ref, rtol=1e-9)
     with pytest.raises(ValueError, match="order"):

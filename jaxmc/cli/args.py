@@ -37,7 +37,18 @@ _METHOD_ALIASES = {
     "power": ("-pow", "-pwr"),
     "ii": ("-intervaliter",),
 }
-LAYOUTS = ("auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector", "dia")
+LAYOUTS = (
+    "auto",
+    "csr",
+    "ell",
+    "sell",
+    "warp",
+    "warp2",
+    "compact",
+    "compact2",
+    "vector",
+    "dia",
+)
 PRECISIONS = ("fp64", "fp32")
 
 
@@ -69,7 +80,9 @@ def parser() -> argparse.ArgumentParser:
         "--help' for the matrix plot.",
     )
     p.add_argument("model", nargs="?", help="PRISM model file (.pm, .sm, .nm, .prism)")
-    p.add_argument("props_file", nargs="?", help="PRISM properties file (.props, .pctl, .csl)")
+    p.add_argument(
+        "props_file", nargs="?", help="PRISM properties file (.props, .pctl, .csl)"
+    )
     p.add_argument(
         "--prop", "-pf", "-pctl", "-csl", action="append", default=[], metavar="PROP",
         help="a property to check, e.g. 'P=? [ F \"goal\" ]' (repeatable; "
@@ -99,8 +112,14 @@ def parser() -> argparse.ArgumentParser:
     crit.add_argument("-relative", "--relative", "-rel", dest="relative",
                       action="store_true", default=True,
                       help="relative convergence criterion (default)")  # fmt: skip
-    crit.add_argument("-absolute", "--absolute", "-abs", dest="relative",
-                      action="store_false", help="absolute convergence criterion")
+    crit.add_argument(
+        "-absolute",
+        "--absolute",
+        "-abs",
+        dest="relative",
+        action="store_false",
+        help="absolute convergence criterion",
+    )
     meth = num.add_mutually_exclusive_group()
     for flag, method in METHODS.items():
         meth.add_argument(f"-{flag}", f"--{flag}", *_METHOD_ALIASES.get(flag, ()),
@@ -132,8 +151,12 @@ def parser() -> argparse.ArgumentParser:
         "; NOTE: this version's jaxmc.check does not take a precision yet and "
         "always computes in fp64, so fp32 exits 1"
     )  # fmt: skip
-    dev.add_argument("--precision", choices=PRECISIONS, default="fp64",
-                     help=f"floating-point precision (default fp64){prec_note}")
+    dev.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp64",
+        help=f"floating-point precision (default fp64){prec_note}",
+    )
 
     p.add_argument("--max-states", type=int, default=None, metavar="N",
                    help="stop exploring after N states with an error naming the "
@@ -187,9 +210,16 @@ def plot_parser() -> argparse.ArgumentParser:
     p.add_argument("--const", "-const", action="append", default=[],
                    metavar="N=3,p=0.1", help="values of undefined constants "
                    "(no ranges)")  # fmt: skip
-    p.add_argument("-o", "--output", required=True, metavar="OUT.png",
-                   help="the image file to write")
-    p.add_argument("--dpi", type=int, default=150, help="image resolution (default 150)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT.png",
+        help="the image file to write",
+    )
+    p.add_argument(
+        "--dpi", type=int, default=150, help="image resolution (default 150)"
+    )
     return p
 
 
@@ -209,25 +239,64 @@ def sweep_parser() -> argparse.ArgumentParser:
         "a point that did not converge; 2 a usage error.",
     )
     p.add_argument("model", help="PRISM model file (.pm, .sm, .nm, .prism)")
-    p.add_argument("--prop", "-pf", required=True, metavar="PROP",
-                   help="the property, e.g. 'P=? [ F \"goal\" ]'")
-    p.add_argument("--param", action="append", required=True, metavar="p=0.1:0.1:0.9",
-                   help="a parameter and its values: low:step:high, low:high (step 1), "
-                   "a comma list of values, or one value (repeatable; the points are "
-                   "all combinations, the last parameter varying fastest)")
-    p.add_argument("--const", "-const", action="append", default=[], metavar="N=3",
-                   help="values of the model's other undefined constants (no ranges)")
-    p.add_argument("-epsilon", "--epsilon", "-e", type=float, default=1e-6,
-                   help="relative convergence threshold (default 1e-6, PRISM's)")
-    p.add_argument("-maxiters", "--max-iters", type=int, default=200_000,
-                   help="iteration limit per point (default 200000)")
-    p.add_argument("--chunk", type=int, default=None,
-                   help="points per batched solve (default: chosen from the model's size)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="batches solved at once on host threads (default: one per CPU "
-                   "core on the CPU, 1 on a GPU)")
-    p.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                   help="JAX backend (default: JAX's own choice)")
+    p.add_argument(
+        "--prop",
+        "-pf",
+        required=True,
+        metavar="PROP",
+        help="the property, e.g. 'P=? [ F \"goal\" ]'",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        required=True,
+        metavar="p=0.1:0.1:0.9",
+        help="a parameter and its values: low:step:high, low:high (step 1), "
+        "a comma list of values, or one value (repeatable; the points are "
+        "all combinations, the last parameter varying fastest)",
+    )
+    p.add_argument(
+        "--const",
+        "-const",
+        action="append",
+        default=[],
+        metavar="N=3",
+        help="values of the model's other undefined constants (no ranges)",
+    )
+    p.add_argument(
+        "-epsilon",
+        "--epsilon",
+        "-e",
+        type=float,
+        default=1e-6,
+        help="relative convergence threshold (default 1e-6, PRISM's)",
+    )
+    p.add_argument(
+        "-maxiters",
+        "--max-iters",
+        type=int,
+        default=200_000,
+        help="iteration limit per point (default 200000)",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="points per batched solve (default: chosen from the model's size)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="batches solved at once on host threads (default: one per CPU "
+        "core on the CPU, 1 on a GPU)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        default=None,
+        help="JAX backend (default: JAX's own choice)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     return p

@@ -31,11 +31,19 @@ def run(args: argparse.Namespace) -> int:
             parse_time = time.perf_counter() - t0
         else:
             names = None if model is None else _model_constant_names(model)
-            key = None if names is None else {k: v for k, v in setting.items() if k in names}
+            key = (
+                None
+                if names is None
+                else {k: v for k, v in setting.items() if k in names}
+            )
             if model is None or key != model_key:
                 options = _build_options(args, show)
                 model = jaxmc.load_model(args.model, setting, **options)
-                model_key = {k: v for k, v in setting.items() if k in _model_constant_names(model)}
+                model_key = {
+                    k: v
+                    for k, v in setting.items()
+                    if k in _model_constant_names(model)
+                }
             parse_time = time.perf_counter() - t0
         # properties are read before the build, as PRISM does: a mistake in
         # them (or a constant no file declares) costs no exploration

@@ -79,7 +79,10 @@ def _guard(fn) -> int:
         print(error_text(e), file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(
+            f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -133,7 +133,9 @@ class Printer:
             self.out(f"Result: {fmt(entry['value'])}")
         else:
             lo, hi = entry["range"]
-            self.out(f"Result: [{fmt(lo)},{fmt(hi)}] (range of values over initial states)")
+            self.out(
+                f"Result: [{fmt(lo)},{fmt(hi)}] (range of values over initial states)"
+            )
         if entry.get("iterations"):
             res = entry.get("residual")
             extra = f", residual {res:.3g}" if isinstance(res, float) else ""
@@ -178,8 +180,6 @@ class Printer:
                 how = " / ".join(str(e[k]) for k in ("method", "layout") if e.get(k))
                 how = f" ({how})" if how and parts else ""
                 self.out(f"  property {e['index']}{where}: {parts or 'n/a'}{how}")
-
-
 
 
 def end_solve_progress() -> None:

@@ -22,7 +22,9 @@ def grid(specs: list[str]) -> tuple[list[str], list[list[float]]]:
         name, eq, values = spec.partition("=")
         name = name.strip()
         if not eq or not name or not values.strip():
-            raise SemanticError(f"`--param {spec}`: expected NAME=VALUES, e.g. p=0.1:0.1:0.9 or p=0.2,0.4")
+            raise SemanticError(
+                f"`--param {spec}`: expected NAME=VALUES, e.g. p=0.1:0.1:0.9 or p=0.2,0.4"
+            )
         if name in names:
             raise SemanticError(f"parameter `{name}` is given twice")
         axis: list[float] = []
@@ -55,15 +57,20 @@ def run(args: argparse.Namespace) -> int:
     total = int(grids[0].size)
     first = {k: float(v[0]) for k, v in points.items()}
     t0 = time.perf_counter()
-    model = jaxmc.load_model(args.model, ",".join(args.const) or None, parameters=tuple(names),
-                             params=first)
+    model = jaxmc.load_model(
+        args.model, ",".join(args.const) or None, parameters=tuple(names), params=first
+    )
     explicit = jaxmc.build(model)
     build_s = time.perf_counter() - t0
     for w in explicit.warnings:
         print(f"Warning: {w}", file=sys.stderr)
     if not args.quiet:
-        print(f"model: {explicit.num_states} states, {explicit.num_transitions} transitions "
-              f"({build_s:.2f} s); {total} points", file=sys.stderr, flush=True)
+        print(
+            f"model: {explicit.num_states} states, {explicit.num_transitions} transitions "
+            f"({build_s:.2f} s); {total} points",
+            file=sys.stderr,
+            flush=True,
+        )
     t1 = time.perf_counter()
     try:
         values = jaxmc.sweep(
@@ -86,9 +93,14 @@ def run(args: argparse.Namespace) -> int:
         }  # fmt: skip
         print(json.dumps(out, indent=2))
         return 0
-    print(f"Sweep of {args.prop} over {' x '.join(f'{k} ({len(a)})' for k, a in zip(names, axes))}"
-          f" = {total} points: {sweep_s:.3f} s ({1e3 * sweep_s / total:.2f} ms per point)")
-    rows = [[f"{points[k][i]:.10g}" for k in names] + [f"{values[i]:.10g}"] for i in range(total)]
+    print(
+        f"Sweep of {args.prop} over {' x '.join(f'{k} ({len(a)})' for k, a in zip(names, axes))}"
+        f" = {total} points: {sweep_s:.3f} s ({1e3 * sweep_s / total:.2f} ms per point)"
+    )
+    rows = [
+        [f"{points[k][i]:.10g}" for k in names] + [f"{values[i]:.10g}"]
+        for i in range(total)
+    ]
     head = names + ["Result"]
     width = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
     for r in [head] + rows:

@@ -39,7 +39,11 @@ def concrete(v) -> float | None:
     for _ in range(16):
         try:
             return float(np.asarray(v))
-        except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        except (
+            TypeError,
+            jax.errors.ConcretizationTypeError,
+            jax.errors.TracerArrayConversionError,
+        ):
             pass
         v = getattr(v, "primal", None)
         if v is None:
@@ -57,7 +61,9 @@ def check_values(params, batch: bool = False) -> None:
         )
     for k, v in params.items():
         if isinstance(v, jax.core.Tracer):
-            ok = jnp.issubdtype(v.dtype, jnp.number) and not jnp.issubdtype(v.dtype, jnp.bool_)
+            ok = jnp.issubdtype(v.dtype, jnp.number) and not jnp.issubdtype(
+                v.dtype, jnp.bool_
+            )
         elif isinstance(v, (str, bytes, bool, np.bool_)) or v is None:
             ok = False
         else:
@@ -99,7 +105,9 @@ def with_parameters(model, names) -> Any:
     else the program re-checked with them left symbolic (cached)."""
     have = tuple(model.checked.parameters)
     decls = {d.name: d for d in model.checked.program.constants}
-    if set(names) == set(have) and all(p in decls and decls[p].value is None for p in names):
+    if set(names) == set(have) and all(
+        p in decls and decls[p].value is None for p in names
+    ):
         return model
     per = _RECHECKED.setdefault(model, {})
     key = tuple(sorted(names))
@@ -113,10 +121,12 @@ def with_parameters(model, names) -> Any:
             raise SemanticError(
                 f"`{p}` is not a constant of the model, so it cannot be a parameter",
                 hint=f"the model's `double` constants (possible parameters): {', '.join(cands)}"
-                if cands else "the model has no `double` constants",
+                if cands
+                else "the model has no `double` constants",
             )
     consts = {
-        k: v for k, v in checked.constants.items()
+        k: v
+        for k, v in checked.constants.items()
         if k in decls and decls[k].value is None and k not in names
     }
     for p in have:
@@ -139,11 +149,18 @@ def with_parameters(model, names) -> Any:
             ),
         )
     rechecked = semantics.check_program(
-        program, consts, source=checked.source, file=checked.file, parameters=tuple(names)
+        program,
+        consts,
+        source=checked.source,
+        file=checked.file,
+        parameters=tuple(names),
     )
     opts = {k: v for k, v in model.build_options.items() if k != "params"}
     if defined or model.build_options.get("params"):
-        point = {**{k: float(v) for k, v in defined.items()}, **(model.build_options.get("params") or {})}
+        point = {
+            **{k: float(v) for k, v in defined.items()},
+            **(model.build_options.get("params") or {}),
+        }
         opts["params"] = {k: v for k, v in point.items() if k in names}
     out = _derived(model, rechecked, opts)
     per[key] = out
@@ -231,7 +248,13 @@ def parametric(
             "no concrete parameter values to build the state space at (called "
             "under jax.grad/jit/vmap before any concrete call)",
         ) from None
-    key = (key_prop, tuple(sorted(point.items())), opts.epsilon, opts.max_iters, opts.omega)
+    key = (
+        key_prop,
+        tuple(sorted(point.items())),
+        opts.epsilon,
+        opts.max_iters,
+        opts.omega,
+    )
     if any_key in per and build_params is None:
         # The structure does not depend on the point: reuse the compiled problem.
         return per[any_key]
@@ -249,7 +272,14 @@ def _problem(model, prop, properties, point, opts, pinned: bool) -> Problem:
     bopts = {k: v for k, v in model.build_options.items() if k != "params"}
 
     def at(p):
-        return Problem(model.checked, _build(model.checked, params=p, **bopts), prop, properties, p, opts)
+        return Problem(
+            model.checked,
+            _build(model.checked, params=p, **bopts),
+            prop,
+            properties,
+            p,
+            opts,
+        )
 
     try:
         return at(point)
@@ -268,9 +298,14 @@ def _problem(model, prop, properties, point, opts, pinned: bool) -> Problem:
 def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
     """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`."""
     problem = parametric(
-        model, prop, params=params, properties=kwargs.pop("properties", None),
-        build_params=kwargs.pop("build_params", None), epsilon=kwargs.pop("epsilon", None),
-        max_iters=kwargs.pop("max_iters", None), omega=kwargs.pop("omega", None),
+        model,
+        prop,
+        params=params,
+        properties=kwargs.pop("properties", None),
+        build_params=kwargs.pop("build_params", None),
+        epsilon=kwargs.pop("epsilon", None),
+        max_iters=kwargs.pop("max_iters", None),
+        omega=kwargs.pop("omega", None),
     )
     for k in ("method", "relative", "throw"):
         kwargs.pop(k, None)
@@ -292,7 +327,9 @@ def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
 
 
 def _concrete(params) -> bool:
-    return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(dict(params)))
+    return not any(
+        isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(dict(params))
+    )
 
 
 def _structure_error(problem, point, differs, prop) -> ModelCheckingError:
@@ -319,10 +356,12 @@ def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
             raise SemanticError(
                 f"`{k}` is not a constant of the model",
                 hint=f"the model's `double` constants: {', '.join(cands)}"
-                if cands else "the model has no `double` constants",
+                if cands
+                else "the model has no `double` constants",
             )
     consts = {
-        k: v for k, v in checked.constants.items()
+        k: v
+        for k, v in checked.constants.items()
         if k in decls and decls[k].value is None and k not in params
     }
     consts.update({k: float(v) for k, v in params.items()})
@@ -334,11 +373,17 @@ def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
             for d in checked.program.constants
         ),
     )
-    rechecked = semantics.check_program(program, consts, source=checked.source, file=checked.file)
+    rechecked = semantics.check_program(
+        program, consts, source=checked.source, file=checked.file
+    )
     opts = {k: v for k, v in model.build_options.items() if k != "params"}
     m2 = _derived(model, rechecked, opts)
-    checked_prop, properties = property_to_check(m2, prop, kwargs.pop("properties", None))
-    result = check_property(m2.build(), checked_prop, properties, CheckOptions(**kwargs))
+    checked_prop, properties = property_to_check(
+        m2, prop, kwargs.pop("properties", None)
+    )
+    result = check_property(
+        m2.build(), checked_prop, properties, CheckOptions(**kwargs)
+    )
     return jnp.asarray(result.value)
 
 
@@ -425,8 +470,14 @@ def sweep(
         return np.zeros(shape)
     first = {k: float(v[0]) for k, v in flat.items()}
     problem = parametric(
-        model, prop, params=first, properties=properties, build_params=build_params,
-        epsilon=epsilon, max_iters=max_iters, omega=omega,
+        model,
+        prop,
+        params=first,
+        properties=properties,
+        build_params=build_params,
+        epsilon=epsilon,
+        max_iters=max_iters,
+        omega=omega,
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:
@@ -462,17 +513,29 @@ def sweep(
     start = time.perf_counter()
     report = progress if callable(progress) else None
     if progress is True:
+
         def report(done, tot, el):
-            print(f"\rsweep: {done}/{tot} points, {el:.1f} s", end="" if done < tot else "\n",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\rsweep: {done}/{tot} points, {el:.1f} s",
+                end="" if done < tot else "\n",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def solve_chunk(lo):
         hi = min(total, lo + chunk)
         th = {k: flat[k][lo:hi] for k in problem.names}
         if single:
-            return lo, hi, np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1)
+            return (
+                lo,
+                hi,
+                np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1),
+            )
         if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
-            th = {k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))]) for k, v in th.items()}
+            th = {
+                k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))])
+                for k, v in th.items()
+            }
         return lo, hi, np.asarray(batched(th))[: hi - lo]
 
     starts = list(range(0, total, chunk))

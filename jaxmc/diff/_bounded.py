@@ -53,10 +53,15 @@ class BoundedSolves:
     def _bounded(self, phi, psi, k, opt):
         no = self.graph(graph.prob0 if not self.is_mdp else graph.prob0A, phi, psi)
         maybe = phi & ~psi & ~no
-        tag = self._put(f"bnd{len(self.host)}", {
-            "maybe": maybe, "psi": psi.astype(np.float64),
-            "row": self.row.astype(np.int32), "col": self.col.astype(np.int32),
-        })
+        tag = self._put(
+            f"bnd{len(self.host)}",
+            {
+                "maybe": maybe,
+                "psi": psi.astype(np.float64),
+                "row": self.row.astype(np.int32),
+                "col": self.col.astype(np.int32),
+            },
+        )
         nc = self.model.num_choices
 
         def plan(arrays, theta):
@@ -64,7 +69,9 @@ class BoundedSolves:
             P, _ = self._probs(arrays, theta)
 
             def step(x, _):
-                q = jax.ops.segment_sum(P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True)
+                q = jax.ops.segment_sum(
+                    P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True
+                )
                 v = self._group(arrays, q, opt)
                 return jnp.where(h["maybe"], v, h["psi"])
 
@@ -76,10 +83,15 @@ class BoundedSolves:
         no = self.graph(graph.prob0, phi, psi)
         maybe = phi & ~psi & ~no
         km = np.flatnonzero(maybe[self.soe])
-        tag = self._put(f"ctmc{len(self.host)}", {
-            "km": km.astype(np.int32), "rows": self.soe[km].astype(np.int32),
-            "cols": self.col[km].astype(np.int32), "psi": psi.astype(np.float64),
-        })
+        tag = self._put(
+            f"ctmc{len(self.host)}",
+            {
+                "km": km.astype(np.int32),
+                "rows": self.soe[km].astype(np.int32),
+                "cols": self.col[km].astype(np.int32),
+                "psi": psi.astype(np.float64),
+            },
+        )
         n = self.n
         # Static number of Poisson terms, from the build point with margin.
         val0 = self.model.val
@@ -92,7 +104,9 @@ class BoundedSolves:
         def lam_fn(arrays, theta):
             h = arrays[tag]
             R = self.tv(arrays["tv"], theta)[h["km"]]
-            E = jax.ops.segment_sum(R, h["rows"], num_segments=n, indices_are_sorted=True)
+            E = jax.ops.segment_sum(
+                R, h["rows"], num_segments=n, indices_are_sorted=True
+            )
             t = evaluate_scalar(high, self.params, theta, what="the time bound")
             return 1.02 * jnp.max(E, initial=0.0) * t
 
@@ -102,13 +116,19 @@ class BoundedSolves:
             h = arrays[tag]
             val = self.tv(arrays["tv"], theta)
             R = val[h["km"]]
-            E = jax.ops.segment_sum(R, h["rows"], num_segments=n, indices_are_sorted=True)
+            E = jax.ops.segment_sum(
+                R, h["rows"], num_segments=n, indices_are_sorted=True
+            )
             q = lax.stop_gradient(1.02 * jnp.maximum(jnp.max(E), 1e-300))
             t = evaluate_scalar(high, self.params, theta, what="the time bound")
             lam = q * t
             K = self.statics["K"]
             i = jnp.arange(K + 1, dtype=jnp.float64)
-            logw = -lam + i * jnp.log(jnp.maximum(lam, 1e-300)) - jax.scipy.special.gammaln(i + 1)
+            logw = (
+                -lam
+                + i * jnp.log(jnp.maximum(lam, 1e-300))
+                - jax.scipy.special.gammaln(i + 1)
+            )
             w = jnp.where(lam > 0, jnp.exp(logw), (i == 0).astype(jnp.float64))
 
             def step(c, wi):

@@ -37,8 +37,14 @@ def dia_active() -> bool:
     return dia == "on" or (dia == "auto" and jax.default_backend() == "cpu")
 
 
-def dia_layout(rows: np.ndarray, cols: np.ndarray, n: int, lex: np.ndarray, color: np.ndarray,
-               order: np.ndarray | None = None):
+def dia_layout(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    n: int,
+    lex: np.ndarray,
+    color: np.ndarray,
+    order: np.ndarray | None = None,
+):
     """The diagonal ("DIA") layout of the matrix in the states'
     lexicographic order, for sweeps without gathers, or None where it does
     not fit (the `DIA_*` limits).
@@ -131,8 +137,12 @@ def dia_sweep(off, dg, rhs, lay: dict, order, offsets: tuple, n: int, classes=No
     rp = to_perm(rhs) / dgp
     idx, r_ent, r_rows, r_cols = lay["idx"], lay["r_ent"], lay["r_rows"], lay["r_cols"]
     if classes is not None:  # weights per class and point: `[C, k]`
-        table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
-        clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
+        table = jnp.concatenate(
+            [classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])]
+        )
+        clsp = jnp.concatenate(
+            [classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)]
+        )
         vals, rv = table[clsp[idx]], table[clsp[r_ent]]
     else:
         offp = jnp.concatenate([off, jnp.zeros((1,) + off.shape[1:], off.dtype)])

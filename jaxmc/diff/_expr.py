@@ -154,8 +154,8 @@ def compile_expr(
             stack.append((node, active, True))
             stack.extend((k, active, False) for k in reversed(kids))
             continue
-        args = out[len(out) - len(kids):]
-        del out[len(out) - len(kids):]
+        args = out[len(out) - len(kids) :]
+        del out[len(out) - len(kids) :]
         program.append((_op_name(node), *args))
         out.append(len(program) - 1)
 

@@ -72,7 +72,9 @@ class Relevance:
             return 1e-300
         m = self.measure(x) if m is None else m
         nw = self._b(self.nw, x)
-        return jnp.maximum(jnp.where(nw > 0, m / jnp.where(nw > 0, nw, 1.0), jnp.inf), 1e-300)
+        return jnp.maximum(
+            jnp.where(nw > 0, m / jnp.where(nw > 0, nw, 1.0), jnp.inf), 1e-300
+        )
 
 
 def _jacobi(step, x0, eps, max_iters, rel=None):
@@ -95,7 +97,9 @@ def _jacobi(step, x0, eps, max_iters, rel=None):
         ok = rel.converged(d, x2, eps, finite=True)
         return x2, it + 2, ok
 
-    x, it, ok = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool)))
+    x, it, ok = lax.while_loop(
+        cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    )
     return x, it, ok
 
 
@@ -135,8 +139,14 @@ SOR_MAX_OMEGA = 1.9
 def _window_stats(p, q):
     """The combiner of `_sor`'s window statistics: max, max, max, sum, sum,
     sum (any non-finite)."""
-    return (jnp.maximum(p[0], q[0]), jnp.maximum(p[1], q[1]), jnp.maximum(p[2], q[2]),
-            p[3] + q[3], p[4] + q[4], p[5] + q[5])
+    return (
+        jnp.maximum(p[0], q[0]),
+        jnp.maximum(p[1], q[1]),
+        jnp.maximum(p[2], q[2]),
+        p[3] + q[3],
+        p[4] + q[4],
+        p[5] + q[5],
+    )
 
 
 def young_omega(rho):
@@ -147,8 +157,17 @@ def young_omega(rho):
     return 2.0 / (1.0 + jnp.sqrt(jnp.maximum(1.0 - rho, 0.0)))
 
 
-def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active=0,
-         keep_state=False):
+def _sor(
+    sweep,
+    x0,
+    eps,
+    max_iters,
+    omega=None,
+    rel=None,
+    state=None,
+    min_active=0,
+    keep_state=False,
+):
     """Iterate `x <- sweep(x, w)` (multicolour SOR) until every entry changes
     by at most `eps` relative to itself (`_jacobi`'s criterion, unchanged),
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
@@ -209,11 +228,24 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
         scale = jnp.maximum(jnp.abs(x2), rel.floor(x2))
         # one variadic reduction: one pass over the vectors, not six
         a, r, top, z, u, nonfinite = lax.reduce(
-            (d, d / scale, jnp.abs(x2), (x2 == 0).astype(jnp.int32),
-             (d > eps * scale).astype(jnp.int32), (~jnp.isfinite(x2)).astype(jnp.int32)),
-            (jnp.asarray(-jnp.inf, d.dtype), jnp.asarray(-jnp.inf, d.dtype),
-             jnp.asarray(-jnp.inf, d.dtype), jnp.int32(0), jnp.int32(0), jnp.int32(0)),
-            _window_stats, (0,),
+            (
+                d,
+                d / scale,
+                jnp.abs(x2),
+                (x2 == 0).astype(jnp.int32),
+                (d > eps * scale).astype(jnp.int32),
+                (~jnp.isfinite(x2)).astype(jnp.int32),
+            ),
+            (
+                jnp.asarray(-jnp.inf, d.dtype),
+                jnp.asarray(-jnp.inf, d.dtype),
+                jnp.asarray(-jnp.inf, d.dtype),
+                jnp.int32(0),
+                jnp.int32(0),
+                jnp.int32(0),
+            ),
+            _window_stats,
+            (0,),
         )
         finite = nonfinite == 0
         at = ~done
@@ -231,7 +263,9 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
         w_back = 1.0 + 0.5 * (w - 1.0)
         w_back = jnp.where(w_back < 1.02, 1.0, w_back)
         w_new = jnp.where(pick, w_est, jnp.where(bad, w_back, w))
-        phase = jnp.where(pick, 1, jnp.where((est & tiny) | (bad & (w_new == 1.0)), 2, phase))
+        phase = jnp.where(
+            pick, 1, jnp.where((est & tiny) | (bad & (w_new == 1.0)), 2, phase)
+        )
         changed = pick | bad
         x_new = jnp.where(bad, snap, x2)
         snap = jnp.where(at & ~bad, x2, snap)
@@ -271,16 +305,31 @@ def _sor(sweep, x0, eps, max_iters, omega=None, rel=None, state=None, min_active
         # iteration, which costs a host round trip per step on a GPU).
         x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m = c
         x, x1, it, done, w, _ = lax.while_loop(
-            step_cond, lambda c: step(c, m), (x, x, it, done, w, jnp.zeros((), jnp.int32))
+            step_cond,
+            lambda c: step(c, m),
+            (x, x, it, done, w, jnp.zeros((), jnp.int32)),
         )
         x, snap, w, phase, a_ref, r_min, z_ref, u_ref, m = window(
             (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), jnp.abs(x - x1), done
         )
         return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
 
-    init = state if state is not None else (
-        x0, x0, jnp.zeros((), jnp.int32), full(False, bool), w0, phase0,
-        full(-1.0), full(jnp.inf), full(0, jnp.int32), full(0, jnp.int32), rel.measure(x0),
+    init = (
+        state
+        if state is not None
+        else (
+            x0,
+            x0,
+            jnp.zeros((), jnp.int32),
+            full(False, bool),
+            w0,
+            phase0,
+            full(-1.0),
+            full(jnp.inf),
+            full(0, jnp.int32),
+            full(0, jnp.int32),
+            rel.measure(x0),
+        )
     )
     out = lax.while_loop(cond, body, init)
     if keep_state:
@@ -298,7 +347,11 @@ SHRINK_MIN = 64
 
 def _shrinks(k: int, omega) -> bool:
     shrink = SETTINGS.diff_shrink
-    if shrink == "off" or k // 2 < SHRINK_MIN or (omega is not None and float(omega) == 1.0):
+    if (
+        shrink == "off"
+        or k // 2 < SHRINK_MIN
+        or (omega is not None and float(omega) == 1.0)
+    ):
         return False
     return shrink == "on" or _sor_kernel.active(k) is not None
 
@@ -334,8 +387,17 @@ def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_widt
         if half < lo:  # the last width runs to the end
             x, _, done, _ = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
             break
-        x, _, done, _, state = _sor(build(None if state is None else cols), x0, eps, max_iters, omega,
-                                    rel, state, min_active=half, keep_state=True)
+        x, _, done, _, state = _sor(
+            build(None if state is None else cols),
+            x0,
+            eps,
+            max_iters,
+            omega,
+            rel,
+            state,
+            min_active=half,
+            keep_state=True,
+        )
         # running columns first (at most `half` of them: or the loop hit
         # `max_iters`, and the others stay not done), then the finished
         keep = jnp.argsort(done, stable=True)

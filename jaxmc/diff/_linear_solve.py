@@ -30,7 +30,6 @@ entry has, down to 1e-200 far from the initial state (`benchmarks/grad.py`
 measures the adjoint's sweeps against the forward's).
 """
 
-
 from __future__ import annotations
 
 import jax
@@ -66,12 +65,20 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
         return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp))
 
     @jac.def_vmap
-    def _rule(k, in_batched, off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
+    def _rule(
+        k, in_batched, off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None
+    ):
         b_off, b_dg, b_rhs = in_batched[:3]
-        if any(jax.tree_util.tree_leaves(in_batched[3:7] + in_batched[8:])):  # a batched structure
-            axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+        if any(
+            jax.tree_util.tree_leaves(in_batched[3:7] + in_batched[8:])
+        ):  # a batched structure
+            axes = tuple(
+                jax.tree_util.tree_map(lambda b: 0 if b else None, b)
+                for b in in_batched
+            )
             return jax.vmap(jac.fun, in_axes=axes)(
-                off, dg, rhs, order, lay, rows, classes, weights, rhs_rows), True
+                off, dg, rhs, order, lay, rows, classes, weights, rhs_rows
+            ), True
         off = off.T if b_off else off  # [nnz, k] or [nnz]
         dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
@@ -79,10 +86,14 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
             weights = weights.T  # [n, k]
 
         def run(cl):
-            sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, bounds, n, cl, rhs_rows, dia)
+            sweep, to_p, from_p = make_sweep(
+                off, dg, rhs, lay, order, bounds, n, cl, rhs_rows, dia
+            )
             wp = None if weights is None else to_p(weights)
             if dia is not None or not _shrinks(k, omega):
-                return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)).T
+                return from_p(
+                    _iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
+                ).T
 
             def build(c):  # the sweep of columns `c` (None: all)
                 if c is None:
@@ -91,10 +102,18 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
                 def sub(a):
                     return a[:, c] if a.ndim == 2 else a
 
-                cc = None if cl is None else {"cls": cl["cls"], "table": cl["table"][:, c]}
-                return gs_sweep(sub(off), sub(dg), rhs[:, c], lay, order, bounds, n, cc, rhs_rows)[0]
+                cc = (
+                    None
+                    if cl is None
+                    else {"cls": cl["cls"], "table": cl["table"][:, c]}
+                )
+                return gs_sweep(
+                    sub(off), sub(dg), rhs[:, c], lay, order, bounds, n, cc, rhs_rows
+                )[0]
 
-            x, done = _sor_shrinking(build, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
+            x, done = _sor_shrinking(
+                build, jnp.zeros_like(rhs), eps, max_iters, omega, wp
+            )
             return from_p(_flag(x, done)).T
 
         if not classes or not b_off:
@@ -106,7 +125,9 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
         s = off / d[rows]
         table = s[classes["rep"]]
         ok = jnp.all(s == table[classes["cls"]])
-        x = lax.cond(ok, lambda: run({"cls": classes["cls"], "table": table}), lambda: run(None))
+        x = lax.cond(
+            ok, lambda: run({"cls": classes["cls"], "table": table}), lambda: run(None)
+        )
         return x, True
 
     return jac
@@ -121,16 +142,31 @@ class Options:
     `1.0` forces plain Gauss-Seidel; another value is a fixed starting `w`
     in (0, 2), still guarded against divergence."""
 
-    def __init__(self, epsilon: float = 1e-12, max_iters: int = 200_000, omega: float | None = None):
+    def __init__(
+        self,
+        epsilon: float = 1e-12,
+        max_iters: int = 200_000,
+        omega: float | None = None,
+    ):
         self.epsilon = float(epsilon)
         self.max_iters = int(max_iters)
         if omega is not None and not 0.0 < float(omega) < 2.0:
-            raise ValueError(f"`omega` must be in (0, 2) or None (automatic), not {omega!r}")
+            raise ValueError(
+                f"`omega` must be in (0, 2) or None (automatic), not {omega!r}"
+            )
         self.omega = None if omega is None else float(omega)
 
 
-def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=None, relevance=None,
-                 rhs_rows=None):
+def linear_solve(
+    data,
+    pat: Pattern,
+    arrays: dict,
+    b,
+    opts: Options,
+    classes=None,
+    relevance=None,
+    rhs_rows=None,
+):
     """`x` with `x = A x + b`, i.e. `(I - A) x = b`, for `A` = `data` on
     `pat` (spectral radius < 1: the caller restricts `A` to the transient
     "maybe" states). Differentiable in `data` and `b` by the implicit function
@@ -170,10 +206,14 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
     # over: the custom JVP below must not capture traced arrays.
     st = {"arrays": arrays, "classes": classes or {}}
 
-    def _solver(st, dat, r, c, transposed, rhs, cl, weights=None, rhs_rows=None, diag=None):
+    def _solver(
+        st, dat, r, c, transposed, rhs, cl, weights=None, rhs_rows=None, diag=None
+    ):
         d = jax.lax.stop_gradient(dat)
         if diag is not None:  # (the same values as the scatter-add: one term per row)
-            dg = 1.0 - jnp.concatenate([d, jnp.zeros((1,) + d.shape[1:], d.dtype)])[diag]
+            dg = (
+                1.0 - jnp.concatenate([d, jnp.zeros((1,) + d.shape[1:], d.dtype)])[diag]
+            )
         else:
             dg = 1.0 - jax.ops.segment_sum(
                 jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
@@ -187,7 +227,9 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             lay, order, offsets = a["t_lay" if transposed else "lay"], a["order"], None
         if d.ndim > 1 or rhs.ndim > 1:  # explicit multi-vector call
             rhs = jnp.broadcast_to(rhs, dg.shape) if rhs.ndim < dg.ndim else rhs
-            sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, pat.bounds, n, dia=offsets)
+            sweep, to_p, from_p = make_sweep(
+                off, dg, rhs, lay, order, pat.bounds, n, dia=offsets
+            )
             wp = None if weights is None else to_p(weights)  # [n] or [n, k]
             return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
         return jacs[transposed](off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
@@ -204,11 +246,32 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
             return x - spmv(dat, rows, cols, n, x)
 
         def solve(_, rhs):
-            return _solver(st, dat, rows, cols, False, rhs, st["classes"], None, rhs_rows, a.get("diag"))
+            return _solver(
+                st,
+                dat,
+                rows,
+                cols,
+                False,
+                rhs,
+                st["classes"],
+                None,
+                rhs_rows,
+                a.get("diag"),
+            )
 
         def transpose_solve(_, rhs):
-            return _solver(st, dat[a["perm"]], a["t_rows"], a["t_cols"], True, rhs, {}, weights,
-                           None, a.get("t_diag"))
+            return _solver(
+                st,
+                dat[a["perm"]],
+                a["t_rows"],
+                a["t_cols"],
+                True,
+                rhs,
+                {},
+                weights,
+                None,
+                a.get("t_diag"),
+            )
 
         return matvec, solve, transpose_solve
 
@@ -231,16 +294,24 @@ def linear_solve(data, pat: Pattern, arrays: dict, b, opts: Options, classes=Non
         x = solve_x(dat, rhs, rel, st)
         rows, cols = st["arrays"]["rows"], st["arrays"]["cols"]
         full = jnp.abs(rel["offset"] + x)
-        w = jnp.maximum(rel["b_scale"], jax.ops.segment_max(
-            full[cols], rows, num_segments=n, indices_are_sorted=True))
+        w = jnp.maximum(
+            rel["b_scale"],
+            jax.ops.segment_max(
+                full[cols], rows, num_segments=n, indices_are_sorted=True
+            ),
+        )
         matvec, solve, transpose_solve = pieces(st, dat, w)
         t = d_rhs + spmv(d_dat, rows, cols, n, x)
         return x, lax.custom_linear_solve(matvec, t, solve, transpose_solve)
 
-    rel = jax.tree_util.tree_map(lax.stop_gradient, {
-        "b_scale": jnp.asarray(relevance["b_scale"], jnp.float64),
-        "offset": jnp.asarray(relevance.get("offset", 0.0), jnp.float64) + jnp.zeros(n),
-    })
+    rel = jax.tree_util.tree_map(
+        lax.stop_gradient,
+        {
+            "b_scale": jnp.asarray(relevance["b_scale"], jnp.float64),
+            "offset": jnp.asarray(relevance.get("offset", 0.0), jnp.float64)
+            + jnp.zeros(n),
+        },
+    )
     if rhs_rows is not None:
         st = dict(st, rhs_rows=rhs_rows)
     return solve_x(data, b, rel, st)

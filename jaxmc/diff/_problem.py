@@ -58,9 +58,12 @@ from ._values import TransitionValues
 
 _DYNAMIC = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.Filter, ast.PathQuantifier)
 
+
 def _concrete(tree) -> bool:
     """No leaf of `tree` is a tracer (a call outside any transformation)."""
-    return not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(tree))
+    return not any(
+        isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(tree)
+    )
 
 
 class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
@@ -78,7 +81,15 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
     several) as a JAX array.
     """
 
-    def __init__(self, checked, model: ExplicitModel, prop, properties, build_params, options=None):
+    def __init__(
+        self,
+        checked,
+        model: ExplicitModel,
+        prop,
+        properties,
+        build_params,
+        options=None,
+    ):
         self.checked = checked
         self.model = model
         self.names = tuple(checked.parameters)
@@ -133,7 +144,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         self._reverse = None
         if opts is None:
             return
-        fwd_jit = jax.jit(lambda a, th: jax.vjp(lambda t: self._run(a, t), th), compiler_options=opts)
+        fwd_jit = jax.jit(
+            lambda a, th: jax.vjp(lambda t: self._run(a, t), th), compiler_options=opts
+        )
         bwd_jit = jax.jit(lambda vjp_fn, g: vjp_fn(g)[0], compiler_options=opts)
 
         @jax.custom_vjp
@@ -182,10 +195,19 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         if "lam_fn" not in self.statics:
             return
         try:
-            th = {k: np.atleast_1d(np.asarray(theta[k], dtype=np.float64)) for k in self.names}
-        except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+            th = {
+                k: np.atleast_1d(np.asarray(theta[k], dtype=np.float64))
+                for k in self.names
+            }
+        except (
+            TypeError,
+            jax.errors.ConcretizationTypeError,
+            jax.errors.TracerArrayConversionError,
+        ):
             return
-        lam = jax.jit(jax.vmap(self.statics["lam_fn"], in_axes=(None, 0)))(self.arrays, th)
+        lam = jax.jit(jax.vmap(self.statics["lam_fn"], in_axes=(None, 0)))(
+            self.arrays, th
+        )
         lam = float(np.max(np.asarray(lam)))
         if lam > self.statics["cap"]:
             self.statics["cap"] = 1.25 * lam
@@ -218,10 +240,13 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         problem, compiled once per batch size."""
         if getattr(self, "_batched", None) is None:
             self._batched = jax.jit(
-                jax.vmap(self._run, in_axes=(None, 0)), compiler_options=cpu_solver_options()
+                jax.vmap(self._run, in_axes=(None, 0)),
+                compiler_options=cpu_solver_options(),
             )
         jb = self._batched
-        return lambda th: jb(self.arrays, {k: jnp.asarray(th[k], jnp.float64) for k in self.names})
+        return lambda th: jb(
+            self.arrays, {k: jnp.asarray(th[k], jnp.float64) for k in self.names}
+        )
 
     def values_fn(self):
         """The pure function `(arrays, theta) -> values at all states`."""
@@ -241,7 +266,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
                 )
         p = mentions(e, self.params)
         if p is not None:
-            raise UnsupportedError(f"parameter `{p}` in a state formula of the property", e.span)
+            raise UnsupportedError(
+                f"parameter `{p}` in a state formula of the property", e.span
+            )
         return np.asarray(self.checker.bool(e), dtype=bool)
 
     def _probs(self, arrays, theta):
@@ -249,7 +276,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         val = self.tv(arrays["tv"], theta)
         if not self.is_ctmc:
             return val, val
-        e = jax.ops.segment_sum(val, arrays["soe"], num_segments=self.n, indices_are_sorted=True)
+        e = jax.ops.segment_sum(
+            val, arrays["soe"], num_segments=self.n, indices_are_sorted=True
+        )
         return val / e[arrays["soe"]], val
 
     def _need_soe(self):
@@ -280,7 +309,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
             if self.is_mdp:
                 raise UnsupportedError("S on MDPs", e.span)
             phi = self._mask(e.operand)
-            return self._steady(lambda arrays, theta, P, val: jnp.asarray(phi, jnp.float64))
+            return self._steady(
+                lambda arrays, theta, P, val: jnp.asarray(phi, jnp.float64)
+            )
         raise UnsupportedError(
             "with parameters, the property must be a P=?, R=? or S=? operator "
             "(no filters or arithmetic at the top level)",
@@ -299,14 +330,18 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         if not self.is_mdp:
             return None
         if opt is None:
-            raise ModelCheckingError("an MDP property needs min or max", hint="write Pmin=?/Pmax=?")
+            raise ModelCheckingError(
+                "an MDP property needs min or max", hint="write Pmin=?/Pmax=?"
+            )
         return opt.value
 
     def _path(self, path, opt):
         n = self.n
         true = np.ones(n, bool)
         if not isinstance(path, ast.Temporal):
-            raise UnsupportedError("expected a temporal path formula", getattr(path, "span", None))
+            raise UnsupportedError(
+                "expected a temporal path formula", getattr(path, "span", None)
+            )
         flip = {None: None, "min": "max", "max": "min"}[opt]
         op, bound = path.op, path.bound
         if op == TemporalOp.NEXT:
@@ -316,11 +351,15 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         if op == TemporalOp.EVENTUALLY:
             return self._until(true, self._mask(path.right), bound, opt)
         if op == TemporalOp.UNTIL:
-            return self._until(self._mask(path.left), self._mask(path.right), bound, opt)
+            return self._until(
+                self._mask(path.left), self._mask(path.right), bound, opt
+            )
         if op == TemporalOp.GLOBALLY:
             inner = self._until(true, ~self._mask(path.right), bound, flip)
             return lambda a, t: 1.0 - inner(a, t)
-        raise UnsupportedError(f"temporal operator {op.value} with parameters", path.span)
+        raise UnsupportedError(
+            f"temporal operator {op.value} with parameters", path.span
+        )
 
     # ------------------------------------------------------------ next
 
@@ -332,7 +371,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
 
         def plan(arrays, theta):
             P, _ = self._probs(arrays, theta)
-            q = jax.ops.segment_sum(P * arrays[k], arrays["row"], num_segments=m, indices_are_sorted=True)
+            q = jax.ops.segment_sum(
+                P * arrays[k], arrays["row"], num_segments=m, indices_are_sorted=True
+            )
             return self._group(arrays, q, opt)
 
         return plan
@@ -348,9 +389,13 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
 
     def _bound(self, bound):
         """`(kind, high_expr)` of an upper time bound; others unsupported."""
-        if bound.kind not in (TimeBoundKind.LE, TimeBoundKind.LT) or bound.low is not None:
+        if (
+            bound.kind not in (TimeBoundKind.LE, TimeBoundKind.LT)
+            or bound.low is not None
+        ):
             raise UnsupportedError(
-                "with parameters, only upper time bounds (<=, <) are supported", bound.span
+                "with parameters, only upper time bounds (<=, <) are supported",
+                bound.span,
             )
         return bound.high
 
@@ -360,7 +405,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
             if self.is_ctmc:
                 return self._ctmc_bounded(phi, psi, high)
             if mentions(high, self.params):
-                raise UnsupportedError("a step bound cannot depend on a parameter", high.span)
+                raise UnsupportedError(
+                    "a step bound cannot depend on a parameter", high.span
+                )
             k = int(self.checker._scalar(high))
             if bound.kind == TimeBoundKind.LT:
                 k -= 1
@@ -368,7 +415,9 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
                 raise ModelCheckingError("the bound admits no step", bound.span)
             return self._bounded(phi, psi, k, opt)
         if self.is_mdp:
-            no, yes = self.graph(graph.prob01_max if opt == "max" else graph.prob01_min, phi, psi)
+            no, yes = self.graph(
+                graph.prob01_max if opt == "max" else graph.prob01_min, phi, psi
+            )
         else:
             no, yes = self.graph(graph.prob01, phi, psi)
         maybe = ~no & ~yes

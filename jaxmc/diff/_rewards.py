@@ -27,7 +27,14 @@ class RewardSolves:
         state rewards are divided by the exit rate, as on the embedded
         chain) or per choice (MDP)."""
         sr = StateRewards(self.checked, self.model, ridx)
-        key = self._put(f"rew{ridx}", {"s": sr.arrays, "t": sr.transition if sr.transition is not None else np.zeros(0), "row": self.row.astype(np.int32)})
+        key = self._put(
+            f"rew{ridx}",
+            {
+                "s": sr.arrays,
+                "t": sr.transition if sr.transition is not None else np.zeros(0),
+                "row": self.row.astype(np.int32),
+            },
+        )
         n, nc = self.n, self.model.num_choices
         has_t = sr.transition is not None
 
@@ -35,14 +42,18 @@ class RewardSolves:
             h = arrays[key]
             st = sr(h["s"], theta)
             if self.is_ctmc:
-                E = jax.ops.segment_sum(val, arrays["soe"], num_segments=n, indices_are_sorted=True)
+                E = jax.ops.segment_sum(
+                    val, arrays["soe"], num_segments=n, indices_are_sorted=True
+                )
                 st = jnp.where(E > 0, st / jnp.where(E > 0, E, 1.0), 0.0)
             if per_choice:
                 st = st[arrays["coc"]]
             if has_t:
                 st = st + jax.ops.segment_sum(
-                    P * h["t"], h["row"] if per_choice else arrays["soe"],
-                    num_segments=nc if per_choice else n, indices_are_sorted=True,
+                    P * h["t"],
+                    h["row"] if per_choice else arrays["soe"],
+                    num_segments=nc if per_choice else n,
+                    indices_are_sorted=True,
                 )
             return st
 
@@ -59,24 +70,39 @@ class RewardSolves:
     def _reward(self, path, ridx, opt):
         m, n = self.model, self.n
         true = np.ones(n, bool)
-        if isinstance(path, ast.Temporal) and path.op == TemporalOp.EVENTUALLY and path.bound is None:
+        if (
+            isinstance(path, ast.Temporal)
+            and path.op == TemporalOp.EVENTUALLY
+            and path.bound is None
+        ):
             target = self._mask(path.right)
             if self.is_mdp:
                 self.host.setdefault("coc", self.coc.astype(np.int32))
-                finite = self.graph(graph.prob1A if opt == "max" else graph.prob1E, true, target)
+                finite = self.graph(
+                    graph.prob1A if opt == "max" else graph.prob1E, true, target
+                )
                 inf = ~finite
                 maybe = ~target & finite
                 disabled = None
                 if opt == "min":
                     keep = m.val > 0
-                    leaves = np.bincount(self.row[keep][inf[self.col[keep]]], minlength=m.num_choices) > 0
+                    leaves = (
+                        np.bincount(
+                            self.row[keep][inf[self.col[keep]]], minlength=m.num_choices
+                        )
+                        > 0
+                    )
                     disabled = leaves & maybe[self.coc]
-                inner = self._mdp(maybe, np.zeros(n), self._reward_fn(ridx, True), disabled, opt)
+                inner = self._mdp(
+                    maybe, np.zeros(n), self._reward_fn(ridx, True), disabled, opt
+                )
             else:
                 finite = self.graph(graph.prob1, true, target)
                 inf = ~finite
                 maybe = ~target & finite
-                inner = self._dtmc_linear(maybe, np.zeros(n), self._reward_fn(ridx, False))
+                inner = self._dtmc_linear(
+                    maybe, np.zeros(n), self._reward_fn(ridx, False)
+                )
             key = self._put(f"inf{len(self.host)}", inf)
             return lambda a, t: jnp.where(a[key], jnp.inf, inner(a, t))
         if isinstance(path, ast.RewardPath):
@@ -84,13 +110,23 @@ class RewardSolves:
                 if self.is_mdp:
                     raise UnsupportedError("R [ S ] on MDPs", path.span)
                 return self._steady_reward(ridx)
-            if path.kind == ast.RewardPathKind.CUMULATIVE and path.bound is not None and not self.is_ctmc:
+            if (
+                path.kind == ast.RewardPathKind.CUMULATIVE
+                and path.bound is not None
+                and not self.is_ctmc
+            ):
                 high = self._bound(path.bound)
                 k = int(self.checker._scalar(high))
                 if path.bound.kind == TimeBoundKind.LT:
                     k -= 1
                 rf = self._reward_fn(ridx, self.is_mdp)
-                tag = self._put(f"cum{len(self.host)}", {"row": self.row.astype(np.int32), "col": self.col.astype(np.int32)})
+                tag = self._put(
+                    f"cum{len(self.host)}",
+                    {
+                        "row": self.row.astype(np.int32),
+                        "col": self.col.astype(np.int32),
+                    },
+                )
                 nc = m.num_choices
 
                 def plan(arrays, theta):
@@ -99,7 +135,12 @@ class RewardSolves:
                     r = rf(arrays, theta, P, val)
 
                     def step(x, _):
-                        q = r + jax.ops.segment_sum(P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True)
+                        q = r + jax.ops.segment_sum(
+                            P * x[h["col"]],
+                            h["row"],
+                            num_segments=nc,
+                            indices_are_sorted=True,
+                        )
                         return self._group(arrays, q, opt)
 
                     return _checkpointed_scan(step, jnp.zeros(n), None, max(k, 0))

@@ -26,8 +26,13 @@ class Pattern:
     gather layout of the Gauss-Seidel sweeps (`sweep_layout`).
     """
 
-    def __init__(self, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int],
-                 lex: np.ndarray | None = None):
+    def __init__(
+        self,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        shape: tuple[int, int],
+        lex: np.ndarray | None = None,
+    ):
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         self.shape = (int(shape[0]), int(shape[1]))
@@ -37,7 +42,10 @@ class Pattern:
         order = np.argsort(color, kind="stable")
         #: Static: rows `[bounds[c], bounds[c+1])` of the colour-sorted order
         #: are colour `c`.
-        self.bounds = tuple(int(v) for v in np.searchsorted(color[order], np.arange(color.max(initial=-1) + 2)))
+        self.bounds = tuple(
+            int(v)
+            for v in np.searchsorted(color[order], np.arange(color.max(initial=-1) + 2))
+        )
         self.arrays = {
             "rows": rows.astype(np.int32),
             "cols": cols.astype(np.int32),
@@ -65,13 +73,17 @@ class Pattern:
         self.dia = None
         if lex is not None and SETTINGS.diff_dia != "off":
             fwd = dia_layout(rows, cols, n, lex, color)
-            t = fwd and dia_layout(cols[perm], rows[perm], n, lex, color, order=fwd[1]["order"])
+            t = fwd and dia_layout(
+                cols[perm], rows[perm], n, lex, color, order=fwd[1]["order"]
+            )
             if t is not None:
                 self.dia = (fwd[0], t[0])
                 self.arrays["dia"] = {"fwd": fwd[1], "t": t[1]}
 
 
-def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -> np.ndarray:
+def coloring(
+    rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32
+) -> np.ndarray:
     """A colouring of the states for Gauss-Seidel sweeps: no off-diagonal
     entry joins two states of one colour (in either direction), except in
     a last colour of leftovers (updated Jacobi-style among themselves).
@@ -100,11 +112,15 @@ def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -
     _, labels = csgraph.connected_components(G, directed=False)
     roots = np.unique(labels, return_index=True)[1]
     H = sp.csr_matrix(
-        (np.ones(u.size + roots.size, np.int8),
-         (np.concatenate([u, np.full(roots.size, n)]), np.concatenate([v, roots]))),
+        (
+            np.ones(u.size + roots.size, np.int8),
+            (np.concatenate([u, np.full(roots.size, n)]), np.concatenate([v, roots])),
+        ),
         shape=(n + 1, n + 1),
     )
-    _, pred = csgraph.breadth_first_order(H, n, directed=False, return_predecessors=True)
+    _, pred = csgraph.breadth_first_order(
+        H, n, directed=False, return_predecessors=True
+    )
     anc = np.where(pred >= 0, pred, np.arange(n + 1))
     depth = (pred >= 0).astype(np.int64)
     while True:  # pointer jumping: depth to the super-root
@@ -130,8 +146,14 @@ def coloring(rows: np.ndarray, cols: np.ndarray, n: int, max_colors: int = 32) -
         nb = np.where(todo[ind], w[ind], -1)
         best = np.where(deg > 0, np.maximum.reduceat(nb, starts), -1)
         pick = todo & (w > best)
-        bits = np.where(color[ind] >= 0, np.left_shift(np.uint64(1), np.maximum(color[ind], 0).astype(np.uint64)), np.uint64(0))
-        used = np.where(deg > 0, np.bitwise_or.reduceat(bits, starts), np.uint64(0))[pick]
+        bits = np.where(
+            color[ind] >= 0,
+            np.left_shift(np.uint64(1), np.maximum(color[ind], 0).astype(np.uint64)),
+            np.uint64(0),
+        )
+        used = np.where(deg > 0, np.bitwise_or.reduceat(bits, starts), np.uint64(0))[
+            pick
+        ]
         low = ~used & (used + np.uint64(1))
         c = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
         color[np.flatnonzero(pick)] = np.where(c < max_colors, c, max_colors)
@@ -156,7 +178,11 @@ def sweep_layout(rows: np.ndarray, cols: np.ndarray, order: np.ndarray, bounds) 
         a, b = np.searchsorted(prow[by_row], [lo, hi])
         ent = by_row[a:b]
         ell, ovf = hybrid_ell(prow[ent] - lo, hi - lo)
-        ells.append(np.where(ell < ent.size, ent[np.minimum(ell, max(ent.size - 1, 0))], rows.size).astype(np.int32))
+        ells.append(
+            np.where(
+                ell < ent.size, ent[np.minimum(ell, max(ent.size - 1, 0))], rows.size
+            ).astype(np.int32)
+        )
         ovfs.append(ent[ovf].astype(np.int32))
         ovf_rows.append((prow[ent[ovf]] - lo).astype(np.int32))
     return {
@@ -208,7 +234,9 @@ def hybrid_ell(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _bcast(data, g):
-    return data if data.ndim == g.ndim else data.reshape(data.shape + (1,) * (g.ndim - 1))
+    return (
+        data if data.ndim == g.ndim else data.reshape(data.shape + (1,) * (g.ndim - 1))
+    )
 
 
 def spmv(data, rows, cols, n_rows: int, x):

@@ -22,7 +22,13 @@ class SteadySolves:
 
     def _steady_reward(self, ridx):
         sr = StateRewards(self.checked, self.model, ridx)
-        key = self._put(f"lr{ridx}", {"s": sr.arrays, "t": sr.transition if sr.transition is not None else np.zeros(0)})
+        key = self._put(
+            f"lr{ridx}",
+            {
+                "s": sr.arrays,
+                "t": sr.transition if sr.transition is not None else np.zeros(0),
+            },
+        )
         has_t = sr.transition is not None
         n = self.n
 
@@ -31,7 +37,9 @@ class SteadySolves:
             r = sr(h["s"], theta)
             if has_t:  # DTMC: expected one-step reward; CTMC: rate (val = rates)
                 w = val if self.is_ctmc else P
-                r = r + jax.ops.segment_sum(w * h["t"], arrays["soe"], num_segments=n, indices_are_sorted=True)
+                r = r + jax.ops.segment_sum(
+                    w * h["t"], arrays["soe"], num_segments=n, indices_are_sorted=True
+                )
             return r
 
         return self._steady(f)
@@ -54,10 +62,17 @@ class SteadySolves:
         rep[first[first >= 0]] = True
         pat = Pattern(soe[kin], col[kin], (n, n), self.lex)
         lab = np.where(inb, labels, count)
-        tag = self._put(f"ss{len(self.host)}", {
-            "kin": kin.astype(np.int32), "pat": pat.arrays, "pi0": pi0, "inb": inb,
-            "rep": rep, "lab": lab.astype(np.int32),
-        })
+        tag = self._put(
+            f"ss{len(self.host)}",
+            {
+                "kin": kin.astype(np.int32),
+                "pat": pat.arrays,
+                "pi0": pi0,
+                "inb": inb,
+                "rep": rep,
+                "lab": lab.astype(np.int32),
+            },
+        )
         # Absorption into the BSCCs: x = P x + b on transient states.
         trans = ~inb
         absorb = self._dtmc_linear_general(trans)
@@ -72,9 +87,15 @@ class SteadySolves:
             E = jax.ops.segment_sum(W, rows, num_segments=n, indices_are_sorted=True)
 
             def flow(pi):  # pi (D - W)  as a column vector: D pi - W^T pi
-                return (E if ctmc else h["inb"].astype(jnp.float64)) * pi - spmv_t(W, h["pat"], n, pi)
+                return (E if ctmc else h["inb"].astype(jnp.float64)) * pi - spmv_t(
+                    W, h["pat"], n, pi
+                )
 
-            q = lax.stop_gradient(1.02 * jnp.maximum(jnp.max(E), 1e-300)) if ctmc else 2.0
+            q = (
+                lax.stop_gradient(1.02 * jnp.maximum(jnp.max(E), 1e-300))
+                if ctmc
+                else 2.0
+            )
 
             def power(pi):
                 return pi - flow(pi) / q
@@ -82,8 +103,10 @@ class SteadySolves:
             from ._iteration import _jacobi
 
             pi_p, _, ok = _jacobi(
-                lambda p: power(lax.stop_gradient(p)), h["pi0"],
-                jnp.asarray(opts.epsilon, jnp.float64), opts.max_iters,
+                lambda p: power(lax.stop_gradient(p)),
+                h["pi0"],
+                jnp.asarray(opts.epsilon, jnp.float64),
+                opts.max_iters,
             )
             pi_p = lax.stop_gradient(jnp.where(ok, pi_p, jnp.nan))
 
@@ -94,8 +117,11 @@ class SteadySolves:
 
             rhs = h["rep"].astype(jnp.float64) - matvec(pi_p)
             pi = pi_p + _implicit_gmres(matvec, rhs, opts)
-            g_b = jax.ops.segment_sum(jnp.where(h["inb"], pi * f(arrays, theta, P, val), 0.0),
-                                      h["lab"], num_segments=count + 1)
+            g_b = jax.ops.segment_sum(
+                jnp.where(h["inb"], pi * f(arrays, theta, P, val), 0.0),
+                h["lab"],
+                num_segments=count + 1,
+            )
             g = jnp.where(h["inb"], g_b[h["lab"]], 0.0)
             return absorb(arrays, theta, g)
 

@@ -12,7 +12,9 @@ from ..kernels import sor_multi_pallas as _sor_kernel
 from ._dia import dia_sweep
 
 
-def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_rows=None):
+def gs_sweep(
+    off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_rows=None
+):
     """`(sweep, to_perm, from_perm)`: one multicolour Gauss-Seidel sweep of
     `x = (rhs + off x) / dg` on the colour-sorted iterate, colour by colour
     (each block's new values use the other blocks' latest ones), in the
@@ -58,14 +60,22 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
     offp = jnp.concatenate([off, pad])
     pcols = jnp.concatenate([lay["pcols"], jnp.zeros((1,), jnp.int32)])
     if classes is not None:
-        table = jnp.concatenate([classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])])
-        clsp = jnp.concatenate([classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)])
+        table = jnp.concatenate(
+            [classes["table"], jnp.zeros((1,) + classes["table"].shape[1:])]
+        )
+        clsp = jnp.concatenate(
+            [classes["cls"], jnp.full((1,), classes["table"].shape[0], jnp.int32)]
+        )
     kmode = _sor_kernel.active(rp.shape[1]) if multi and rp.ndim == 2 else None
     krp, krows = rp, None
     if kmode is not None and rhs_rows is not None:
         ppos = pos[rhs_rows]  # their positions in the iterate's order
         krp = rp[ppos]
-        krows = jnp.full((n,), -1, jnp.int32).at[ppos].set(jnp.arange(ppos.shape[0], dtype=jnp.int32))
+        krows = (
+            jnp.full((n,), -1, jnp.int32)
+            .at[ppos]
+            .set(jnp.arange(ppos.shape[0], dtype=jnp.int32))
+        )
     blocks, kblocks = [], []
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         ell, ovf, orow = lay["ell"][c], lay["ovf"][c], lay["ovf_rows"][c]
@@ -82,19 +92,31 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
                 ov = ov[:, None]
             ov = ov / d[orow]
         blocks.append((lo, hi, vals, pcols[ell], ov, pcols[ovf], orow))
-        if kmode is not None:  # the kernel's columns (-1: padding, not gathered) and weights
+        if (
+            kmode is not None
+        ):  # the kernel's columns (-1: padding, not gathered) and weights
             if classes is not None:
                 kw = {"cls": vals, "table": table}
             else:
-                kw = {"vals": vals[..., 0] if vals.ndim == 3 and vals.shape[2] == 1 else vals}
+                kw = {
+                    "vals": vals[..., 0]
+                    if vals.ndim == 3 and vals.shape[2] == 1
+                    else vals
+                }
             kcols = jnp.where(ell < lay["pcols"].shape[0], pcols[ell], -1)
-            kblocks.append((lo, hi, kcols, kw, (ov, pcols[ovf], orow) if ovf.shape[0] else None))
+            kblocks.append(
+                (lo, hi, kcols, kw, (ov, pcols[ovf], orow) if ovf.shape[0] else None)
+            )
     if kmode is not None:  # shapes the kernel takes (else the XLA path)
         k = rp.shape[1]
         for lo, hi, kcols, kw, _ in kblocks:
             v = kw["vals"] if "vals" in kw else kw["table"]
             dense = "vals" in kw and v.ndim == 3
-            ok = v.shape[-1] == k if dense else v.ndim == 2 and ("vals" in kw or v.shape[1] == k)
+            ok = (
+                v.shape[-1] == k
+                if dense
+                else v.ndim == 2 and ("vals" in kw or v.shape[1] == k)
+            )
             if not ok or not _sor_kernel.fits(n, k, kcols.shape[0], hi - lo, dense):
                 kmode = None
 
@@ -110,8 +132,15 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
                     kcheck = (eps, None, None)
                 else:
                     kcheck = (eps, rel.nw, rel.measure(x) if m is None else m)
-            return _sor_kernel.sweep(x, krp, kblocks, omega, check=kcheck, rp_rows=krows,
-                                     interpret=kmode == "interpret")
+            return _sor_kernel.sweep(
+                x,
+                krp,
+                kblocks,
+                omega,
+                check=kcheck,
+                rp_rows=krows,
+                interpret=kmode == "interpret",
+            )
         y = _xla_sweep(x, omega)
         if check is None:
             return y
@@ -127,20 +156,37 @@ def gs_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_r
                 for j in range(w):
                     acc = acc + x[ecols[j]] * weight(vals, j)
             else:
-                acc = lax.fori_loop(0, w, lambda j, a: a + x[ecols[j]] * weight(vals, j), acc)
+                acc = lax.fori_loop(
+                    0, w, lambda j, a: a + x[ecols[j]] * weight(vals, j), acc
+                )
             if ocols.shape[0]:
                 acc = acc + jax.ops.segment_sum(
                     ov * x[ocols], orow, num_segments=hi - lo, indices_are_sorted=True
                 )
             if omega is not None:  # SOR: (1 - w) x + w GS(x); exactly GS(x) at w = 1
                 acc = (1.0 - omega) * x[lo:hi] + omega * acc
-            x = acc if (lo, hi) == (0, n) else lax.dynamic_update_slice_in_dim(x, acc, lo, 0)
+            x = (
+                acc
+                if (lo, hi) == (0, n)
+                else lax.dynamic_update_slice_in_dim(x, acc, lo, 0)
+            )
         return x
 
     return sweep, to_perm, from_perm
 
 
-def make_sweep(off, dg, rhs, lay: dict, order, bounds, n: int, classes=None, rhs_rows=None, dia=None):
+def make_sweep(
+    off,
+    dg,
+    rhs,
+    lay: dict,
+    order,
+    bounds,
+    n: int,
+    classes=None,
+    rhs_rows=None,
+    dia=None,
+):
     """`dia_sweep` where `dia` (the layout's static offsets) is given and
     `lay`/`order` are that layout's, else `gs_sweep`."""
     if dia is not None:

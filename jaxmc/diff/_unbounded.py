@@ -53,13 +53,24 @@ class UnboundedSolves:
             h = arrays[tag]
             P, val = self._probs(arrays, theta)
             b = h["fixed"] + jax.ops.segment_sum(
-                P[h["kb"]] * h["kb_fixed"], h["kb_rows"], num_segments=n, indices_are_sorted=True
+                P[h["kb"]] * h["kb_fixed"],
+                h["kb_rows"],
+                num_segments=n,
+                indices_are_sorted=True,
             )
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
             rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))} if weigh else None
-            return linear_solve(P[h["km"]], pat, h["pat"], b, opts, classes=h["classes"], relevance=rel,
-                                rhs_rows=h.get("rhs_rows") if weigh else None)
+            return linear_solve(
+                P[h["km"]],
+                pat,
+                h["pat"],
+                b,
+                opts,
+                classes=h["classes"],
+                relevance=rel,
+                rhs_rows=h.get("rhs_rows") if weigh else None,
+            )
 
         return plan
 
@@ -76,12 +87,17 @@ class UnboundedSolves:
         if not self.names or km.size == 0:
             return {}
         rng = np.random.default_rng(12345)
-        arrays = jax.tree_util.tree_map(jnp.asarray, {"tv": self.host["tv"], "soe": self.host["soe"]})
+        arrays = jax.tree_util.tree_map(
+            jnp.asarray, {"tv": self.host["tv"], "soe": self.host["soe"]}
+        )
         rows, cols = self.soe[km], self.col[km]
         diag = rows == cols
         keys = []
         for _ in range(3):
-            theta = {k: jnp.asarray(v * (1.0 + 0.2 * (rng.random() - 0.5))) for k, v in self.build_params.items()}
+            theta = {
+                k: jnp.asarray(v * (1.0 + 0.2 * (rng.random() - 0.5)))
+                for k, v in self.build_params.items()
+            }
             with np.errstate(all="ignore"):
                 a = np.asarray(self._probs(arrays, theta)[0])[km]
                 dg = 1.0 - np.bincount(rows[diag], weights=a[diag], minlength=self.n)
@@ -136,7 +152,10 @@ class UnboundedSolves:
             h = arrays[tag]
             P, val = self._probs(arrays, theta)
             b = jax.ops.segment_sum(
-                P[h["kb"]] * h["kb_fixed"], h["kb_choice"], num_segments=nc, indices_are_sorted=True
+                P[h["kb"]] * h["kb_fixed"],
+                h["kb_choice"],
+                num_segments=nc,
+                indices_are_sorted=True,
             )
             if choice_reward is not None:
                 b = b + choice_reward(arrays, theta, P, val)
@@ -146,7 +165,10 @@ class UnboundedSolves:
 
             def q_of(x):
                 return b + jax.ops.segment_sum(
-                    A * x[h["pat"]["cols"]], h["km_choice"], num_segments=nc, indices_are_sorted=True
+                    A * x[h["pat"]["cols"]],
+                    h["km_choice"],
+                    num_segments=nc,
+                    indices_are_sorted=True,
                 )
 
             def bellman(x):
@@ -169,12 +191,19 @@ class UnboundedSolves:
             chosen = sigma[coc_] == jnp.arange(nc, dtype=jnp.int32)
             a_sig = jnp.where(chosen[h["km_choice"]], A, 0.0)
             b_sig = jax.ops.segment_sum(
-                jnp.where(chosen & h["cmaybe"], b, 0.0), coc_, num_segments=n, indices_are_sorted=True
+                jnp.where(chosen & h["cmaybe"], b, 0.0),
+                coc_,
+                num_segments=n,
+                indices_are_sorted=True,
             )
             c = jnp.where(h["maybe"], b_sig, h["fixed"])
             r = c + spmv(a_sig, h["pat"]["rows"], h["pat"]["cols"], n, x_vi) - x_vi
             r = jnp.where(h["maybe"], r, 0.0)
-            rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(c)), "offset": x_vi} if weigh else None
+            rel = (
+                {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(c)), "offset": x_vi}
+                if weigh
+                else None
+            )
             return x_vi + linear_solve(a_sig, pat, h["pat"], r, opts, relevance=rel)
 
         return plan
@@ -192,22 +221,41 @@ class UnboundedSolves:
 
         def body(c):
             reached, sigma, _ = c
-            hit = jax.ops.segment_max(
-                reached[h["col"]].astype(jnp.int32), h["row"], num_segments=nc, indices_are_sorted=True
-            ) > 0
+            hit = (
+                jax.ops.segment_max(
+                    reached[h["col"]].astype(jnp.int32),
+                    h["row"],
+                    num_segments=nc,
+                    indices_are_sorted=True,
+                )
+                > 0
+            )
             cand = good & hit & ~reached[coc_j]
             best = jax.ops.segment_min(
-                jnp.where(cand, cidx, nc), coc_j, num_segments=n, indices_are_sorted=True
+                jnp.where(cand, cidx, nc),
+                coc_j,
+                num_segments=n,
+                indices_are_sorted=True,
             )
             new = best < nc
-            return reached | new, jnp.where(new, best, sigma).astype(jnp.int32), jnp.any(new)
+            return (
+                reached | new,
+                jnp.where(new, best, sigma).astype(jnp.int32),
+                jnp.any(new),
+            )
 
         reached0 = ~h["maybe"]
         sigma0 = jnp.full(n, -1, jnp.int32)
-        reached, sigma, _ = lax.while_loop(lambda c: c[2], body, (reached0, sigma0, jnp.asarray(True)))
+        reached, sigma, _ = lax.while_loop(
+            lambda c: c[2], body, (reached0, sigma0, jnp.asarray(True))
+        )
         # Fallback (should not happen): the first optimal choice.
-        first = jax.ops.segment_min(jnp.where(good, cidx, nc), coc_j, num_segments=n, indices_are_sorted=True)
-        return jnp.where(sigma >= 0, sigma, jnp.minimum(first, nc - 1)).astype(jnp.int32)
+        first = jax.ops.segment_min(
+            jnp.where(good, cidx, nc), coc_j, num_segments=n, indices_are_sorted=True
+        )
+        return jnp.where(sigma >= 0, sigma, jnp.minimum(first, nc - 1)).astype(
+            jnp.int32
+        )
 
     def _dtmc_linear_general(self, maybe):
         """`(arrays, theta, fixed) -> x` with `x = P x` on `maybe` and
@@ -216,18 +264,27 @@ class UnboundedSolves:
         km = np.flatnonzero(maybe[soe] & maybe[col])
         kb = np.flatnonzero(maybe[soe] & ~maybe[col])
         pat = Pattern(soe[km], col[km], (n, n), self.lex)
-        tag = self._put(f"abs{len(self.host)}", {
-            "pat": pat.arrays, "km": km.astype(np.int32), "kb": kb.astype(np.int32),
-            "kb_rows": soe[kb].astype(np.int32), "kb_cols": col[kb].astype(np.int32),
-            "maybe": maybe,
-        })
+        tag = self._put(
+            f"abs{len(self.host)}",
+            {
+                "pat": pat.arrays,
+                "km": km.astype(np.int32),
+                "kb": kb.astype(np.int32),
+                "kb_rows": soe[kb].astype(np.int32),
+                "kb_cols": col[kb].astype(np.int32),
+                "maybe": maybe,
+            },
+        )
         opts = self.opts
 
         def solve(arrays, theta, fixed):
             h = arrays[tag]
             P, _ = self._probs(arrays, theta)
             b = jnp.where(h["maybe"], 0.0, fixed) + jax.ops.segment_sum(
-                P[h["kb"]] * fixed[h["kb_cols"]], h["kb_rows"], num_segments=n, indices_are_sorted=True
+                P[h["kb"]] * fixed[h["kb_cols"]],
+                h["kb_rows"],
+                num_segments=n,
+                indices_are_sorted=True,
             )
             if not maybe.any():
                 return b

@@ -122,8 +122,14 @@ class _Ctx:
 
     def compile(self, e, rows, what):
         return compile_expr(
-            e, self.params, self.variables, self.bools, self.cols(rows), len(rows),
-            what=what, error=self.err,
+            e,
+            self.params,
+            self.variables,
+            self.bools,
+            self.cols(rows),
+            len(rows),
+            what=what,
+            error=self.err,
         )
 
 
@@ -140,7 +146,9 @@ class TransitionValues:
     baked into the compiled code.
     """
 
-    def __init__(self, checked: CheckedProgram, model: ExplicitModel, build_params: Mapping):
+    def __init__(
+        self, checked: CheckedProgram, model: ExplicitModel, build_params: Mapping
+    ):
         check_structure(checked)
         prov = model.provenance
         if prov is None:
@@ -201,7 +209,9 @@ class TransitionValues:
         # every command with a parameter-dependent update, not only those with
         # contributions: a command whose transitions all vanished has none
         dep_cmds |= {
-            i for i, c in cmds.items() if any(mentions(u.prob, ctx.params) is not None for u in c.updates)
+            i
+            for i, c in cmds.items()
+            if any(mentions(u.prob, ctx.params) is not None for u in c.updates)
         }
         self._check_vanishing(ctx, [cmds[c] for c in sorted(dep_cmds)], build_params)
         self.nnz = nnz
@@ -300,7 +310,9 @@ class StateRewards:
             dep.append({"idx": g.astype(np.int32), "leaves": comp.leaves})
         rs = model.rewards[index]
         self.has_state = rs.state is not None
-        self.transition = None if rs.transition is None else np.asarray(rs.transition, float)
+        self.transition = (
+            None if rs.transition is None else np.asarray(rs.transition, float)
+        )
         self.arrays = {"base": base, "dep": dep}
         #: Whether some state reward value depends on a parameter.
         self.parametric = bool(self._fns)

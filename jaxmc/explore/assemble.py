@@ -28,7 +28,9 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     memory.ensure(need, "the transition arrays", f"of {n:,} states")
     states = comp.enc.decode(bfs.table.keys[:n])
     cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
-    n_choices = np.concatenate(bfs.n_choices) if bfs.n_choices else np.zeros(0, np.int64)
+    n_choices = (
+        np.concatenate(bfs.n_choices) if bfs.n_choices else np.zeros(0, np.int64)
+    )
     choice_ptr = np.concatenate([[0], np.cumsum(n_choices)]).astype(np.int64)
     row_len = np.concatenate(bfs.row_len)
     row_ptr = np.concatenate([[0], np.cumsum(row_len)]).astype(np.int64)
@@ -98,9 +100,14 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
         warnings=tuple(warnings),
     )
 
+
 def provenance(bfs: Builder, nnz: int) -> Provenance:
     comp = bfs.comp
-    counts = np.concatenate(bfs.contrib_per_entry) if bfs.contrib_per_entry else np.zeros(0, np.int32)
+    counts = (
+        np.concatenate(bfs.contrib_per_entry)
+        if bfs.contrib_per_entry
+        else np.zeros(0, np.int32)
+    )
     assert counts.size == nnz
     entry_ptr = np.zeros(nnz + 1, dtype=np.int64)
     np.cumsum(counts, dtype=np.int64, out=entry_ptr[1:])

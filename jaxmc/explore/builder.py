@@ -85,7 +85,11 @@ def _init_bounds(pred: ast.Expr, comp: Compiled) -> tuple[list[int], list[int]]:
         if isinstance(e, ast.Ident) and e.name in index:
             lows[index[e.name]] = max(lows[index[e.name]], 1)
             continue
-        if isinstance(e, ast.Unary) and e.op == ast.UnaryOp.NOT and isinstance(e.operand, ast.Ident):
+        if (
+            isinstance(e, ast.Unary)
+            and e.op == ast.UnaryOp.NOT
+            and isinstance(e.operand, ast.Ident)
+        ):
             if e.operand.name in index:
                 highs[index[e.operand.name]] = min(highs[index[e.operand.name]], 0)
             continue
@@ -161,7 +165,9 @@ def build(
     # are expected; the results actually used are checked explicitly.
     with np.errstate(all="ignore"):
         try:
-            return Builder(comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks).run()
+            return Builder(
+                comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks
+            ).run()
         except ExplorationError as err:  # evaluation errors of lowered expressions
             if err.source is None and checked.source is not None:
                 err.with_source(checked.source, checked.file)
@@ -173,7 +179,17 @@ class Builder:
     `[done, len(table))`, and the per-batch outputs that `expand` appends
     to and `assemble` joins into the model."""
 
-    def __init__(self, comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks=True):
+    def __init__(
+        self,
+        comp,
+        mt,
+        max_states,
+        deadlocks,
+        progress,
+        chunk_size,
+        t0,
+        prob_checks=True,
+    ):
         self.comp, self.mt = comp, mt
         self.prob_checks = prob_checks
         self.max_states, self.deadlocks = max_states, deadlocks
@@ -181,7 +197,11 @@ class Builder:
         self.table = StateTable(comp.enc.n_words)
         self.composer = Composer(comp)
         self.nd = mt == ModelType.MDP
-        self.trew_structs = [i for i, items in enumerate(comp.rewards) if any(x.transition for x in items)]
+        self.trew_structs = [
+            i
+            for i, items in enumerate(comp.rewards)
+            if any(x.transition for x in items)
+        ]
         # Per-batch outputs.
         self.n_choices: list[np.ndarray] = []
         self.row_len: list[np.ndarray] = []
@@ -216,7 +236,9 @@ class Builder:
         for w in widths:
             total *= w
         if total == 0:
-            raise comp.error("no state satisfies the `init ... endinit` predicate", checked.init.span)
+            raise comp.error(
+                "no state satisfies the `init ... endinit` predicate", checked.init.span
+            )
         if total > MAX_INIT_ENUMERATION:
             raise comp.error(
                 f"the `init ... endinit` block ranges over {total} valuations, "
@@ -234,7 +256,9 @@ class Builder:
             strides[i] = strides[i + 1] * widths[i + 1]
         for start in range(0, total, step):
             idx = np.arange(start, min(total, start + step), dtype=np.int64)
-            cols = [(idx // strides[i]) % widths[i] + lows[i] for i in range(len(widths))]
+            cols = [
+                (idx // strides[i]) % widths[i] + lows[i] for i in range(len(widths))
+            ]
             ok = pred.unchecked(cols, idx.size)
             if ok.any():
                 found.append(np.stack([c[ok] for c in cols], axis=1))
@@ -242,7 +266,9 @@ class Builder:
                 if self.max_states is not None and n_found > self.max_states:
                     raise self.too_many()
         if not found:
-            raise comp.error("no state satisfies the `init ... endinit` predicate", checked.init.span)
+            raise comp.error(
+                "no state satisfies the `init ... endinit` predicate", checked.init.span
+            )
         return np.concatenate(found)
 
     def too_many(self) -> ExplorationError:
@@ -258,7 +284,10 @@ class Builder:
         )
 
     def add_states(self, keys: np.ndarray) -> np.ndarray:
-        if self.max_states is not None and len(self.table) + keys.shape[0] > self.max_states:
+        if (
+            self.max_states is not None
+            and len(self.table) + keys.shape[0] > self.max_states
+        ):
             raise self.too_many()
         need = self.table.growth_bytes(keys.shape[0])
         at = f"at {len(self.table):,} states"
@@ -294,7 +323,10 @@ class Builder:
     def run(self) -> ExplicitModel:
         comp = self.comp
         init_states = self.initial()
-        init_keys = comp.enc.encode([init_states[:, i] for i in range(init_states.shape[1])], init_states.shape[0])
+        init_keys = comp.enc.encode(
+            [init_states[:, i] for i in range(init_states.shape[1])],
+            init_states.shape[0],
+        )
         # Distinct by construction (one valuation, or an enumeration).
         init_ids = self.add_states(init_keys)
         level_end = len(self.table)  # the queue [done, level_end) is one BFS level

@@ -95,13 +95,18 @@ class Compiled:
         # its module; `cmd_pos` maps command indices to positions.
         self.n_upd = np.array([len(c.updates) for c in self.commands], dtype=np.int64)
         self.first_local = np.array(
-            [self.local_update[c.updates[0].gid] if c.updates else 0 for c in self.commands],
+            [
+                self.local_update[c.updates[0].gid] if c.updates else 0
+                for c in self.commands
+            ],
             dtype=np.int64,
         )
         self.cmd_pos = np.zeros(max(self.by_index, default=0) + 1, dtype=np.int64)
         for p, c in enumerate(self.commands):
             self.cmd_pos[c.cmd.index] = p
-        self.module_offset = np.cumsum([0] + self.n_module_updates[:-1]).astype(np.int64)
+        self.module_offset = np.cumsum([0] + self.n_module_updates[:-1]).astype(
+            np.int64
+        )
         # Mixed-radix code of a product of updates (one digit per module).
         radix, prod = [], 1
         for cnt in self.n_module_updates:
@@ -110,12 +115,17 @@ class Compiled:
         self.code_fits = prod < (1 << 62)
         self.radix = np.array(radix, dtype=np.int64) if self.code_fits else None
         self.rewards = [
-            [RewardItem(i.transition, i.action, low(i.guard), low(i.value)) for i in r.items]
+            [
+                RewardItem(i.transition, i.action, low(i.guard), low(i.value))
+                for i in r.items
+            ]
             for r in checked.rewards
         ]
         for node in ast.walk(checked.system):
             if isinstance(node, ast.SysModule) and node.name not in self.module_pos:
-                raise self.error(f"unknown module `{node.name}` in the system clause", node.span)
+                raise self.error(
+                    f"unknown module `{node.name}` in the system clause", node.span
+                )
 
     def _fuse(self, u, index, bools, params) -> Callable:
         """One function computing an update's probability, range check and
@@ -128,10 +138,15 @@ class Compiled:
             vi = index[name]
             code, kind = cg.expr(e)
             if kind == Kind.DOUBLE:
-                raise self.error(f"update assigns a double to `{name}`", e.span or u.span)
+                raise self.error(
+                    f"update assigns a double to `{name}`", e.span or u.span
+                )
             body.append(f"a{j} = np.asarray({code}, np.int64)")
             names.append(f"a{j}")
-            lo, hi = cg.const(np.int64(self.lows[vi])), cg.const(np.int64(self.highs[vi]))
+            lo, hi = (
+                cg.const(np.int64(self.lows[vi])),
+                cg.const(np.int64(self.highs[vi])),
+            )
             bad.append(f"_or(_lt(a{j}, {lo}), _gt(a{j}, {hi}))")
             stride = cg.const(np.int64(self.enc.stride[vi]))
             words.setdefault(int(self.enc.word[vi]), []).append(
@@ -139,16 +154,22 @@ class Compiled:
             )
         body.append(f"bad = {' | '.join(bad) if bad else 'False'}")
         deltas = [" + ".join(words.get(w, ["0"])) for w in range(self.enc.n_words)]
-        body.append(f"return p, ({', '.join(deltas)},), bad, ({''.join(n + ', ' for n in names)})")
+        body.append(
+            f"return p, ({', '.join(deltas)},), bad, ({''.join(n + ', ' for n in names)})"
+        )
         return cg.compile(body)
 
     def witness(self, state: np.ndarray) -> str:
         parts = []
         for v, x in zip(self.vars, state.tolist()):
-            parts.append(f"{v.name}={'true' if x else 'false'}" if v.is_bool else f"{v.name}={x}")
+            parts.append(
+                f"{v.name}={'true' if x else 'false'}" if v.is_bool else f"{v.name}={x}"
+            )
         return "(" + ", ".join(parts) + ")"
 
-    def error(self, message: str, span: ast.Span | None, hint: str | None = None) -> ExplorationError:
+    def error(
+        self, message: str, span: ast.Span | None, hint: str | None = None
+    ) -> ExplorationError:
         err = ExplorationError(message, span, hint=hint)
         if self.checked.source is not None:
             err.with_source(self.checked.source, self.checked.file)

@@ -59,7 +59,9 @@ def sync_vectors(comp: Compiled, node) -> tuple[frozenset[str], list[_Vector]]:
     return la | ra, out
 
 
-def _product(sa: np.ndarray, cols_a: list[np.ndarray], sb: np.ndarray, cb: np.ndarray, n: int):
+def _product(
+    sa: np.ndarray, cols_a: list[np.ndarray], sb: np.ndarray, cb: np.ndarray, n: int
+):
     """Per-state cross product of enabled command sets (synchronisation)."""
     ob = np.argsort(sb, kind="stable")
     cnt_b = np.bincount(sb, minlength=n)

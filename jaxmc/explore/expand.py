@@ -65,7 +65,10 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
     cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
 
     # 1. guards
-    masks = {c.cmd.index: np.asarray(c.guard.unchecked(cols, n), dtype=bool) for c in comp.commands}
+    masks = {
+        c.cmd.index: np.asarray(c.guard.unchecked(cols, n), dtype=bool)
+        for c in comp.commands
+    }
     # 2. composition into choices
     blocks = bfs.composer.run(masks, n)
     k = bfs.composer.k
@@ -121,7 +124,10 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
         order = np.argsort(pos, kind="stable")
         ps = pos[order]
         bounds = np.flatnonzero(np.diff(ps)) + 1
-        for a, b in zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [ps.size]]).tolist()):
+        for a, b in zip(
+            np.concatenate([[0], bounds]).tolist(),
+            np.concatenate([bounds, [ps.size]]).tolist(),
+        ):
             rows = part[order[a:b]]
             cmd = comp.commands[int(ps[a])]
             gat = _Gather(cols, c_src[rows])
@@ -202,7 +208,9 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
         if bfs.prob_checks:
             weight = 1.0 / per_state[e_src]
         else:
-            weight = 1.0 / np.bincount(c_src[e_choice], weights=prob, minlength=n)[e_src]
+            weight = (
+                1.0 / np.bincount(c_src[e_choice], weights=prob, minlength=n)[e_src]
+            )
         row = e_src
     else:
         weight = np.ones(ne)
@@ -259,6 +267,7 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
         with np.errstate(all="ignore"):
             bfs.trews[slot].append(np.where(merged != 0, num / merged, 0.0))
 
+
 def locate_range_error(bfs: Builder, cmd, u, new, rows, c_src, states) -> None:
     comp = bfs.comp
     for (vi, _), vals in zip(u.assigns, new):
@@ -268,7 +277,10 @@ def locate_range_error(bfs: Builder, cmd, u, new, rows, c_src, states) -> None:
             r = int(np.flatnonzero(bad)[0])
             range_error(bfs, cmd, u, vi, int(vals[r]), states[c_src[rows[r]]])
 
-def range_error(bfs: Builder, cmd: Command, u: Update, vi: int, value: int, state) -> None:
+
+def range_error(
+    bfs: Builder, cmd: Command, u: Update, vi: int, value: int, state
+) -> None:
     comp = bfs.comp
     v = comp.vars[vi]
     c = cmd.cmd
@@ -279,16 +291,22 @@ def range_error(bfs: Builder, cmd: Command, u: Update, vi: int, value: int, stat
         hint=f"widen the range of `{v.name}` or guard the command",
     )
 
-def fail(bfs: Builder, choice: int, what: str, c_cmds, c_src, states) -> ExplorationError:
+
+def fail(
+    bfs: Builder, choice: int, what: str, c_cmds, c_src, states
+) -> ExplorationError:
     comp = bfs.comp
     cmds = tuple(comp.by_index[int(c)].cmd for c in c_cmds[choice] if c >= 0)
     span = cmds[0].span if cmds else None
-    names = ", ".join(f"`{c.module}`" + (f" [{c.action}]" if c.action else "") for c in cmds)
+    names = ", ".join(
+        f"`{c.module}`" + (f" [{c.action}]" if c.action else "") for c in cmds
+    )
     return comp.error(
         f"{what} in state {comp.witness(states[c_src[choice]])} "
         f"(command(s) of module(s) {names})",
         span,
     )
+
 
 def check_signs(bfs: Builder, prob, e_choice, c_cmds, c_src, states):
     finite = np.isfinite(prob)
@@ -300,10 +318,18 @@ def check_signs(bfs: Builder, prob, e_choice, c_cmds, c_src, states):
         c = int(e_choice[np.argmax(prob < 0)])
         raise fail(bfs, c, f"negative {word}", c_cmds, c_src, states)
 
+
 def check_sums(bfs: Builder, prob, e_choice, c_cmds, c_src, states, nc):
     if bfs.mt != ModelType.CTMC and bfs.prob_checks:
         sums = np.bincount(e_choice, weights=prob, minlength=nc)
         bad = np.abs(sums - 1.0) > SUM_TOLERANCE
         if bad.any():
             c = int(np.argmax(bad))
-            raise fail(bfs, c, f"probabilities sum to {float(sums[c])!r}, not 1", c_cmds, c_src, states)
+            raise fail(
+                bfs,
+                c,
+                f"probabilities sum to {float(sums[c])!r}, not 1",
+                c_cmds,
+                c_src,
+                states,
+            )

@@ -31,7 +31,11 @@ def _read(src: PathLike | IO[str]) -> tuple[str, str]:
 
 
 def _content_lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#")
+    ]
 
 
 def _comments(text: str) -> list[str]:
@@ -52,28 +56,43 @@ def _parse_tra(text: str, file: str, model_type: ModelType | None):
         for c in _comments(text):
             m = re.match(r"#\s*Transitions\s*\((\w+)\)", c)
             if m:
-                kinds = {"DTMC": ModelType.DTMC, "CTMC": ModelType.CTMC, "MDP": ModelType.MDP}
+                kinds = {
+                    "DTMC": ModelType.DTMC,
+                    "CTMC": ModelType.CTMC,
+                    "MDP": ModelType.MDP,
+                }
                 if m.group(1) not in kinds:
-                    raise UnsupportedError(f"{file}: model type {m.group(1)} is not supported")
+                    raise UnsupportedError(
+                        f"{file}: model type {m.group(1)} is not supported"
+                    )
                 model_type = kinds[m.group(1)]
         if len(header) == 3 and model_type != ModelType.MDP:
             model_type = ModelType.MDP
     nd = model_type == ModelType.MDP
     want = 3 if nd else 2
     if len(header) != want:
-        raise _bad(file, f"expected a header of {want} numbers for a {model_type.value}, got {lines[0]!r}")
+        raise _bad(
+            file,
+            f"expected a header of {want} numbers for a {model_type.value}, got {lines[0]!r}",
+        )
     n = int(header[0])
     ncols = 4 if nd else 3
     body = [ln.split() for ln in lines[1:]]
     if any(len(p) < ncols or len(p) > ncols + 1 for p in body):
-        bad = next(ln for ln, p in zip(lines[1:], body) if len(p) < ncols or len(p) > ncols + 1)
+        bad = next(
+            ln for ln, p in zip(lines[1:], body) if len(p) < ncols or len(p) > ncols + 1
+        )
         raise _bad(file, f"malformed transition line {bad!r}")
     if any(p[ncols - 1].startswith("[") for p in body):
         raise UnsupportedError(f"{file}: interval models are not supported")
-    ints = np.array([[int(x) for x in p[: ncols - 1]] for p in body], dtype=np.int64).reshape(-1, ncols - 1)
+    ints = np.array(
+        [[int(x) for x in p[: ncols - 1]] for p in body], dtype=np.int64
+    ).reshape(-1, ncols - 1)
     vals = np.array([float(p[ncols - 1]) for p in body], dtype=np.float64)
     acts = [p[ncols] if len(p) > ncols else None for p in body]
-    if ints.size and (ints[:, 0].max() >= n or ints[:, -1].max() >= n or ints.min() < 0):
+    if ints.size and (
+        ints[:, 0].max() >= n or ints[:, -1].max() >= n or ints.min() < 0
+    ):
         raise _bad(file, f"state index out of range 0..{n - 1}")
     return model_type, n, ints, vals, acts
 
@@ -256,7 +275,9 @@ def _as_list(x) -> list:
     return list(x)
 
 
-def _import_rewards(srew, trew, n, nd, choice_ptr, row_ptr, col) -> tuple[RewardStructure, ...]:
+def _import_rewards(
+    srew, trew, n, nd, choice_ptr, row_ptr, col
+) -> tuple[RewardStructure, ...]:
     srews, trews = _as_list(srew), _as_list(trew)
     out = []
     for i in range(max(len(srews), len(trews))):

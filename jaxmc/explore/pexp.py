@@ -94,7 +94,6 @@ def import_pexp(
     )
 
 
-
 def format_pexp(model: ExplicitModel) -> str:
     """The `.pexp` text of `model`: transitions, states, labels, then each
     reward structure's state and transition rewards (states in PRISM's

@@ -24,7 +24,9 @@ class Provenance:
     building does not pay for them when nobody asks.
     """
 
-    def __init__(self, updates, entry_ptr, weight, codes, radix, module_offset, n_module_updates):
+    def __init__(
+        self, updates, entry_ptr, weight, codes, radix, module_offset, n_module_updates
+    ):
         self.updates = updates  # int64 [u, 2]: (command index, update index)
         self.entry_ptr = entry_ptr  # int64 [nnz + 1]
         self._weight = weight  # float64 [c], or None when all ones
@@ -44,7 +46,9 @@ class Provenance:
                 products = np.full((uniq.size, k), -1, dtype=np.int64)
                 for m in range(k):
                     digit = (uniq // self._radix[m]) % (self._n_upd[m] + 1)
-                    products[:, m] = np.where(digit > 0, self._offset[m] + digit - 1, -1)
+                    products[:, m] = np.where(
+                        digit > 0, self._offset[m] + digit - 1, -1
+                    )
             self._decoded = (products, inv.reshape(-1).astype(np.int64))
         return self._decoded
 
@@ -65,4 +69,3 @@ class Provenance:
     def product(self) -> np.ndarray:
         """int64 [c]: row of `products` of each contribution."""
         return self._decode()[1]
-

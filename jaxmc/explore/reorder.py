@@ -68,6 +68,7 @@ def permuted(model: ExplicitModel, order: np.ndarray) -> ExplicitModel:
         )
         for r in model.rewards
     )
+
     def picked(labels, index):
         return None if labels is None else tuple(labels[i] for i in index)
 

@@ -64,7 +64,9 @@ class Encoding:
         """Keys `[n, n_words]` of the states given as per-variable columns."""
         keys = np.zeros((n, self.n_words), dtype=np.int64)
         for i, c in enumerate(cols):
-            keys[:, self.word[i]] += (np.asarray(c, np.int64) - self.lows[i]) * self.stride[i]
+            keys[:, self.word[i]] += (
+                np.asarray(c, np.int64) - self.lows[i]
+            ) * self.stride[i]
         return keys
 
     def decode(self, keys: np.ndarray) -> np.ndarray:
@@ -72,7 +74,9 @@ class Encoding:
         n = keys.shape[0]
         out = np.empty((n, len(self.lows)), dtype=np.int64)
         for i in range(len(self.lows)):
-            out[:, i] = (keys[:, self.word[i]] // self.stride[i]) % self.widths[i] + self.lows[i]
+            out[:, i] = (keys[:, self.word[i]] // self.stride[i]) % self.widths[
+                i
+            ] + self.lows[i]
         return out
 
 
@@ -120,7 +124,9 @@ class StateTable:
             slot[active] = (s[more] + 1) & mask
         return out
 
-    def _find1(self, keys: np.ndarray, slot: np.ndarray, mask: int, out: np.ndarray) -> np.ndarray:
+    def _find1(
+        self, keys: np.ndarray, slot: np.ndarray, mask: int, out: np.ndarray
+    ) -> np.ndarray:
         # One-word keys: the same probing with 1-D comparisons. The first
         # round runs on the whole batch without index indirection.
         stored = self.keys[:, 0]

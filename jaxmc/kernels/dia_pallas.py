@@ -39,12 +39,33 @@ TUNING = dict(num_warps=4, num_stages=1, tile=True, align=True, skip=True)
 
 @ft.partial(
     jax.jit,
-    static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps", "num_stages", "tile",
-                     "align", "skip"),
+    static_argnames=(
+        "epilogue",
+        "relative",
+        "diff",
+        "interpret",
+        "num_warps",
+        "num_stages",
+        "tile",
+        "align",
+        "skip",
+    ),
 )
 def fused_dia(
-    matrix: CompactDIA, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
-    interpret=False, num_warps=None, num_stages=None, tile=None, align=None, skip=None,
+    matrix: CompactDIA,
+    x,
+    b=None,
+    inv=None,
+    *,
+    epilogue="spmv",
+    relative=True,
+    diff=False,
+    interpret=False,
+    num_warps=None,
+    num_stages=None,
+    tile=None,
+    align=None,
+    skip=None,
 ):
     """`spmv_pallas.fused` for a `CompactDIA`: returns `y`, or `(y, dmax,
     nonfinite)` with `diff` (same meaning)."""
@@ -98,11 +119,14 @@ def fused_dia(
             no entry on it."""
             if not skip:
                 return acc + term()
-            return lax.cond(act_ref[pid * D + d] != 0, lambda a: a + term(), lambda a: a, acc)
+            return lax.cond(
+                act_ref[pid * D + d] != 0, lambda a: a + term(), lambda a: a, acc
+            )
 
         def masked():
             acc = jnp.zeros((R,), dtype)
             for d, o in enumerate(offsets):
+
                 def term(d=d, o=o):
                     vi = load(vidx_ref, d * npad + r, None, None)  # (padded: in bounds)
                     v = lookup(tab_ref, vi.astype(jnp.int32), None)
@@ -110,18 +134,26 @@ def fused_dia(
                     m = valid & (c >= 0) & (c < n)
                     xv = load(x_ref, jnp.where(m, c, 0), m, 0)
                     return jnp.where(v != 0, v * xv, 0)
+
                 acc = add(acc, d, term)
             return acc
 
         def interior():
             acc = jnp.zeros((R,), dtype)
             for d, o in enumerate(offsets):
+
                 def term(d=d, o=o):
                     base = d * npad + start
-                    vi = load(vidx_ref, pl.ds(pl.multiple_of(base, 16) if align else base, R), None, None)
+                    vi = load(
+                        vidx_ref,
+                        pl.ds(pl.multiple_of(base, 16) if align else base, R),
+                        None,
+                        None,
+                    )
                     v = lookup(tab_ref, vi.astype(jnp.int32), None)
                     xv = load(x_ref, pl.ds(start + o, R), None, None)
                     return jnp.where(v != 0, v * xv, 0)
+
                 acc = add(acc, d, term)
             return acc
 
@@ -158,8 +190,12 @@ def fused_dia(
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret,
-        name=f"jaxmc_CompactDIA_{epilogue}", **kw
+        kernel,
+        out_shape=out_shape,
+        grid=(nblocks,),
+        interpret=interpret,
+        name=f"jaxmc_CompactDIA_{epilogue}",
+        **kw,
     )(*ins)
     if diff:
         y, dm = outs

@@ -48,13 +48,21 @@ def _pallas(A, x, b, inv, epilogue, relative, measure=True):
         y = fused(A, x, b, inv, epilogue=epilogue, interpret=not on_gpu())
         return y.astype(x.dtype), None, None
     y, d, nf = fused(
-        A, x, b, inv, epilogue=epilogue, relative=relative, diff=True,
+        A,
+        x,
+        b,
+        inv,
+        epilogue=epilogue,
+        relative=relative,
+        diff=True,
         interpret=not on_gpu(),
     )
     return y.astype(x.dtype), d.astype(x.dtype), nf == 0
 
 
-def jacobi_step(A, inv, b, x, relative: bool, *, impl: str = "auto", measure: bool = True):
+def jacobi_step(
+    A, inv, b, x, relative: bool, *, impl: str = "auto", measure: bool = True
+):
     """`(x', sup_norm(x', x), all finite)` with `x' = (b + A x) * inv`.
     With `measure=False`, `(x', None, None)`: the step alone (the fused
     kernel then neither reads `x` row-wise nor reduces)."""

@@ -72,7 +72,9 @@ def _gathered(data, x, cols):
 
 @ft.singledispatch
 def _reference(matrix, x):
-    raise TypeError(f"`spmv` has no multi-vector implementation for {type(matrix).__name__}")
+    raise TypeError(
+        f"`spmv` has no multi-vector implementation for {type(matrix).__name__}"
+    )
 
 
 @_reference.register
@@ -138,12 +140,22 @@ def _pallas(A, x, b, inv, epilogue, relative, measure):
     if not measure:
         y = fused_multi(A, x, b, inv, epilogue=epilogue, interpret=interpret)
         return y.astype(x.dtype), None, None
-    y, d, nb = fused_multi(A, x, b, inv, epilogue=epilogue, relative=relative, diff=True,
-                           interpret=interpret)
+    y, d, nb = fused_multi(
+        A,
+        x,
+        b,
+        inv,
+        epilogue=epilogue,
+        relative=relative,
+        diff=True,
+        interpret=interpret,
+    )
     return y.astype(x.dtype), d.astype(x.dtype), nb == 0
 
 
-def power_step_multi(A, b, x, relative: bool, *, impl: str = "auto", measure: bool = True):
+def power_step_multi(
+    A, b, x, relative: bool, *, impl: str = "auto", measure: bool = True
+):
     """`(x', diff[k], finite[k])` with `x' = A x + b` for `x` of shape
     `[n, k]` (`measure=False`: `(x', None, None)`, the step alone)."""
     x = _as2d(x)

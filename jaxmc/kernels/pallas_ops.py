@@ -20,7 +20,9 @@ except ImportError:  # pragma: no cover - very old or very new jax
 def compiler_params(num_warps, num_stages):
     if _pltr is None:
         return None
-    cls = getattr(_pltr, "CompilerParams", None) or getattr(_pltr, "TritonCompilerParams", None)
+    cls = getattr(_pltr, "CompilerParams", None) or getattr(
+        _pltr, "TritonCompilerParams", None
+    )
     if cls is None:  # pragma: no cover
         return None
     return cls(num_warps=num_warps, num_stages=num_stages)

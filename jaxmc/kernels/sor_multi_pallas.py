@@ -126,8 +126,22 @@ def fits(n: int, k: int, w: int, n_c: int, dense: bool) -> bool:
 
 
 def block_update(
-    old, cols, rp, omega=None, *, lo: int, hi: int, new=None, cls=None, table=None, vals=None,
-    extra=None, check=None, rp_rows=None, interpret: bool = False, block_rows: int | None = None,
+    old,
+    cols,
+    rp,
+    omega=None,
+    *,
+    lo: int,
+    hi: int,
+    new=None,
+    cls=None,
+    table=None,
+    vals=None,
+    extra=None,
+    check=None,
+    rp_rows=None,
+    interpret: bool = False,
+    block_rows: int | None = None,
     num_warps: int | None = None,
 ):
     """One colour block `[lo, hi)` of a sweep: returns the flat buffer
@@ -183,7 +197,11 @@ def block_update(
     size = n * k + spare
     if new is not None and new.shape != (size,):
         raise ValueError(f"`new` must have shape ({size},), not {new.shape}")
-    ins = [old.reshape(-1), cols.astype(jnp.int32).reshape(-1), rp.astype(dt).reshape(-1)]
+    ins = [
+        old.reshape(-1),
+        cols.astype(jnp.int32).reshape(-1),
+        rp.astype(dt).reshape(-1),
+    ]
     if rp_rows is not None:
         ins.append(rp_rows.astype(jnp.int32).reshape(-1))
     if wkind == "table":
@@ -201,7 +219,10 @@ def block_update(
         ins.append(jnp.reshape(jnp.asarray(eps, dt), (1,)))
         if nw is not None:
             wdense = nw.ndim == 2
-            ins += [nw.astype(dt).reshape(-1), jnp.broadcast_to(jnp.asarray(mm, dt), (k,))]
+            ins += [
+                nw.astype(dt).reshape(-1),
+                jnp.broadcast_to(jnp.asarray(mm, dt), (k,)),
+            ]
     weighted = check is not None and check[1] is not None
     n_prog = pl.cdiv(pl.cdiv(nc, R), G)
     if new is not None:
@@ -224,7 +245,11 @@ def block_update(
         f_ref = next(it) if check is not None else None
         cv = jnp.arange(K, dtype=jnp.int32)
         ck = cv < k
-        om = load(om_ref, jnp.where(ck, cv, 0), ck, 0)[None, :] if om_ref is not None else None
+        om = (
+            load(om_ref, jnp.where(ck, cv, 0), ck, 0)[None, :]
+            if om_ref is not None
+            else None
+        )
 
         def tile(t, flags):
             """Rows `t R .. t R + R - 1` of the block; with `check`, also
@@ -270,12 +295,18 @@ def block_update(
                 acc = lax.fori_loop(0, w, slot, acc)
             if ex_ref is not None:
                 acc = acc + load(ex_ref, jnp.where(m2, ic[:, None] * k + col, 0), m2, 0)
-            xo = load(x_ref, own, m2, 0) if (om is not None or check is not None) else None
+            xo = (
+                load(x_ref, own, m2, 0)
+                if (om is not None or check is not None)
+                else None
+            )
             if om is not None:
                 acc = (1.0 - om) * xo + om * acc
             dst = own
             if spare:
-                dst = jnp.where(m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col)
+                dst = jnp.where(
+                    m2, own, n * k + jnp.arange(R, dtype=jnp.int32)[:, None] * K + col
+                )
             store(o_ref, dst, acc, m2)
             if flags is None:
                 return None
@@ -308,7 +339,9 @@ def block_update(
         store(f_ref, pid * K + cv, flags.astype(jnp.int8), None)
 
     kw = {}
-    params = compiler_params(num_warps or (CHECK_NUM_WARPS if check is not None else NUM_WARPS), 1)
+    params = compiler_params(
+        num_warps or (CHECK_NUM_WARPS if check is not None else NUM_WARPS), 1
+    )
     if params is not None and not interpret:
         kw["compiler_params"] = params
     if new is not None:
@@ -317,8 +350,12 @@ def block_update(
     if check is not None:
         out_shape = (out_shape, jax.ShapeDtypeStruct((n_prog * K,), jnp.int8))
     out = pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(n_prog,),
-        interpret=interpret, name=f"jaxmc_sor_block_{wkind}{'_check' if check is not None else ''}", **kw,
+        kernel,
+        out_shape=out_shape,
+        grid=(n_prog,),
+        interpret=interpret,
+        name=f"jaxmc_sor_block_{wkind}{'_check' if check is not None else ''}",
+        **kw,
     )(*ins)
     if check is None:
         return out
@@ -330,8 +367,18 @@ def _spare(k: int, R: int | None = None) -> int:
     return (R or max(1, TILE // K)) * K
 
 
-def sweep(x, rp, blocks, omega=None, *, check=None, rp_rows=None, interpret: bool = False,
-          block_rows: int | None = None, num_warps: int | None = None):
+def sweep(
+    x,
+    rp,
+    blocks,
+    omega=None,
+    *,
+    check=None,
+    rp_rows=None,
+    interpret: bool = False,
+    block_rows: int | None = None,
+    num_warps: int | None = None,
+):
     """One multicolour SOR sweep of `x` (`[n, k]`) with one kernel call per
     colour block, into a new buffer (the first block's call allocates it,
     the others update it in place; `x` itself is never written, so a
@@ -361,11 +408,24 @@ def sweep(x, rp, blocks, omega=None, *, check=None, rp_rows=None, interpret: boo
             g = x[oc]
             if y is not None:
                 g = jnp.where((oc < lo)[:, None], y[: n * k].reshape(n, k)[oc], g)
-            extra = jax.ops.segment_sum(ov * g, orow, num_segments=hi - lo, indices_are_sorted=True)
+            extra = jax.ops.segment_sum(
+                ov * g, orow, num_segments=hi - lo, indices_are_sorted=True
+            )
         y = block_update(
-            x, cols, rp, omega, lo=lo, hi=hi, new=y, extra=extra, check=check, rp_rows=rp_rows,
+            x,
+            cols,
+            rp,
+            omega,
+            lo=lo,
+            hi=hi,
+            new=y,
+            extra=extra,
+            check=check,
+            rp_rows=rp_rows,
             interpret=interpret,
-            block_rows=block_rows, num_warps=num_warps, **wts,
+            block_rows=block_rows,
+            num_warps=num_warps,
+            **wts,
         )
         if check is not None:
             y, flags = y

@@ -54,7 +54,9 @@ def _vec_kind(v, n, k):
     if v.ndim == 1:
         return "shared"
     if v.shape != (n, k):
-        raise ValueError(f"`b`/`inv` must have shape ({n},) or ({n}, {k}), not {v.shape}")
+        raise ValueError(
+            f"`b`/`inv` must have shape ({n},) or ({n}, {k}), not {v.shape}"
+        )
     return "columns"
 
 
@@ -66,13 +68,28 @@ def _vec_kind(v, n, k):
 #: slower); at k = 4 every setting is within a few percent. Compact: 2
 #: warps and 64 rows per program at k = 8, 4 warps and 64 rows at k = 16.
 TUNING = {
-    "WarpELL": dict(num_warps=None, num_stages=2, evict=True, gate=True, load2d=False,
-                    by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
-                          dict(min_k=8, num_warps=4, rows_per_program=128))),
-    "CompactWarpELL": dict(num_warps=None, num_stages=1, evict=False, gate=True,
-                           load2d=False,
-                           by_k=(dict(min_k=16, num_warps=4, rows_per_program=64),
-                                 dict(min_k=8, num_warps=2, rows_per_program=64))),
+    "WarpELL": dict(
+        num_warps=None,
+        num_stages=2,
+        evict=True,
+        gate=True,
+        load2d=False,
+        by_k=(
+            dict(min_k=16, num_warps=4, rows_per_program=64),
+            dict(min_k=8, num_warps=4, rows_per_program=128),
+        ),
+    ),
+    "CompactWarpELL": dict(
+        num_warps=None,
+        num_stages=1,
+        evict=False,
+        gate=True,
+        load2d=False,
+        by_k=(
+            dict(min_k=16, num_warps=4, rows_per_program=64),
+            dict(min_k=8, num_warps=2, rows_per_program=64),
+        ),
+    ),
 }
 
 
@@ -86,13 +103,35 @@ def _by_k(tune: dict, K: int) -> dict | None:
 
 @ft.partial(
     jax.jit,
-    static_argnames=("epilogue", "relative", "diff", "interpret", "num_warps",
-                     "num_stages", "evict", "gate", "load2d", "rows_per_program"),
+    static_argnames=(
+        "epilogue",
+        "relative",
+        "diff",
+        "interpret",
+        "num_warps",
+        "num_stages",
+        "evict",
+        "gate",
+        "load2d",
+        "rows_per_program",
+    ),
 )
 def fused_multi(
-    matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
-    interpret=False, num_warps=None, num_stages=None, evict=None, gate=None,
-    load2d=None, rows_per_program=None,
+    matrix,
+    x,
+    b=None,
+    inv=None,
+    *,
+    epilogue="spmv",
+    relative=True,
+    diff=False,
+    interpret=False,
+    num_warps=None,
+    num_stages=None,
+    evict=None,
+    gate=None,
+    load2d=None,
+    rows_per_program=None,
 ):
     """Run the kernel on `x` of shape `[n, k]`: returns `y` (`[n, k]`), or
     `(y, dmax, nonfinite)` with `diff` (both `[k]`; `dmax[j]` NaN and
@@ -129,7 +168,10 @@ def fused_multi(
     wide = _by_k(tune, K)
     if wide:
         num_warps = num_warps or wide["num_warps"]
-        if rows_per_program is None and matrix.block_rows % wide["rows_per_program"] == 0:
+        if (
+            rows_per_program is None
+            and matrix.block_rows % wide["rows_per_program"] == 0
+        ):
             rows_per_program = wide["rows_per_program"]
     num_warps = num_warps or tune["num_warps"] or (4 if K <= 4 else 8)
     num_stages = num_stages or tune["num_stages"]
@@ -151,7 +193,11 @@ def fused_multi(
     bkind, ikind = _vec_kind(b, n, k), _vec_kind(inv, n, k)
 
     ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
-    ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
+    ins += (
+        [matrix.table, matrix.vidx, matrix.offs]
+        if compact
+        else [matrix.data, matrix.cols]
+    )
     ins.append(x.astype(dtype).reshape(-1))  # row-major: X[c, :] contiguous
     for v, kind in ((b, bkind), (inv, ikind)):
         if kind == "compact":
@@ -231,7 +277,11 @@ def fused_multi(
         # Interpret mode stores masked lanes too (their old value), so
         # duplicate indices race: there each masked lane gets its own slot
         # past the end (sliced off below; on a GPU nothing is spare).
-        sidx = jnp.where(ymask, yidx, n * k + (r % R)[:, None] * K + col) if interpret else yidx
+        sidx = (
+            jnp.where(ymask, yidx, n * k + (r % R)[:, None] * K + col)
+            if interpret
+            else yidx
+        )
         rc = jnp.where(valid, r, 0)
 
         def vec(spec):
@@ -258,15 +308,21 @@ def fused_multi(
     spare = R * K if interpret else 0
     out_shape = [jax.ShapeDtypeStruct((n * k + spare,), dtype)]
     if diff:
-        out_shape += [jax.ShapeDtypeStruct((nblocks * K,), dtype),
-                      jax.ShapeDtypeStruct((nblocks * K,), jnp.int32)]
+        out_shape += [
+            jax.ShapeDtypeStruct((nblocks * K,), dtype),
+            jax.ShapeDtypeStruct((nblocks * K,), jnp.int32),
+        ]
     kw = {}
     params = compiler_params(num_warps, num_stages)
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret,
-        name=f"jaxmc_{type(matrix).__name__}_multi_{epilogue}", **kw
+        kernel,
+        out_shape=out_shape,
+        grid=(nblocks,),
+        interpret=interpret,
+        name=f"jaxmc_{type(matrix).__name__}_multi_{epilogue}",
+        **kw,
     )(*ins)
     y = (outs[0][: n * k] if spare else outs[0]).reshape(n, k)
     if not diff:

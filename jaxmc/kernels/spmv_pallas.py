@@ -80,26 +80,75 @@ from .pallas_ops import change, compiler_params, load, lookup, scalars, store, v
 #: `align`: tell Triton that a tiled block starts at a multiple of 32
 #: entries (no change in the executed instructions was seen).
 TUNING = {
-    "WarpELL": dict(num_warps=4, num_stages=2, unroll=1, evict=True, gate=True,
-                    prefetch=False, static=0, tile=False, select=0, align=True),
-    "CompactWarpELL": dict(num_warps=4, num_stages=1, unroll=1, evict=False, gate=False,
-                           prefetch=False, static=0, tile=True, select=0, align=True),
-    "VectorCSR": dict(num_warps=None, num_stages=1, unroll=1, evict=False, gate=True,
-                      prefetch=False),
+    "WarpELL": dict(
+        num_warps=4,
+        num_stages=2,
+        unroll=1,
+        evict=True,
+        gate=True,
+        prefetch=False,
+        static=0,
+        tile=False,
+        select=0,
+        align=True,
+    ),
+    "CompactWarpELL": dict(
+        num_warps=4,
+        num_stages=1,
+        unroll=1,
+        evict=False,
+        gate=False,
+        prefetch=False,
+        static=0,
+        tile=True,
+        select=0,
+        align=True,
+    ),
+    "VectorCSR": dict(
+        num_warps=None, num_stages=1, unroll=1, evict=False, gate=True, prefetch=False
+    ),
 }
 
 
 @ft.partial(
     jax.jit,
     static_argnames=(
-        "epilogue", "relative", "diff", "interpret", "num_warps", "unroll", "num_stages",
-        "evict", "gate", "prefetch", "static", "tile", "select", "align",
+        "epilogue",
+        "relative",
+        "diff",
+        "interpret",
+        "num_warps",
+        "unroll",
+        "num_stages",
+        "evict",
+        "gate",
+        "prefetch",
+        "static",
+        "tile",
+        "select",
+        "align",
     ),
 )
 def fused(
-    matrix, x, b=None, inv=None, *, epilogue="spmv", relative=True, diff=False,
-    interpret=False, num_warps=None, unroll=None, num_stages=None, evict=None,
-    gate=None, prefetch=None, static=None, tile=None, select=None, align=None,
+    matrix,
+    x,
+    b=None,
+    inv=None,
+    *,
+    epilogue="spmv",
+    relative=True,
+    diff=False,
+    interpret=False,
+    num_warps=None,
+    unroll=None,
+    num_stages=None,
+    evict=None,
+    gate=None,
+    prefetch=None,
+    static=None,
+    tile=None,
+    select=None,
+    align=None,
 ):
     """Run the kernel: returns `y`, or `(y, dmax, nonfinite)` with `diff`.
 
@@ -121,8 +170,19 @@ def fused(
     `TUNING`; the last four for the warp layouts only).
     """
     if isinstance(matrix, CompactDIA):  # its own kernel (`dia_pallas`)
-        return fused_dia(matrix, x, b, inv, epilogue=epilogue, relative=relative, diff=diff,
-                         interpret=interpret, num_warps=num_warps, num_stages=num_stages, tile=tile)
+        return fused_dia(
+            matrix,
+            x,
+            b,
+            inv,
+            epilogue=epilogue,
+            relative=relative,
+            diff=diff,
+            interpret=interpret,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            tile=tile,
+        )
     compact = isinstance(matrix, CompactWarpELL)
     vector = isinstance(matrix, VectorCSR)
     dtype = matrix.table.dtype if compact else matrix.data.dtype
@@ -171,7 +231,11 @@ def fused(
         ins = [matrix.seg_ptr, matrix.seg_width, matrix.block_width]
         if sorted_rows:
             ins.append(matrix.lane_info)
-        ins += [matrix.table, matrix.vidx, matrix.offs] if compact else [matrix.data, matrix.cols]
+        ins += (
+            [matrix.table, matrix.vidx, matrix.offs]
+            if compact
+            else [matrix.data, matrix.cols]
+        )
     ins.append(x)
     for v, k in ((b, bkind), (inv, ikind)):
         if k == "compact":
@@ -182,7 +246,12 @@ def fused(
     def kernel(*refs):
         it = iter(refs)
         if vector:
-            row_ptr_ref, blk_w_ref, data_ref, cols_ref = next(it), next(it), next(it), next(it)
+            row_ptr_ref, blk_w_ref, data_ref, cols_ref = (
+                next(it),
+                next(it),
+                next(it),
+                next(it),
+            )
         else:
             seg_ptr_ref, seg_w_ref, blk_w_ref = next(it), next(it), next(it)
             info_ref = next(it) if sorted_rows else None
@@ -255,14 +324,18 @@ def fused(
                 """The stored entries at `idx` (masked by `m`, or all with
                 `m=None`): raw loads only, nothing that waits for them."""
                 if compact:
-                    return (load(vidx_ref, idx, m, zero, ev_m),
-                            load(offs_ref, idx, m, 0, ev_m))
+                    return (
+                        load(vidx_ref, idx, m, zero, ev_m),
+                        load(offs_ref, idx, m, 0, ev_m),
+                    )
                 return load(data_ref, idx, m, 0, ev_m), load(cols_ref, idx, m, 0, ev_m)
 
             def value_col(a, b):
                 if compact:
-                    return (lookup(tab_ref, a.astype(jnp.int32), tab),
-                            row + b.astype(jnp.int32))
+                    return (
+                        lookup(tab_ref, a.astype(jnp.int32), tab),
+                        row + b.astype(jnp.int32),
+                    )
                 return a, b
 
             def gather(m, v, c):
@@ -300,8 +373,11 @@ def fused(
             def masked_body(w):
                 def body():
                     masks = [j < wsb for j in range(w)]
-                    idxs = [jnp.where(m, base + j * WARP, 0) for j, m in enumerate(masks)]
+                    idxs = [
+                        jnp.where(m, base + j * WARP, 0) for j, m in enumerate(masks)
+                    ]
                     return straight(w, idxs, masks)
+
                 return body
 
             def tile_base(w):
@@ -320,6 +396,7 @@ def fused(
                 def body():
                     b0 = tile_base(w)
                     return straight(w, [b0 + j * WARP for j in range(w)], [None] * w)
+
                 return body
 
             def tile_loop():
@@ -368,13 +445,15 @@ def fused(
 
         def loop():
             if unroll > 1:
+
                 def body(t, acc):
                     for u in range(unroll):
                         acc = step(t * unroll + u, acc)
                     return acc
 
-                return lax.fori_loop(0, (wb + unroll - 1) // unroll, body,
-                                     jnp.zeros(shp, dtype))
+                return lax.fori_loop(
+                    0, (wb + unroll - 1) // unroll, body, jnp.zeros(shp, dtype)
+                )
             return lax.fori_loop(0, wb, step, jnp.zeros(shp, dtype))
 
         if static:
@@ -417,8 +496,12 @@ def fused(
     if params is not None and not interpret:
         kw["compiler_params"] = params
     outs = pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(nblocks,), interpret=interpret,
-        name=f"jaxmc_{type(matrix).__name__}_{epilogue}", **kw
+        kernel,
+        out_shape=out_shape,
+        grid=(nblocks,),
+        interpret=interpret,
+        name=f"jaxmc_{type(matrix).__name__}_{epilogue}",
+        **kw,
     )(*ins)
     if diff:
         y, dm = outs

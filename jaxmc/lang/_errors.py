@@ -83,7 +83,9 @@ def describe_expected(expected: set[str], parser: lark.Lark) -> str:
         op_group = []
     # Punctuation and keywords first, in a stable order; then the groups.
     names = sorted(_describe_terminal(t, parser) for t in expected)
-    names = [n for n in names if n.startswith("'")] + [n for n in names if not n.startswith("'")]
+    names = [n for n in names if n.startswith("'")] + [
+        n for n in names if not n.startswith("'")
+    ]
     groups = names + expr_group + op_group
     if len(groups) > _MAX_ALTERNATIVES:
         groups = groups[:_MAX_ALTERNATIVES] + ["..."]
@@ -151,7 +153,9 @@ def translate_lark_error(
     return PrismSyntaxError(str(e), source=text)  # pragma: no cover
 
 
-def _unexpected_characters(e: UnexpectedCharacters, text, file, parser) -> PrismSyntaxError:
+def _unexpected_characters(
+    e: UnexpectedCharacters, text, file, parser
+) -> PrismSyntaxError:
     char = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
     span = Span(file, e.line, e.column, e.line, e.column + 1)
     hint = None
@@ -187,7 +191,9 @@ def _unexpected_token(e: UnexpectedToken, text, file, parser) -> PrismSyntaxErro
     else:
         span = Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
         start = tok.start_pos
-    message = f"unexpected {_token_text(tok)}; expected {describe_expected(expected, parser)}"
+    message = (
+        f"unexpected {_token_text(tok)}; expected {describe_expected(expected, parser)}"
+    )
     hint = None
     statement = _statement_before(text, start)
 
@@ -200,9 +206,11 @@ def _unexpected_token(e: UnexpectedToken, text, file, parser) -> PrismSyntaxErro
         and _IDENT.match(tok.value)
     ):
         message = f"'{tok.value}' is a keyword and cannot be used as a name here"
-        hint = "rename it (PRISM reserves e.g. " + ", ".join(
-            ["init", "module", "rate", "min", "max", "F", "G", "U", "X"]
-        ) + ")"
+        hint = (
+            "rename it (PRISM reserves e.g. "
+            + ", ".join(["init", "module", "rate", "min", "max", "F", "G", "U", "X"])
+            + ")"
+        )
 
     # A primed variable outside an update.
     elif tok.type == "PRIMED":
@@ -252,7 +260,19 @@ def _unclosed_call(statement: str) -> str | None:
     return None
 
 
-_BUILTIN_NAMES = ("min", "max", "floor", "ceil", "round", "pow", "mod", "log", "func", "filter", "multi")
+_BUILTIN_NAMES = (
+    "min",
+    "max",
+    "floor",
+    "ceil",
+    "round",
+    "pow",
+    "mod",
+    "log",
+    "func",
+    "filter",
+    "multi",
+)
 
 
 def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str | None:
@@ -282,13 +302,19 @@ def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str
     if value == "(" and "COLON" in expected and "->" in statement:
         return "a probability and its update are separated by ':', as in 0.5 : (x'=1)"
     callee = _unclosed_call(statement)
-    if callee is not None and callee not in _BUILTIN_NAMES and not re.fullmatch(r"[PRSEA]|Pm..|Rm..|Sm..", callee):
+    if (
+        callee is not None
+        and callee not in _BUILTIN_NAMES
+        and not re.fullmatch(r"[PRSEA]|Pm..|Rm..|Sm..", callee)
+    ):
         return f"'{callee}' is not a built-in function (min, max, floor, ceil, round, pow, mod, log)"
     if tok.type == "RPAR" or (value == ")" and "RPAR" not in expected):
         return "unbalanced parentheses: this ')' has no matching '('"
     if "RPAR" in expected and statement.count("(") > statement.count(")"):
         return "unbalanced parentheses: a '(' is not closed"
-    if "ENDMODULE" in expected and (tok.type in ("$END", "MODULE") or value == "module"):
+    if "ENDMODULE" in expected and (
+        tok.type in ("$END", "MODULE") or value == "module"
+    ):
         return "a module must be closed with 'endmodule'"
     if "ENDREWARDS" in expected and tok.type == "$END":
         return "a reward structure must be closed with 'endrewards'"
@@ -319,7 +345,7 @@ def _fallback_hint(tok, expected: set[str], statement: str, value: str) -> str |
     if "STRING" in expected and re.search(r"\blabel\s*$", statement):
         return 'a label\'s name is quoted: label "name" = ...;'
     if tok.type == "STRING" and "STRING" not in expected:
-        return 'a quoted name is a label: it can be used in properties, not in a model'
+        return "a quoted name is a label: it can be used in properties, not in a model"
     operator = re.search(r"\b([PRS](min|max)?|R\{[^}]*\})\s*$", statement)
     if operator and "LSQB" not in expected:
         return "an operator is followed by =? or a bound: P=? [ F φ ] or P>=0.9 [ F φ ]"

@@ -483,7 +483,9 @@ class SysRename(Node):
     renames: tuple[tuple[str, str], ...]
 
 
-SystemExpr = Union[SysModule, SysFullParallel, SysInterleave, SysParallel, SysHide, SysRename]
+SystemExpr = Union[
+    SysModule, SysFullParallel, SysInterleave, SysParallel, SysHide, SysRename
+]
 
 
 @dataclass(frozen=True)

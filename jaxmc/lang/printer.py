@@ -245,7 +245,9 @@ def _rewards(r: ast.RewardStruct) -> str:
     lines = [head]
     for item in r.items:
         action = f"[{item.action or ''}] " if item.transition else ""
-        lines.append(f"\t{action}{format_expr(item.guard)} : {format_expr(item.value)};")
+        lines.append(
+            f"\t{action}{format_expr(item.guard)} : {format_expr(item.value)};"
+        )
     lines.append("endrewards")
     return "\n".join(lines)
 

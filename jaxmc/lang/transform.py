@@ -52,7 +52,11 @@ class AstBuilder(ExprTransformer):
         return ast.LabelDecl(self._label_name(name), expr, span=self._span(meta))
 
     def model_type(self, meta, children):
-        return Sugar("model_type", ast.MODEL_TYPE_KEYWORDS[children[0].value], span=self._span(meta))
+        return Sugar(
+            "model_type",
+            ast.MODEL_TYPE_KEYWORDS[children[0].value],
+            span=self._span(meta),
+        )
 
     def range_type(self, meta, children):
         low, high = children
@@ -71,7 +75,9 @@ class AstBuilder(ExprTransformer):
         span = self._span(meta)
         if vtype.kind == "range":
             low, high = vtype.values
-            return ast.VarDecl(name.value, ast.ValueType.INT, low, high, init, span=span)
+            return ast.VarDecl(
+                name.value, ast.ValueType.INT, low, high, init, span=span
+            )
         return ast.VarDecl(name.value, vtype.values[0], init=init, span=span)
 
     def global_decl(self, meta, children):
@@ -95,7 +101,9 @@ class AstBuilder(ExprTransformer):
 
     def renamed_module(self, meta, children):
         name, base, *renames = children
-        return ast.RenamedModule(name.value, base.value, tuple(renames), span=self._span(meta))
+        return ast.RenamedModule(
+            name.value, base.value, tuple(renames), span=self._span(meta)
+        )
 
     def assign(self, meta, children):
         var, expr = children
@@ -189,7 +197,9 @@ class AstBuilder(ExprTransformer):
 
     def sys_hide(self, meta, children):
         operand, *actions = children
-        return ast.SysHide(operand, tuple(a.value for a in actions), span=self._span(meta))
+        return ast.SysHide(
+            operand, tuple(a.value for a in actions), span=self._span(meta)
+        )
 
     def rename_pair(self, meta, children):
         old, new = children

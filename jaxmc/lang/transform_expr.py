@@ -41,7 +41,9 @@ def _exprs(children) -> list:
 
 
 def _tokens(children, *types: str) -> list[Token]:
-    return [c for c in children if isinstance(c, Token) and (not types or c.type in types)]
+    return [
+        c for c in children if isinstance(c, Token) and (not types or c.type in types)
+    ]
 
 
 class Sugar:
@@ -91,7 +93,9 @@ class ExprTransformer(Transformer_NonRecursive):
     def _span(self, meta) -> ast.Span | None:
         if getattr(meta, "empty", True):
             return None
-        return ast.Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+        return ast.Span(
+            self.file, meta.line, meta.column, meta.end_line, meta.end_column
+        )
 
     def _label_name(self, tok: Token) -> str:
         name = tok.value[1:-1]
@@ -202,17 +206,23 @@ class ExprTransformer(Transformer_NonRecursive):
 
     def bound_interval(self, meta, children):
         low, high = children
-        return ast.TimeBound(ast.TimeBoundKind.INTERVAL, low, high, span=self._span(meta))
+        return ast.TimeBound(
+            ast.TimeBoundKind.INTERVAL, low, high, span=self._span(meta)
+        )
 
     def temporal_unary(self, meta, children):
         op = children[0]
         bound = next((c for c in children[1:-1] if isinstance(c, ast.TimeBound)), None)
-        return ast.Temporal(_TEMPORAL[op.value], None, children[-1], bound, span=self._span(meta))
+        return ast.Temporal(
+            _TEMPORAL[op.value], None, children[-1], bound, span=self._span(meta)
+        )
 
     def temporal_binary(self, meta, children):
         left, op = children[0], children[1]
         bound = next((c for c in children[2:-1] if isinstance(c, ast.TimeBound)), None)
-        return ast.Temporal(_TEMPORAL[op.value], left, children[-1], bound, span=self._span(meta))
+        return ast.Temporal(
+            _TEMPORAL[op.value], left, children[-1], bound, span=self._span(meta)
+        )
 
     def opt(self, meta, children):
         return ast.Opt(children[0].value)
@@ -233,7 +243,9 @@ class ExprTransformer(Transformer_NonRecursive):
     def cumul_bounded(self, meta, children):
         value = _exprs(children)[0]
         bound = ast.TimeBound(ast.TimeBoundKind.LE, high=value, span=value.span)
-        return ast.RewardPath(ast.RewardPathKind.CUMULATIVE, bound, span=self._span(meta))
+        return ast.RewardPath(
+            ast.RewardPathKind.CUMULATIVE, bound, span=self._span(meta)
+        )
 
     def cumul(self, meta, children):
         return ast.RewardPath(ast.RewardPathKind.CUMULATIVE, span=self._span(meta))
@@ -308,7 +320,9 @@ class ExprTransformer(Transformer_NonRecursive):
 
     def path_quant(self, meta, children):
         quant, path = children
-        return ast.PathQuantifier(ast.Quantifier(quant.value), path, span=self._span(meta))
+        return ast.PathQuantifier(
+            ast.Quantifier(quant.value), path, span=self._span(meta)
+        )
 
     def filter_op(self, meta, children):
         return children[0]

@@ -94,13 +94,20 @@ def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None)
     # The compact layout stores columns as offsets from the row; a move of
     # up to `window` places must not widen them (int16 -> int32 would cost
     # more bytes than the padding saved).
-    if kind.startswith("compact") and _offset_type(B).itemsize > _offset_type(csr).itemsize:
+    if (
+        kind.startswith("compact")
+        and _offset_type(B).itemsize > _offset_type(csr).itemsize
+    ):
         return None
     return perm, B
 
 
 def choose_order(
-    csr: CSR, kind: str, *, window: int | None = None, min_padding: float | None = None,
+    csr: CSR,
+    kind: str,
+    *,
+    window: int | None = None,
+    min_padding: float | None = None,
 ) -> Permutation | None:
     """The state order for layout `kind` of the square matrix `csr`:
     `window_order(csr, window)` when `kind` is a warp-segment layout, its
@@ -117,7 +124,11 @@ def choose_order(
 
 
 def ordered_csr(
-    csr: CSR, kind: str, *, window: int | None = None, min_padding: float | None = None,
+    csr: CSR,
+    kind: str,
+    *,
+    window: int | None = None,
+    min_padding: float | None = None,
 ) -> tuple[CSR, Permutation | None]:
     """`(P A P^T, P)` with `P = choose_order(csr, kind)`, or `(csr, None)`
     where reordering does not pay (one host reordering for both)."""
@@ -125,7 +136,9 @@ def ordered_csr(
     return (csr, None) if got is None else (got[1], got[0])
 
 
-def layout_kind(csr: CSR, device_kind: str | None = None, *, fixed_values: bool = False) -> str:
+def layout_kind(
+    csr: CSR, device_kind: str | None = None, *, fixed_values: bool = False
+) -> str:
     """The layout name `choose_layout` picks (see the module docstring).
 
     **Arguments:**
@@ -143,7 +156,9 @@ def layout_kind(csr: CSR, device_kind: str | None = None, *, fixed_values: bool 
     full = _padded(lengths, 1) / nnz
     half = _padded(lengths, 2) / nnz
     # Half warp: fewer padded bytes, or long rows (half the loop trips).
-    lanes = 2 if (half < 0.9 * full or (lengths.mean() if len(lengths) else 0) >= 24) else 1
+    lanes = (
+        2 if (half < 0.9 * full or (lengths.mean() if len(lengths) else 0) >= 24) else 1
+    )
     suffix = "2" if lanes == 2 else ""
     if fixed_values and csr.shape[0] == csr.shape[1] and csr.nnz:
         distinct = len(np.unique(np.asarray(csr.data)))
@@ -169,7 +184,10 @@ def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
 
 
 def choose_layout(
-    csr: CSR, device_kind: str | None = None, *, kind: str | None = None,
+    csr: CSR,
+    device_kind: str | None = None,
+    *,
+    kind: str | None = None,
     fixed_values: bool = False,
 ):
     """The layout for `csr` on `device_kind`: `kind` if given (any name of
@@ -180,8 +198,12 @@ def choose_layout(
 
 
 def choose_ordered_layout(
-    csr: CSR, device_kind: str | None = None, *, kind: str | None = None,
-    fixed_values: bool = False, window: int | None = None,
+    csr: CSR,
+    device_kind: str | None = None,
+    *,
+    kind: str | None = None,
+    fixed_values: bool = False,
+    window: int | None = None,
 ) -> tuple:
     """`(layout, order)`: `choose_layout` on `csr` reordered by
     `choose_order` where that pays (`order` a `Permutation`, else None).

@@ -12,7 +12,9 @@ from jaxtyping import Array, Float, Int
 
 def narrow_int(lo: int, hi: int, signed: bool = True):
     """The narrowest integer dtype holding `[lo, hi]`."""
-    kinds = (np.int8, np.int16, np.int32) if signed else (np.uint8, np.uint16, np.uint32)
+    kinds = (
+        (np.int8, np.int16, np.int32) if signed else (np.uint8, np.uint16, np.uint32)
+    )
     for t in kinds:
         info = np.iinfo(t)
         if info.min <= lo and hi <= info.max:
@@ -49,4 +51,7 @@ class CompactVector(eqx.Module):
         return self.idx.shape
 
     def nbytes(self) -> int:
-        return int(self.table.size * self.table.dtype.itemsize + self.idx.size * self.idx.dtype.itemsize)
+        return int(
+            self.table.size * self.table.dtype.itemsize
+            + self.idx.size * self.idx.dtype.itemsize
+        )

@@ -66,8 +66,14 @@ class CompactDIA(eqx.Module):
     block_rows: int = eqx.field(static=True, default=256)
 
     @classmethod
-    def from_csr(cls, csr: CSR, dtype=None, max_diags: int | None = None,
-                 max_fill: float | None = None, block_rows: int = 256) -> CompactDIA:
+    def from_csr(
+        cls,
+        csr: CSR,
+        dtype=None,
+        max_diags: int | None = None,
+        max_fill: float | None = None,
+        block_rows: int = 256,
+    ) -> CompactDIA:
         """The layout of a square `csr`, in its own row order. Raises
         `ValueError` where the matrix is not a few diagonals (`MAX_DIAGS`,
         `MAX_FILL`) or has more than 65536 distinct values; `fits` says so
@@ -77,7 +83,9 @@ class CompactDIA(eqx.Module):
             raise ValueError("the diagonal layout needs a square matrix")
         _check_no_repeats(csr)
         rows, cols, data = _entries(csr)
-        return cls._from_entries(rows, cols, data, n, dtype, max_diags, max_fill, block_rows)
+        return cls._from_entries(
+            rows, cols, data, n, dtype, max_diags, max_fill, block_rows
+        )
 
     @classmethod
     def _from_entries(cls, rows, cols, data, n, dtype, max_diags, max_fill, block_rows):
@@ -112,7 +120,9 @@ class CompactDIA(eqx.Module):
         )
 
     @staticmethod
-    def fits(csr: CSR, max_diags: int | None = None, max_fill: float | None = None) -> bool:
+    def fits(
+        csr: CSR, max_diags: int | None = None, max_fill: float | None = None
+    ) -> bool:
         """Whether `from_csr` would take `csr` (diagonal count and fill)."""
         indptr = np.asarray(csr.indptr, dtype=np.int64)
         n, m = csr.shape
@@ -131,15 +141,28 @@ class CompactDIA(eqx.Module):
         import dataclasses
 
         if block_rows & (block_rows - 1) or not 16 <= block_rows <= PAD:
-            raise ValueError(f"`block_rows` must be a power of two in [16, {PAD}], not {block_rows}")
+            raise ValueError(
+                f"`block_rows` must be a power of two in [16, {PAD}], not {block_rows}"
+            )
         act = _active(np.asarray(self.vidx), self.zero, block_rows)
-        return dataclasses.replace(self, block_rows=int(block_rows), active=jnp.asarray(act))
+        return dataclasses.replace(
+            self, block_rows=int(block_rows), active=jnp.asarray(act)
+        )
 
     def stats(self) -> dict:
         stored = len(self.offsets) * self.shape[0]
-        mbytes = stored * self.vidx.dtype.itemsize + self.table.size * self.table.dtype.itemsize
-        s = layout_stats("dia", self.nnz, stored, mbytes, self.shape, self.table.dtype.itemsize)
-        s.update(table=int(self.table.size), vidx=str(self.vidx.dtype), diagonals=len(self.offsets))
+        mbytes = (
+            stored * self.vidx.dtype.itemsize
+            + self.table.size * self.table.dtype.itemsize
+        )
+        s = layout_stats(
+            "dia", self.nnz, stored, mbytes, self.shape, self.table.dtype.itemsize
+        )
+        s.update(
+            table=int(self.table.size),
+            vidx=str(self.vidx.dtype),
+            diagonals=len(self.offsets),
+        )
         return s
 
 
@@ -164,7 +187,9 @@ def _check_no_repeats(csr: CSR) -> None:
     if cols.size < 2:
         return
     step = np.diff(cols) > 0
-    step[indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < cols.size)] - 1] = True  # row starts
+    step[indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < cols.size)] - 1] = (
+        True  # row starts
+    )
     if step.all():
         return
     rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(indptr))
@@ -253,8 +278,12 @@ def _rank_order(rank, n: int):
     new place `i`, `pos` the inverse. A `rank` that is already a
     permutation of `0..n-1` costs one scatter, not a sort."""
     rank = np.asarray(rank, dtype=np.int64)
-    if rank.size and rank.min() == 0 and rank.max() == n - 1 and \
-            np.bincount(rank, minlength=n).max() == 1:
+    if (
+        rank.size
+        and rank.min() == 0
+        and rank.max() == n - 1
+        and np.bincount(rank, minlength=n).max() == 1
+    ):
         order = np.empty(n, np.int64)
         order[rank] = np.arange(n)
         return order, rank
@@ -264,8 +293,9 @@ def _rank_order(rank, n: int):
     return order, pos
 
 
-def dia_order(csr: CSR, rank, max_diags: int | None = None,
-              max_fill: float | None = None) -> Permutation | None:
+def dia_order(
+    csr: CSR, rank, max_diags: int | None = None, max_fill: float | None = None
+) -> Permutation | None:
     """The permutation that sorts the rows (and columns) of the square
     matrix `csr` by `rank` (for a model: each state's place in PRISM's
     lexicographic order, `lex_order`), if the matrix is a few diagonals in
@@ -284,8 +314,15 @@ def dia_order(csr: CSR, rank, max_diags: int | None = None,
     return Permutation(order)
 
 
-def ordered_dia(csr: CSR, rank, *, dtype=None, max_diags: int | None = None,
-                max_fill: float | None = None, on_device: bool | None = None):
+def ordered_dia(
+    csr: CSR,
+    rank,
+    *,
+    dtype=None,
+    max_diags: int | None = None,
+    max_fill: float | None = None,
+    on_device: bool | None = None,
+):
     """`(CompactDIA of P A P^T, P)` for `P` the permutation that sorts the
     rows of the square `csr` by `rank` (`dia_order`), or None where the
     matrix is no few diagonals in that order, has repeated entries or
@@ -333,8 +370,9 @@ def _too_many_offsets(csr: CSR, pos, max_diags, sample: int = 1 << 16) -> bool:
 def _build_on_host(csr, pos, n, dtype, max_diags, max_fill):
     rows, cols, data = _entries(csr)
     try:
-        return CompactDIA._from_entries(pos[rows], pos[cols], data, n, dtype, max_diags,
-                                        max_fill, 256)
+        return CompactDIA._from_entries(
+            pos[rows], pos[cols], data, n, dtype, max_diags, max_fill, 256
+        )
     except ValueError:
         return None
 
@@ -344,7 +382,9 @@ def _device_offsets(indptr, cols, pos, n):
     """Each entry's row (renumbered) and offset, and which of the `2n - 1`
     offsets occur."""
     nnz = cols.shape[0]
-    rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), jnp.diff(indptr), total_repeat_length=nnz)
+    rows = jnp.repeat(
+        jnp.arange(n, dtype=jnp.int32), jnp.diff(indptr), total_repeat_length=nnz
+    )
     r = pos[rows]
     off = pos[cols] - r
     present = jnp.zeros(2 * n - 1, jnp.int32).at[off + (n - 1)].add(1, mode="drop") > 0
@@ -372,8 +412,9 @@ def _build_on_device(csr, pos, n, dtype, max_diags, max_fill):
     if not keep.all():  # (explicit zeros: drop them on the host first)
         return _build_on_host(csr, pos, n, dtype, max_diags, max_fill)
     cols = jnp.asarray(np.asarray(csr.indices), jnp.int32)
-    r, off, present = _device_offsets(jnp.asarray(indptr, jnp.int32), cols,
-                                      jnp.asarray(pos, jnp.int32), n)
+    r, off, present = _device_offsets(
+        jnp.asarray(indptr, jnp.int32), cols, jnp.asarray(pos, jnp.int32), n
+    )
     offs = np.flatnonzero(np.asarray(present)) - (n - 1)
     if offs.size == 0 or _misfit(offs.size, n, data_h.size, max_diags, max_fill):
         return None
@@ -386,8 +427,17 @@ def _build_on_device(csr, pos, n, dtype, max_diags, max_fill):
         if table.size > 65536:
             return None
         zero = int(np.searchsorted(table, 0.0))
-        vidx, active, found = _device_vidx(r, off, data, jnp.asarray(table), lookup, n,
-                                           -(-n // PAD) * PAD, int(offs.size), zero)
+        vidx, active, found = _device_vidx(
+            r,
+            off,
+            data,
+            jnp.asarray(table),
+            lookup,
+            n,
+            -(-n // PAD) * PAD,
+            int(offs.size),
+            zero,
+        )
         if bool(found):
             break
         table = np.unique(np.append(data_h, 0.0))  # the sample missed some: all of them

@@ -113,4 +113,6 @@ class SlicedELL(eqx.Module):
         stored = sum(s.size for s in slots)
         nnz = real_entries(slots)
         it = self.data[0].dtype.itemsize if self.data else 8
-        return layout_stats("sell", nnz, stored, stored * (it + 4) + 4 * self.shape[0], self.shape, it)
+        return layout_stats(
+            "sell", nnz, stored, stored * (it + 4) + 4 * self.shape[0], self.shape, it
+        )

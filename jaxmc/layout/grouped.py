@@ -70,14 +70,21 @@ def choose_width(counts: np.ndarray, max_padding: float = MAX_PADDING) -> int:
         return 1
     if n * top <= max_padding * max(int(counts.sum()), n):
         return top
-    above = n - np.cumsum(np.bincount(counts, minlength=top + 1))  # [w]: states with > w
+    above = n - np.cumsum(
+        np.bincount(counts, minlength=top + 1)
+    )  # [w]: states with > w
     rest = np.cumsum(above[::-1])[::-1]  # [w]: choices past slot w, summed over states
     w = np.arange(1, top + 1)
     return int(w[np.argmin(n * w + OVERFLOW_COST * rest[1:])])
 
 
-def group_index(choice_ptr, *, width: int | None = None, table: bool = False,
-                max_padding: float | None = MAX_PADDING) -> GroupIndex | None:
+def group_index(
+    choice_ptr,
+    *,
+    width: int | None = None,
+    table: bool = False,
+    max_padding: float | None = MAX_PADDING,
+) -> GroupIndex | None:
     """The `GroupIndex` of row-grouped choices `choice_ptr` (host array,
     `[n + 1]`), or `None` where the gather does not pay (no choices, or
     more than `max_padding * max(m, n)` slots; `None`: no limit).
@@ -103,7 +110,9 @@ def group_index(choice_ptr, *, width: int | None = None, table: bool = False,
     extra = counts[big] - w
     rest_seg = np.repeat(np.arange(len(big)), extra)
     # choice ptr[s] + w + i for i < extra[s]
-    first = np.repeat(ptr[big] + w - np.concatenate(([0], np.cumsum(extra)[:-1])), extra)
+    first = np.repeat(
+        ptr[big] + w - np.concatenate(([0], np.cumsum(extra)[:-1])), extra
+    )
     rest_choice = first + np.arange(len(rest_seg))
     tab = None
     if table:
@@ -112,8 +121,12 @@ def group_index(choice_ptr, *, width: int | None = None, table: bool = False,
         tab = jnp.asarray(tab, dtype=jnp.int32)
     i32 = lambda a: jnp.asarray(a, dtype=jnp.int32)  # noqa: E731
     return GroupIndex(
-        ptr=i32(ptr), table=tab, rest_choice=i32(rest_choice), rest_seg=i32(rest_seg),
-        rest_state=i32(big), width=w,
+        ptr=i32(ptr),
+        table=tab,
+        rest_choice=i32(rest_choice),
+        rest_seg=i32(rest_seg),
+        rest_state=i32(big),
+        width=w,
     )
 
 
@@ -145,14 +158,23 @@ def _gather_reduce(v, G: GroupIndex, op: str):
     k = G.rest_state.shape[0]
     if k:
         seg = jax.ops.segment_max if op == "max" else jax.ops.segment_min
-        r = seg(v.at[G.rest_choice].get(mode="promise_in_bounds"), G.rest_seg,
-                num_segments=k, indices_are_sorted=True)
-        y = y.at[G.rest_state].set(both(y.at[G.rest_state].get(mode="promise_in_bounds"), r),
-                                   indices_are_sorted=True, unique_indices=True)
+        r = seg(
+            v.at[G.rest_choice].get(mode="promise_in_bounds"),
+            G.rest_seg,
+            num_segments=k,
+            indices_are_sorted=True,
+        )
+        y = y.at[G.rest_state].set(
+            both(y.at[G.rest_state].get(mode="promise_in_bounds"), r),
+            indices_are_sorted=True,
+            unique_indices=True,
+        )
     return y
 
 
-def group_reduce(v, group_ids, n_groups: int, op: str, *, groups: GroupIndex | None = None):
+def group_reduce(
+    v, group_ids, n_groups: int, op: str, *, groups: GroupIndex | None = None
+):
     """`op` in {"min", "max"} of `v` over segments `group_ids` (sorted): a
     gather through `groups` when given (see the module docstring), else a
     `segment_min`/`segment_max`. Both give the same bits, including the

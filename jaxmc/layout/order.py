@@ -57,8 +57,13 @@ class Permutation:
             return CSR.from_arrays(B.indptr, B.indices, B.data, B.shape)
         indptr = B.indptr.astype(np.int32)
         rows = np.repeat(np.arange(B.shape[0], dtype=np.int32), np.diff(indptr))
-        return CSR(data=B.data, indices=B.indices.astype(np.int32), row_ids=rows,
-                   indptr=indptr, shape=(int(B.shape[0]), int(B.shape[1])))
+        return CSR(
+            data=B.data,
+            indices=B.indices.astype(np.int32),
+            row_ids=rows,
+            indptr=indptr,
+            shape=(int(B.shape[0]), int(B.shape[1])),
+        )
 
     @staticmethod
     def identity(n: int) -> Permutation:
@@ -86,7 +91,9 @@ def bfs_order(csr: CSR, sources=(0,)) -> Permutation:
     while True:
         for s in todo:
             if not seen[s]:
-                o = csgraph.breadth_first_order(A, int(s), directed=True, return_predecessors=False)
+                o = csgraph.breadth_first_order(
+                    A, int(s), directed=True, return_predecessors=False
+                )
                 o = o[~seen[o]]
                 seen[o] = True
                 parts.append(o)
@@ -142,4 +149,8 @@ def bandwidth(csr: CSR) -> int:
     """`max |col - row|` over the stored entries."""
     if csr.nnz == 0:
         return 0
-    return int(np.abs(np.asarray(csr.indices, np.int64) - np.asarray(csr.row_ids, np.int64)).max())
+    return int(
+        np.abs(
+            np.asarray(csr.indices, np.int64) - np.asarray(csr.row_ids, np.int64)
+        ).max()
+    )

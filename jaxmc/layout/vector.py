@@ -59,8 +59,12 @@ class VectorCSR(eqx.Module):
 
     @classmethod
     def from_csr(
-        cls, csr: CSR, lanes: int | None = None, rows_per_block: int | None = None,
-        align: int = 8, dtype=None,
+        cls,
+        csr: CSR,
+        lanes: int | None = None,
+        rows_per_block: int | None = None,
+        align: int = 8,
+        dtype=None,
     ) -> VectorCSR:
         if lanes is None:
             lanes = default_lanes(np.diff(np.asarray(csr.indptr, dtype=np.int64)))
@@ -119,14 +123,18 @@ class VectorCSR(eqx.Module):
         steps = np.zeros(nblocks * rpb, dtype=np.int64)
         steps[:nrows] = -(-np.diff(ptr) // lanes)
         return dataclasses.replace(
-            self, block_width=jnp.asarray(steps.reshape(nblocks, rpb).max(axis=1), jnp.int32),
-            lanes=int(lanes), rows_per_block=int(rpb),
+            self,
+            block_width=jnp.asarray(steps.reshape(nblocks, rpb).max(axis=1), jnp.int32),
+            lanes=int(lanes),
+            rows_per_block=int(rpb),
         )
 
     def with_values(self, vals: Float[Array, " nnz"]) -> VectorCSR:
         vals = jnp.asarray(vals)
         padded = jnp.append(vals, jnp.zeros((), vals.dtype))
-        return eqx.tree_at(lambda m: m.data, self, padded[self.slot].astype(self.data.dtype))
+        return eqx.tree_at(
+            lambda m: m.data, self, padded[self.slot].astype(self.data.dtype)
+        )
 
     def astype(self, dtype) -> VectorCSR:
         return eqx.tree_at(lambda m: m.data, self, self.data.astype(dtype))
@@ -135,7 +143,11 @@ class VectorCSR(eqx.Module):
         stored = int(self.data.shape[0])
         mbytes = stored * (self.data.dtype.itemsize + 4) + self.row_ptr.size * 4
         return layout_stats(
-            f"vector{self.lanes}", self.nnz, stored, mbytes, self.shape,
+            f"vector{self.lanes}",
+            self.nnz,
+            stored,
+            mbytes,
+            self.shape,
             self.data.dtype.itemsize,
         )
 

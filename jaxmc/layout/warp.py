@@ -132,8 +132,12 @@ class WarpELL(eqx.Module):
 
     @classmethod
     def from_csr(
-        cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
-        dtype=None, sort_rows: bool = False,
+        cls,
+        csr: CSR,
+        lanes: int = 1,
+        segs_per_block: int | None = None,
+        dtype=None,
+        sort_rows: bool = False,
     ) -> WarpELL:
         """`sort_rows`: within each segment, put the longest rows on the
         first lanes and keep each lane's row and length (capped) in
@@ -143,12 +147,15 @@ class WarpELL(eqx.Module):
         slower on tandem c=2047 (the per-lane byte and the scattered
         row-wise epilogue cost more than the skipped padding saves)."""
         if lanes not in (1, 2):
-            raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
+            raise ValueError(
+                f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}"
+            )
         spb = segs_per_block or (8 if lanes == 1 else 16)
         indptr, indices, data = _host_csr(csr)
         nrows = csr.shape[0]
         seg_ptr, seg_width, block_width, pos, total, lane_info = _placement(
-            indptr, nrows, lanes, spb, sort_rows)
+            indptr, nrows, lanes, spb, sort_rows
+        )
         slot = np.full(total, len(data), dtype=np.int64)
         slot[pos] = np.arange(len(data))
         rows = _stored_rows(seg_ptr, seg_width, lanes, total, lane_info)
@@ -180,7 +187,9 @@ class WarpELL(eqx.Module):
     def with_values(self, vals: Float[Array, " nnz"]) -> WarpELL:
         vals = jnp.asarray(vals)
         padded = jnp.append(vals, jnp.zeros((), vals.dtype))
-        return eqx.tree_at(lambda m: m.data, self, padded[self.slot].astype(self.data.dtype))
+        return eqx.tree_at(
+            lambda m: m.data, self, padded[self.slot].astype(self.data.dtype)
+        )
 
     def astype(self, dtype) -> WarpELL:
         return eqx.tree_at(lambda m: m.data, self, self.data.astype(dtype))
@@ -190,7 +199,12 @@ class WarpELL(eqx.Module):
         mbytes = stored * (self.data.dtype.itemsize + 4) + self.seg_ptr.size * 8
         mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
         return layout_stats(
-            f"warp{self.lanes}", self.nnz, stored, mbytes, self.shape, self.data.dtype.itemsize
+            f"warp{self.lanes}",
+            self.nnz,
+            stored,
+            mbytes,
+            self.shape,
+            self.data.dtype.itemsize,
         )
 
 
@@ -218,12 +232,18 @@ class CompactWarpELL(eqx.Module):
 
     @classmethod
     def from_csr(
-        cls, csr: CSR, lanes: int = 1, segs_per_block: int | None = None,
-        dtype=None, sort_rows: bool = False,
+        cls,
+        csr: CSR,
+        lanes: int = 1,
+        segs_per_block: int | None = None,
+        dtype=None,
+        sort_rows: bool = False,
     ) -> CompactWarpELL:
         w = WarpELL.from_csr(csr, lanes, segs_per_block, sort_rows=sort_rows)
         if csr.shape[0] != csr.shape[1]:
-            raise ValueError("the compact layout needs a square matrix (columns as row offsets)")
+            raise ValueError(
+                "the compact layout needs a square matrix (columns as row offsets)"
+            )
         data = np.asarray(w.data)
         table, vidx = np.unique(np.append(data, 0.0), return_inverse=True)
         zero = int(np.searchsorted(table, 0.0))
@@ -277,13 +297,25 @@ class CompactWarpELL(eqx.Module):
     def stats(self) -> dict:
         stored = int(self.vidx.shape[0])
         per = self.vidx.dtype.itemsize + self.offs.dtype.itemsize
-        mbytes = stored * per + self.seg_ptr.size * 8 + self.table.size * self.table.dtype.itemsize
+        mbytes = (
+            stored * per
+            + self.seg_ptr.size * 8
+            + self.table.size * self.table.dtype.itemsize
+        )
         mbytes += 0 if self.lane_info is None else int(self.lane_info.size)
         s = layout_stats(
-            f"compact{self.lanes}", self.nnz, stored, mbytes, self.shape,
+            f"compact{self.lanes}",
+            self.nnz,
+            stored,
+            mbytes,
+            self.shape,
             self.table.dtype.itemsize,
         )
-        s.update(table=int(self.table.size), vidx=str(self.vidx.dtype), offs=str(self.offs.dtype))
+        s.update(
+            table=int(self.table.size),
+            vidx=str(self.vidx.dtype),
+            offs=str(self.offs.dtype),
+        )
         return s
 
 
@@ -297,11 +329,17 @@ def _regroup(m, spb: int):
     info = m.lane_info
     if info is not None:  # the added segments: identity lanes, no steps
         S = m.seg_rows
-        extra = np.tile(np.arange(S, dtype=np.uint8), nseg - len(np.asarray(m.seg_width)))
+        extra = np.tile(
+            np.arange(S, dtype=np.uint8), nseg - len(np.asarray(m.seg_width))
+        )
         info = jnp.asarray(np.concatenate([np.asarray(info), extra]))
     return dataclasses.replace(
-        m, seg_ptr=jnp.asarray(ptr), seg_width=jnp.asarray(width),
-        block_width=jnp.asarray(block), segs_per_block=int(spb), lane_info=info,
+        m,
+        seg_ptr=jnp.asarray(ptr),
+        seg_width=jnp.asarray(width),
+        block_width=jnp.asarray(block),
+        segs_per_block=int(spb),
+        lane_info=info,
     )
 
 

@@ -35,8 +35,17 @@ def _steps(M, b, active, const, x0, k, opt):
 
 
 def masked_steps(
-    model: ExplicitModel, x0, k: int, *, opt=None, b=None, active=None, const=None,
-    probs=None, layout="auto", info: dict | None = None,
+    model: ExplicitModel,
+    x0,
+    k: int,
+    *,
+    opt=None,
+    b=None,
+    active=None,
+    const=None,
+    probs=None,
+    layout="auto",
+    info: dict | None = None,
 ) -> np.ndarray:
     """`k` steps of `x' = where(active, opt_c(b_c + (P x)_c), const)` from `x0`
     (defaults: `b = 0`, every state active), the SpMV on device matrix
@@ -57,9 +66,13 @@ def masked_steps(
         active = np.ones(n, dtype=bool) if active is None else active
         const = np.zeros(n) if const is None else const
         out = _steps(
-            M, jnp.asarray(b, dtype=jnp.float64), jnp.asarray(active),
-            jnp.asarray(const, dtype=jnp.float64), jnp.asarray(x0, dtype=jnp.float64),
-            jnp.asarray(k, dtype=jnp.int32), opt or "max",
+            M,
+            jnp.asarray(b, dtype=jnp.float64),
+            jnp.asarray(active),
+            jnp.asarray(const, dtype=jnp.float64),
+            jnp.asarray(x0, dtype=jnp.float64),
+            jnp.asarray(k, dtype=jnp.int32),
+            opt or "max",
         )
         return np.asarray(out)
 
@@ -72,7 +85,9 @@ def _discrete(model):
         )
 
 
-def next_probabilities(model: ExplicitModel, psi, *, opt=None, layout="auto") -> NumericResult:
+def next_probabilities(
+    model: ExplicitModel, psi, *, opt=None, layout="auto"
+) -> NumericResult:
     """Per-state `P(X ψ)` (min/max for MDPs; the embedded DTMC for CTMCs)."""
     check_type(model, opt)
     psi = np.asarray(psi, dtype=np.float64)
@@ -82,8 +97,15 @@ def next_probabilities(model: ExplicitModel, psi, *, opt=None, layout="auto") ->
 
 
 def bounded_until(
-    model: ExplicitModel, phi, psi, upper: int | None, *, lower: int = 0,
-    opt: str | None = None, layout: str = "auto", **solver_kw,
+    model: ExplicitModel,
+    phi,
+    psi,
+    upper: int | None,
+    *,
+    lower: int = 0,
+    opt: str | None = None,
+    layout: str = "auto",
+    **solver_kw,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a DTMC or MDP (`opt`).
 
@@ -109,10 +131,24 @@ def bounded_until(
         info["layout"] = res.extra.get("layout")
     else:
         x = masked_steps(
-            model, psi.astype(np.float64), upper - lower, opt=opt,
-            active=phi & ~psi, const=psi.astype(np.float64), layout=layout, info=info,
+            model,
+            psi.astype(np.float64),
+            upper - lower,
+            opt=opt,
+            active=phi & ~psi,
+            const=psi.astype(np.float64),
+            layout=layout,
+            info=info,
         )
     if lower > 0:
-        x = masked_steps(model, x, lower, opt=opt, active=phi, const=np.zeros(len(x)),
-                         layout=layout, info=info)
+        x = masked_steps(
+            model,
+            x,
+            lower,
+            opt=opt,
+            active=phi,
+            const=np.zeros(len(x)),
+            layout=layout,
+            info=info,
+        )
     return NumericResult(x, status, iters, resid, method="bounded", extra=info)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import ModelCheckingError
 
+
 #: Relative margin added to the bound for floating-point rounding.
 ROUNDING_MARGIN = 1e-9
 
@@ -98,7 +99,9 @@ def reward_upper_bound(
         np.subtract.at(pending, soc[new_hits], 1)
         cand = np.unique(soc[ch])
         cand = cand[~done[cand]]
-        ready = cand[(pending[cand] == 0) if not choose else (pending[cand] < per_state[cand])]
+        ready = cand[
+            (pending[cand] == 0) if not choose else (pending[cand] < per_state[cand])
+        ]
         if not ready.size:
             break
         # d and reward of each ready state from the current q (a state's value
@@ -136,6 +139,12 @@ def reward_upper_bound_model(M, probs, b, maybe, fixed, opt) -> float:
     """`reward_upper_bound` for a `jaxmc.layout.SparseModel` `M` whose entry
     probabilities are `probs`."""
     return reward_upper_bound(
-        np.asarray(M.group_ids), np.asarray(M.csr.row_ids), np.asarray(M.csr.indices),
-        np.asarray(probs, dtype=np.float64), b, maybe, fixed, opt,
+        np.asarray(M.group_ids),
+        np.asarray(M.csr.row_ids),
+        np.asarray(M.csr.indices),
+        np.asarray(probs, dtype=np.float64),
+        b,
+        maybe,
+        fixed,
+        opt,
     )

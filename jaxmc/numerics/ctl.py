@@ -50,7 +50,9 @@ def exists_globally(model: ExplicitModel, phi) -> np.ndarray:
     g = _graph(model)
     keep = sp.diags(phi.astype(np.int8), dtype=np.int8)
     sub = (keep @ g @ keep).tocsr()
-    ncomp, labels = csgraph.connected_components(sub, directed=True, connection="strong")
+    ncomp, labels = csgraph.connected_components(
+        sub, directed=True, connection="strong"
+    )
     sizes = np.bincount(labels, minlength=ncomp)
     self_loop = sub.diagonal() > 0
     on_cycle = phi & ((sizes[labels] > 1) | self_loop)

@@ -116,7 +116,9 @@ def _weighted_sum(A, e, q, x0, weights, left, right):
 
     def body(i, c):
         x, acc = c
-        w = jnp.where(i >= left, weights[jnp.clip(i - left, 0, weights.shape[0] - 1)], 0.0)
+        w = jnp.where(
+            i >= left, weights[jnp.clip(i - left, 0, weights.shape[0] - 1)], 0.0
+        )
         acc = acc + w * x
         x = x + (spmv(A, x) - e * x) / q
         return x, acc
@@ -130,8 +132,9 @@ def _pad(w):
     return np.concatenate([w, np.zeros(size - len(w))])
 
 
-def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
-                     transpose=False, layout="auto"):
+def _uniformised_sum(
+    model, x0, t, absorbing, *, epsilon, weights_fn=None, transpose=False, layout="auto"
+):
     """`sum_i w_i P^i x0` (or `x0 P^i` if `transpose`) for the uniformised
     chain of `model` with `absorbing` states made absorbing; `w_i` are the
     Poisson(q t) probabilities, or `weights_fn(left, probs, q)` -> (left,
@@ -156,12 +159,16 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
         with stage("layout"):
             if transpose:
                 perm = np.lexsort((rows, model.col))
-                indptr = np.concatenate([[0], np.cumsum(np.bincount(model.col, minlength=n))])
+                indptr = np.concatenate(
+                    [[0], np.cumsum(np.bincount(model.col, minlength=n))]
+                )
                 cols, vals = rows[perm], vals[perm]
             else:
                 _, _, cols, indptr = host_structure(model)
             if kind == "dia":
-                A, order = build_ordered(indptr, cols, vals, (n, n), kind, lex_rank(model))
+                A, order = build_ordered(
+                    indptr, cols, vals, (n, n), kind, lex_rank(model)
+                )
             else:
                 A = build_matrix(indptr, cols, vals, (n, n), kind)
     else:
@@ -172,8 +179,13 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
     at = (lambda v: v) if order is None else order.apply
     with stage("solve"):
         out = _weighted_sum(
-            A, jnp.asarray(at(e)), jnp.asarray(q), jnp.asarray(at(x0)), jnp.asarray(_pad(probs)),
-            jnp.asarray(left, jnp.int32), jnp.asarray(right, jnp.int32),
+            A,
+            jnp.asarray(at(e)),
+            jnp.asarray(q),
+            jnp.asarray(at(x0)),
+            jnp.asarray(_pad(probs)),
+            jnp.asarray(left, jnp.int32),
+            jnp.asarray(right, jnp.int32),
         )
         out = np.asarray(out)
         out = out if order is None else order.undo(out)
@@ -181,8 +193,15 @@ def _uniformised_sum(model, x0, t, absorbing, *, epsilon, weights_fn=None,
 
 
 def ctmc_bounded_until(
-    model: ExplicitModel, phi, psi, upper: float | None, *, lower: float = 0.0,
-    epsilon: float = 1e-6, layout: str = "auto", **solver_kw,
+    model: ExplicitModel,
+    phi,
+    psi,
+    upper: float | None,
+    *,
+    lower: float = 0.0,
+    epsilon: float = 1e-6,
+    layout: str = "auto",
+    **solver_kw,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a CTMC (times are reals).
 
@@ -204,17 +223,28 @@ def ctmc_bounded_until(
         x, info = res.values, res.extra
     else:
         x, info = _uniformised_sum(
-            model, psi.astype(float), upper - lower, psi | ~phi, epsilon=fg_eps, layout=layout
+            model,
+            psi.astype(float),
+            upper - lower,
+            psi | ~phi,
+            epsilon=fg_eps,
+            layout=layout,
         )
     if lower > 0:
         x, info = _uniformised_sum(
             model, np.where(phi, x, 0.0), lower, ~phi, epsilon=fg_eps, layout=layout
         )
-    return NumericResult(x, method="uniformisation", extra={"layout": info.get("layout")})
+    return NumericResult(
+        x, method="uniformisation", extra={"layout": info.get("layout")}
+    )
 
 
 def transient_probabilities(
-    model: ExplicitModel, t: float, init=None, *, epsilon: float = 1e-6,
+    model: ExplicitModel,
+    t: float,
+    init=None,
+    *,
+    epsilon: float = 1e-6,
     layout: str = "auto",
 ) -> np.ndarray:
     """The state distribution at time `t` from `init` (a distribution [n];
@@ -225,22 +255,32 @@ def transient_probabilities(
         init = np.zeros(n)
         init[model.initial_states] = 1.0 / len(model.initial_states)
     x, _ = _uniformised_sum(
-        model, init, t, np.zeros(n, bool), epsilon=epsilon / 8.0, transpose=True,
+        model,
+        init,
+        t,
+        np.zeros(n, bool),
+        epsilon=epsilon / 8.0,
+        transpose=True,
         layout=layout,
     )
     return x
 
 
 def ctmc_instantaneous_rewards(
-    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6,
+    model: ExplicitModel,
+    reward: RewardStructure,
+    t: float,
+    *,
+    epsilon: float = 1e-6,
     layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected state reward at time `t` (`R=?[I=t]`)."""
     _require_ctmc(model)
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
-    x, info = _uniformised_sum(model, st, t, np.zeros(n, bool), epsilon=epsilon / 8.0,
-                               layout=layout)
+    x, info = _uniformised_sum(
+        model, st, t, np.zeros(n, bool), epsilon=epsilon / 8.0, layout=layout
+    )
     return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 
 
@@ -252,7 +292,11 @@ def _cumulative_weights(left, probs, q):
 
 
 def ctmc_cumulative_rewards(
-    model: ExplicitModel, reward: RewardStructure, t: float, *, epsilon: float = 1e-6,
+    model: ExplicitModel,
+    reward: RewardStructure,
+    t: float,
+    *,
+    epsilon: float = 1e-6,
     layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected reward accumulated up to time `t` (`R=?[C<=t]`):
@@ -263,7 +307,8 @@ def ctmc_cumulative_rewards(
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
     if reward.transition is not None:
         r += np.bincount(
-            state_of_entry(model), weights=model.val * np.asarray(reward.transition),
+            state_of_entry(model),
+            weights=model.val * np.asarray(reward.transition),
             minlength=n,
         )
     if t == 0:
@@ -271,13 +316,20 @@ def ctmc_cumulative_rewards(
     if exit_rates(model).max(initial=0.0) == 0:
         return NumericResult(r * t, method="uniformisation")
     x, info = _uniformised_sum(
-        model, r, t, np.zeros(n, bool), epsilon=epsilon / 8.0,
-        weights_fn=_cumulative_weights, layout=layout,
+        model,
+        r,
+        t,
+        np.zeros(n, bool),
+        epsilon=epsilon / 8.0,
+        weights_fn=_cumulative_weights,
+        layout=layout,
     )
     return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 
 
-def ctmc_reachability_rewards(model: ExplicitModel, reward, target, **kw) -> NumericResult:
+def ctmc_reachability_rewards(
+    model: ExplicitModel, reward, target, **kw
+) -> NumericResult:
     """`R=?[F target]` for a CTMC (on the embedded DTMC); see
     `jaxmc.numerics.reachability_rewards`."""
     _require_ctmc(model)

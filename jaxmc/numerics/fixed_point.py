@@ -104,14 +104,41 @@ def solve_fixed(
             rank = lex_rank(model)
     with stage("solve"):
         kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
-        out = _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method,
-                            kw, precision,
-                            auto_ok=layout == "auto" and precision == "fp64", rank=rank)
+        out = _solve_masked(
+            M,
+            kind,
+            host,
+            probs,
+            maybe,
+            fixed,
+            b,
+            upper,
+            opt,
+            method,
+            kw,
+            precision,
+            auto_ok=layout == "auto" and precision == "fp64",
+            rank=rank,
+        )
     return out
 
 
-def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
-                  precision="fp64", auto_ok=False, rank=None):
+def _solve_masked(
+    M,
+    kind,
+    host,
+    probs,
+    maybe,
+    fixed,
+    b,
+    upper,
+    opt,
+    method,
+    kw,
+    precision="fp64",
+    auto_ok=False,
+    rank=None,
+):
     soc, rows, cols, indptr = host
     n = M.n_states
     state_row = soc[rows]
@@ -124,11 +151,13 @@ def _solve_masked(M, kind, host, probs, maybe, fixed, b, upper, opt, method, kw,
     if precision == "fp64":
         vec, mat = jnp.asarray, (lambda A: A)
     else:
+
         def vec(v):
             return jnp.asarray(v, jnp.float32)
 
         def mat(A):
             return to_precision(A, precision)
+
     sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
     if method == AUTO:
         A, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)

@@ -26,6 +26,7 @@ _SQRT2PI = math.sqrt(2.0 * math.pi)
 #: take: PRISM counts them in a 32-bit int.
 _MAX_STEPS = 2**31 - 1
 
+
 def _right_k(lam: float, eps: float) -> float:
     # Corollary 1 (right truncation), with lambda replaced by max(lambda, 400).
     lam = max(lam, 400.0)
@@ -65,7 +66,9 @@ def fox_glynn(
     `P(N = i)` up to rounding.
     """
     if not q_t > 0 or not math.isfinite(q_t):
-        raise ModelCheckingError(f"Fox-Glynn needs a positive finite rate*time, got {q_t}")
+        raise ModelCheckingError(
+            f"Fox-Glynn needs a positive finite rate*time, got {q_t}"
+        )
     if q_t > _MAX_STEPS:
         raise ModelCheckingError(
             f"uniformisation would need more than {_MAX_STEPS:,} steps "

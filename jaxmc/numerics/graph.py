@@ -47,9 +47,7 @@ def _exists_reach(model, target, through, choice_ok=None) -> np.ndarray:
     g = sp.csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1)
     )
-    order = csgraph.breadth_first_order(
-        g, n, directed=True, return_predecessors=False
-    )
+    order = csgraph.breadth_first_order(g, n, directed=True, return_predecessors=False)
     out = np.zeros(n + 1, dtype=bool)
     out[order] = True
     return out[:n]

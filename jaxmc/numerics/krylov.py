@@ -101,23 +101,35 @@ def _gmres(op, b, x0, rtol, max_iters, restart: int):
 
             def rotate(i, h):
                 a, c2 = h[i], h[i + 1]
-                return h.at[i].set(cs[i] * a + sn[i] * c2).at[i + 1].set(-sn[i] * a + cs[i] * c2)
+                return (
+                    h.at[i]
+                    .set(cs[i] * a + sn[i] * c2)
+                    .at[i + 1]
+                    .set(-sn[i] * a + cs[i] * c2)
+                )
 
             h = lax.fori_loop(0, j, rotate, h)
             a, c2 = h[j], h[j + 1]
             den = jnp.hypot(a, c2)
             safe = jnp.where(den > 0, den, 1.0)
-            c_, s_ = jnp.where(den > 0, a / safe, 1.0), jnp.where(den > 0, c2 / safe, 0.0)
+            c_, s_ = (
+                jnp.where(den > 0, a / safe, 1.0),
+                jnp.where(den > 0, c2 / safe, 0.0),
+            )
             h = h.at[j].set(den).at[j + 1].set(0.0)
             g = g.at[j + 1].set(-s_ * g[j]).at[j].set(c_ * g[j])
             return j + 1, V, H.at[:, j].set(h), cs.at[j].set(c_), sn.at[j].set(s_), g
 
-        j, V, H, _, _, g = lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), V, H, cs, sn, g))
+        j, V, H, _, _, g = lax.while_loop(
+            cond, body, (jnp.zeros((), jnp.int32), V, H, cs, sn, g)
+        )
         used = jnp.arange(m) < j
         R = jnp.where(used[:, None] & used[None, :], H[:m, :m], jnp.eye(m, dtype=dt))
         # Unused columns are the identity; a zero pivot (exact breakdown)
         # cannot happen on a used column of a nonsingular system.
-        y = jax.scipy.linalg.solve_triangular(R, jnp.where(used, g[:m], 0.0), lower=False)
+        y = jax.scipy.linalg.solve_triangular(
+            R, jnp.where(used, g[:m], 0.0), lower=False
+        )
         x = x + V[:m].T @ y
         it = it + j
         res = _norm(b - op(x))
@@ -141,12 +153,17 @@ def _gmres(op, b, x0, rtol, max_iters, restart: int):
     x, it, res, status = lax.while_loop(
         lambda c: c[3] == RUNNING, cycle, (x0, jnp.zeros((), jnp.int32), res0, s0)
     )
-    return Solution(value=x, status=status, iterations=it, residual=res / jnp.where(
-        tol > 0, tol / rtol, 1.0))
+    return Solution(
+        value=x,
+        status=status,
+        iterations=it,
+        residual=res / jnp.where(tol > 0, tol / rtol, 1.0),
+    )
 
 
-def gmres(op: Operator, b, x0=None, *, rtol=1e-13, restart=40, max_iters=10000,
-          throw=False) -> Solution:
+def gmres(
+    op: Operator, b, x0=None, *, rtol=1e-13, restart=40, max_iters=10000, throw=False
+) -> Solution:
     """Restarted GMRES for `op(x) = b` on the device.
 
     **Arguments:**
@@ -162,8 +179,14 @@ def gmres(op: Operator, b, x0=None, *, rtol=1e-13, restart=40, max_iters=10000,
     """
     b = jnp.asarray(b, jnp.float64)
     x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, jnp.float64)
-    sol = _gmres(op, b, x0, jnp.asarray(rtol, b.dtype), jnp.asarray(max_iters, jnp.int32),
-                 int(restart))
+    sol = _gmres(
+        op,
+        b,
+        x0,
+        jnp.asarray(rtol, b.dtype),
+        jnp.asarray(max_iters, jnp.int32),
+        int(restart),
+    )
     return check_solution(sol, throw, "GMRES")
 
 
@@ -172,12 +195,14 @@ def _bicgstab(op, b, x0, rtol, max_iters, shadow):
     tol = rtol * _norm(b)
     sol = bicgstab_loop(op, b, x0, tol, max_iters, _norm, shadow)
     true = _norm(b - op(sol.value)) / jnp.where(tol > 0, tol / rtol, 1.0)
-    return Solution(value=sol.value, status=sol.status, iterations=sol.iterations,
-                    residual=true)
+    return Solution(
+        value=sol.value, status=sol.status, iterations=sol.iterations, residual=true
+    )
 
 
-def bicgstab(op: Operator, b, x0=None, *, rtol=1e-13, max_iters=10000,
-             shadow=None, throw=False) -> Solution:
+def bicgstab(
+    op: Operator, b, x0=None, *, rtol=1e-13, max_iters=10000, shadow=None, throw=False
+) -> Solution:
     """BiCGStab for `op(x) = b` on the device, stopped when its recursive
     residual is below `rtol ||b||_2`. `residual` is the *true* relative
     residual of the result, which rounding may leave well above `rtol`:
@@ -186,6 +211,12 @@ def bicgstab(op: Operator, b, x0=None, *, rtol=1e-13, max_iters=10000,
     (default: the initial residual)."""
     b = jnp.asarray(b, jnp.float64)
     x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, jnp.float64)
-    sol = _bicgstab(op, b, x0, jnp.asarray(rtol, b.dtype), jnp.asarray(max_iters, jnp.int32),
-                    None if shadow is None else jnp.asarray(shadow, b.dtype))
+    sol = _bicgstab(
+        op,
+        b,
+        x0,
+        jnp.asarray(rtol, b.dtype),
+        jnp.asarray(max_iters, jnp.int32),
+        None if shadow is None else jnp.asarray(shadow, b.dtype),
+    )
     return check_solution(sol, throw, "BiCGStab")

@@ -82,8 +82,9 @@ def resolve_layout(model: ExplicitModel, layout: str = "auto") -> str:
         return "csr"
     per = _CACHE.setdefault(model, {})
     if "auto" not in per:
-        host = host_csr(model.row_ptr, model.col, model.val,
-                         (model.num_choices, model.num_states))
+        host = host_csr(
+            model.row_ptr, model.col, model.val, (model.num_choices, model.num_states)
+        )
         per["auto"] = layout_kind(host, "gpu")
     return per["auto"]
 
@@ -190,8 +191,9 @@ def layout_name(matrix) -> str:
     return names.get(type(matrix), type(matrix).__name__)
 
 
-def sparse_model(choice_ptr, row_ptr, col, val, *, nondeterministic: bool,
-                 kind: str = "csr") -> SparseModel:
+def sparse_model(
+    choice_ptr, row_ptr, col, val, *, nondeterministic: bool, kind: str = "csr"
+) -> SparseModel:
     """A `SparseModel` from host arrays with its matrix in layout `kind`
     (for a compact kind the structure only: `valued` builds the matrix)."""
     choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
@@ -222,10 +224,16 @@ def sparse(model: ExplicitModel, kind: str = "csr") -> SparseModel:
     per = _CACHE.setdefault(model, {})
     if key not in per:
         with stage("layout"):
-            per[key] = jax.block_until_ready(sparse_model(
-                model.choice_ptr, model.row_ptr, model.col, model.val,
-                nondeterministic=model.is_nondeterministic, kind=key,
-            ))
+            per[key] = jax.block_until_ready(
+                sparse_model(
+                    model.choice_ptr,
+                    model.row_ptr,
+                    model.col,
+                    model.val,
+                    nondeterministic=model.is_nondeterministic,
+                    kind=key,
+                )
+            )
     return per[key]
 
 
@@ -233,10 +241,18 @@ def host_structure(model: ExplicitModel, M: SparseModel | None = None):
     """`(state of each choice, row of each entry, column of each entry,
     row pointers)` on the host: from the model's arrays, or from `M`."""
     if M is None:
-        return (model.state_of_choice(), model.row_of_entry(), np.asarray(model.col),
-                np.asarray(model.row_ptr))
-    return (np.asarray(M.group_ids), np.asarray(M.csr.row_ids),
-            np.asarray(M.csr.indices), np.asarray(M.csr.indptr))
+        return (
+            model.state_of_choice(),
+            model.row_of_entry(),
+            np.asarray(model.col),
+            np.asarray(model.row_ptr),
+        )
+    return (
+        np.asarray(M.group_ids),
+        np.asarray(M.csr.row_ids),
+        np.asarray(M.csr.indices),
+        np.asarray(M.csr.indptr),
+    )
 
 
 def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseModel:
@@ -249,8 +265,9 @@ def valued(M: SparseModel, kind: str, vals, indptr=None, cols=None) -> SparseMod
     if indptr is None:
         _, _, cols, indptr = host_structure(None, M)
     mat = build_matrix(indptr, cols, vals, M.csr.shape, kind)
-    return eqx.tree_at(lambda m: (m.csr, m.matrix), M,
-                       (M.csr.with_values(jnp.asarray(vals)), mat))
+    return eqx.tree_at(
+        lambda m: (m.csr, m.matrix), M, (M.csr.with_values(jnp.asarray(vals)), mat)
+    )
 
 
 def square_matrix(M: SparseModel, kind: str, vals, indptr, cols, rank=None):

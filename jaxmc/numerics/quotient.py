@@ -16,8 +16,10 @@ def expand_result(res: NumericResult, rep: np.ndarray, **extra) -> NumericResult
     """`res`, solved on a quotient (`quotient`), read back on the original
     states: values and per-state extras (interval-iteration bounds) at
     `rep[s]`; `extra` added."""
-    lifted = {k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
-              for k, v in (res.extra or {}).items()}
+    lifted = {
+        k: np.asarray(v)[rep] if isinstance(v, np.ndarray) else v
+        for k, v in (res.extra or {}).items()
+    }
     lifted.update(extra)
     return NumericResult(
         res.values[rep], res.status, res.iterations, res.residual, res.method, lifted
@@ -52,7 +54,11 @@ def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "
     idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
     row_ptr = np.concatenate([[0], np.cumsum(lens)])
     M = sparse_model(
-        choice_ptr, row_ptr, rep[model.col[idx]], np.zeros(len(idx)),
-        nondeterministic=True, kind=resolve_layout(model, layout),
+        choice_ptr,
+        row_ptr,
+        rep[model.col[idx]],
+        np.zeros(len(idx)),
+        nondeterministic=True,
+        kind=resolve_layout(model, layout),
     )
     return M, rep, keep, idx, probs[idx]

@@ -82,8 +82,14 @@ def until_probabilities(
     probs = probabilities(model)
     b = np.zeros(model.num_choices)
     kw = dict(
-        opt=opt, method=method, epsilon=epsilon, relative=relative,
-        max_iters=max_iters, throw=throw, layout=layout, precision=precision,
+        opt=opt,
+        method=method,
+        epsilon=epsilon,
+        relative=relative,
+        max_iters=max_iters,
+        throw=throw,
+        layout=layout,
+        precision=precision,
     )
     upper = np.ones(n)
     if method == "interval_iteration" and model.is_nondeterministic and opt == "max":

@@ -36,8 +36,13 @@ from .transitions import choice_rewards, exit_rates, probabilities
 def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision):
     check_precision(precision, epsilon)
     return dict(
-        opt=opt, method=default_method(model, method), epsilon=epsilon,
-        relative=relative, max_iters=max_iters, throw=throw, layout=layout,
+        opt=opt,
+        method=default_method(model, method),
+        epsilon=epsilon,
+        relative=relative,
+        max_iters=max_iters,
+        throw=throw,
+        layout=layout,
         precision=precision,
     )
 
@@ -143,8 +148,7 @@ def reachability_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
-             precision)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
     if not model.is_nondeterministic:
         finite = _pre(graph.prob1, model, true, target)
     elif opt == "max":
@@ -188,8 +192,7 @@ def total_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout,
-             precision)
+    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
     true = np.ones(n, dtype=bool)
     fixed = np.zeros(n)
     if not model.is_nondeterministic:
@@ -264,7 +267,11 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
 
 
 def cumulative_rewards(
-    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None,
+    model: ExplicitModel,
+    reward: RewardStructure,
+    k: int,
+    *,
+    opt: str | None = None,
     layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected reward in the first `k` steps (`C<=k`), DTMC/MDP."""
@@ -272,13 +279,18 @@ def cumulative_rewards(
     _discrete(model)
     r = choice_rewards(model, reward)
     info = {}
-    x = masked_steps(model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout,
-                     info=info)
+    x = masked_steps(
+        model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout, info=info
+    )
     return NumericResult(x, method="cumulative", extra=info)
 
 
 def instantaneous_rewards(
-    model: ExplicitModel, reward: RewardStructure, k: int, *, opt: str | None = None,
+    model: ExplicitModel,
+    reward: RewardStructure,
+    k: int,
+    *,
+    opt: str | None = None,
     layout: str = "auto",
 ) -> NumericResult:
     """Per-state expected state reward at step `k` (`I=k`), DTMC/MDP."""

@@ -74,8 +74,10 @@ def _aperiodic(labels, count, src, dst) -> bool:
     reps = np.unique(labels[inb], return_index=True)[1]
     reps = np.nonzero(inb)[0][reps]
     g = sp.csr_matrix(
-        (np.ones(len(src) + len(reps)), (np.concatenate([src, np.full(len(reps), n)]),
-                                         np.concatenate([dst, reps]))),
+        (
+            np.ones(len(src) + len(reps)),
+            (np.concatenate([src, np.full(len(reps), n)]), np.concatenate([dst, reps])),
+        ),
         shape=(n + 1, n + 1),
     )
     level = csgraph.shortest_path(g, indices=n, unweighted=True, directed=True)
@@ -86,7 +88,9 @@ def _aperiodic(labels, count, src, dst) -> bool:
     return bool(np.all(period[np.bincount(labels[src], minlength=count) > 0] == 1))
 
 
-def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None, rank=None):
+def _stationary_linear(
+    k, src, dst, val, diag, lab, reps, max_iters, layout=None, rank=None
+):
     """Solve `Q^T pi = 0` on `k` local states, the equation of each BSCC's
     representative replaced by `sum_{s in B} pi_s = 1`, in the jump-chain
     variables `y = pi * d`: `sum_s y_s P(s,t) - y_t = 0`, `P = Q_off / d`.
@@ -97,10 +101,18 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None
     is_rep[reps] = True
     if layout is not None:
         keep = ~is_rep[dst]
-        off = sp.csr_matrix((val[keep] / diag[src[keep]], (dst[keep], src[keep])), shape=(k, k))
+        off = sp.csr_matrix(
+            (val[keep] / diag[src[keep]], (dst[keep], src[keep])), shape=(k, k)
+        )
         nb = int(lab.max(initial=-1)) + 1
-        sol, method, name = device_solve(off, is_rep.astype(np.float64), layout, max_iters,
-                                          norm=(is_rep, lab, 1.0 / diag, nb), rank=rank)
+        sol, method, name = device_solve(
+            off,
+            is_rep.astype(np.float64),
+            layout,
+            max_iters,
+            norm=(is_rep, lab, 1.0 / diag, nb),
+            rank=rank,
+        )
         info = dict(method=method, layout=name, iterations=int(sol.iterations))
         if Status(int(sol.status)) != Status.CONVERGED:
             return None, info
@@ -118,8 +130,20 @@ def _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters, layout=None
     return (None, info) if y is None else (y / diag, info)
 
 
-def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="csr",
-                       precision="fp64", rank=None):
+def _stationary_jacobi(
+    k,
+    src,
+    dst,
+    val,
+    diag,
+    lab,
+    sizes,
+    damped,
+    kw,
+    layout="csr",
+    precision="fp64",
+    rank=None,
+):
     """PRISM's Jacobi for `Q^T pi = 0`: `pi'_t = sum_s pi_s Q(s,t) / d_t`,
     the damped variant `pi' = (pi + Jacobi(pi)) / 2` being Jacobi on the
     splitting `2d - (Q_off^T + d)` of the same system (SpMV on `layout`,
@@ -134,7 +158,9 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
     A = canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
     kind, fallback = system_kind(A, layout, rank)
     with stage("layout"):
-        mat, order = build_ordered(A.indptr, A.indices, A.data, (k, k), kind, rank, fallback)
+        mat, order = build_ordered(
+            A.indptr, A.indices, A.data, (k, k), kind, rank, fallback
+        )
     x0 = 1.0 / sizes[lab]
     if order is not None:
         d, x0 = order.apply(d), order.apply(x0)
@@ -142,13 +168,22 @@ def _stationary_jacobi(k, src, dst, val, diag, lab, sizes, damped, kw, layout="c
         sol = jacobi(mat, jnp.asarray(d), jnp.zeros(k), jnp.asarray(x0), **kw)
     else:
         f32 = lambda v: jnp.asarray(v, jnp.float32)  # noqa: E731
-        sol = jacobi(to_precision(mat, precision), f32(d), f32(np.zeros(k)), f32(x0), **kw)
+        sol = jacobi(
+            to_precision(mat, precision), f32(d), f32(np.zeros(k)), f32(x0), **kw
+        )
     return undo_order(sol, order), layout_name(mat)
 
 
 def stationary_distributions(
-    model: ExplicitModel, *, epsilon=1e-6, relative=True, max_iters=100000, throw=True,
-    layout: str = "auto", device: bool | None = None, precision: str = "fp64",
+    model: ExplicitModel,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=100000,
+    throw=True,
+    layout: str = "auto",
+    device: bool | None = None,
+    precision: str = "fp64",
 ):
     """Stationary distribution of every BSCC.
 
@@ -177,8 +212,14 @@ def stationary_distributions(
     pi = np.where(inb & (sizes[np.maximum(labels, 0)] == 1), 1.0, 0.0)
     big = inb & (sizes[np.maximum(labels, 0)] > 1)
     if not big.any():  # only absorbing BSCCs
-        return pi, labels, count, NumericResult(pi, method="direct",
-                                                extra={"layout": "host", "precision": "fp64"})
+        return (
+            pi,
+            labels,
+            count,
+            NumericResult(
+                pi, method="direct", extra={"layout": "host", "precision": "fp64"}
+            ),
+        )
     with stage("solve"):
         idx = np.nonzero(big)[0]
         k = len(idx)
@@ -195,10 +236,23 @@ def stationary_distributions(
     rank = dia_rank(model, layout, idx)
     if precision == "fp64":
         with stage("solve"):
-            x, info = _stationary_linear(k, src, dst, val, diag, lab, reps, max_iters,
-                                         layout if on_device else None, rank)
-        res = dict(method=info["method"], iterations=info.get("iterations", 0),
-                   extra={"layout": info["layout"], "precision": "fp64"})
+            x, info = _stationary_linear(
+                k,
+                src,
+                dst,
+                val,
+                diag,
+                lab,
+                reps,
+                max_iters,
+                layout if on_device else None,
+                rank,
+            )
+        res = dict(
+            method=info["method"],
+            iterations=info.get("iterations", 0),
+            extra={"layout": info["layout"], "precision": "fp64"},
+        )
     else:  # fp32: straight to Jacobi (module docstring)
         x, res = None, dict(iterations=0)
     if x is None:
@@ -206,18 +260,33 @@ def stationary_distributions(
             damped = not _aperiodic(lab, len(uniq), src, dst)
         with stage("solve"):
             sol, name = _stationary_jacobi(
-                k, src, dst, val, diag, lab, sizes[uniq], damped, kw,
-                layout if on_device else "csr", precision, rank,
+                k,
+                src,
+                dst,
+                val,
+                diag,
+                lab,
+                sizes[uniq],
+                damped,
+                kw,
+                layout if on_device else "csr",
+                precision,
+                rank,
             )
             x = np.asarray(sol.value, dtype=np.float64)
-        res = dict(method="jacobi", status=Status(int(sol.status)),
-                   iterations=int(sol.iterations) + res["iterations"],
-                   extra={"layout": name, "precision": precision})
+        res = dict(
+            method="jacobi",
+            status=Status(int(sol.status)),
+            iterations=int(sol.iterations) + res["iterations"],
+            extra={"layout": name, "precision": precision},
+        )
     with stage("solve"):
         x = np.maximum(x, 0.0)  # rounding can leave -1e-17 on tiny probabilities
         tot = np.bincount(lab, weights=x, minlength=len(uniq))
         x = x / np.where(tot > 0, tot, 1.0)[lab]
-        residual = np.abs(np.bincount(dst, weights=x[src] * val, minlength=k) - x * diag)
+        residual = np.abs(
+            np.bincount(dst, weights=x[src] * val, minlength=k) - x * diag
+        )
     pi[idx] = x
     out = NumericResult(pi, residual=float(residual.max(initial=0.0)), **res)
     return pi, labels, count, out
@@ -250,7 +319,9 @@ def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
     lexicographic ranks). Returns `(x or None, info)`."""
     k = P.shape[0]
     if solves_on_device(k, layout, device):
-        sol, method, name = device_solve(P.T if trans else P, rhs, layout, max_iters, rank=rank)
+        sol, method, name = device_solve(
+            P.T if trans else P, rhs, layout, max_iters, rank=rank
+        )
         info = dict(method=method, layout=name, iterations=int(sol.iterations))
         ok = Status(int(sol.status)) == Status.CONVERGED
         return (np.asarray(sol.value) if ok else None), info
@@ -258,8 +329,9 @@ def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
     return y, dict(method=method or "gmres", layout="host")
 
 
-def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp64",
-            **kw) -> NumericResult:
+def _absorb(
+    model, labels, c_bscc, *, layout="auto", device=None, precision="fp64", **kw
+) -> NumericResult:
     """Per-state `sum_B P(reach B) c_B` (with fp32 by `solve_fixed`'s Jacobi
     in float32, else by LU/GMRES first)."""
     inb = labels >= 0
@@ -271,17 +343,40 @@ def _absorb(model, labels, c_bscc, *, layout="auto", device=None, precision="fp6
     with stage("solve"):
         idx, P, (r, c, v) = _transient_system(model, trans)
         rhs = np.bincount(r, weights=v * fixed[c], minlength=k)
-        y, info = (None, None) if precision != "fp64" else _solve_transient(
-            P, rhs, kw["max_iters"], False, layout, device, dia_rank(model, layout, idx))
+        y, info = (
+            (None, None)
+            if precision != "fp64"
+            else _solve_transient(
+                P,
+                rhs,
+                kw["max_iters"],
+                False,
+                layout,
+                device,
+                dia_rank(model, layout, idx),
+            )
+        )
     if y is not None:
         x = fixed.copy()
         x[idx] = y
-        return NumericResult(x, method=info["method"], iterations=info.get("iterations", 0),
-                             extra={"layout": info["layout"], "precision": "fp64"})
+        return NumericResult(
+            x,
+            method=info["method"],
+            iterations=info.get("iterations", 0),
+            extra={"layout": info["layout"], "precision": "fp64"},
+        )
     b = np.zeros(model.num_choices)
     return solve_fixed(
-        model, probabilities(model), trans, fixed, b, opt=None, method="jacobi",
-        layout=layout if solves_on_device(k, layout, device) else "csr", precision=precision, **kw,
+        model,
+        probabilities(model),
+        trans,
+        fixed,
+        b,
+        opt=None,
+        method="jacobi",
+        layout=layout if solves_on_device(k, layout, device) else "csr",
+        precision=precision,
+        **kw,
     )
 
 
@@ -296,8 +391,12 @@ def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
     BSCC), else `"stationary+absorption"` of both."""
     status = max(stat.status, absorb.status)
     s_layout = stat.extra.get("layout")
-    extra = dict(absorb.extra, stationary_method=stat.method,
-                 stationary_residual=stat.residual, stationary_layout=s_layout)
+    extra = dict(
+        absorb.extra,
+        stationary_method=stat.method,
+        stationary_residual=stat.residual,
+        stationary_layout=s_layout,
+    )
     extra.setdefault("precision", stat.extra.get("precision"))
     method = stat.method
     if absorb.method != "none":
@@ -307,14 +406,26 @@ def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
     else:
         extra["layout"] = s_layout
     return NumericResult(
-        absorb.values, status, absorb.iterations + stat.iterations,
-        absorb.residual, method, extra,
+        absorb.values,
+        status,
+        absorb.iterations + stat.iterations,
+        absorb.residual,
+        method,
+        extra,
     )
 
 
 def steady_state_values(
-    model: ExplicitModel, phi, *, epsilon=1e-6, relative=True, max_iters=10000,
-    throw=True, layout: str = "auto", device: bool | None = None, precision: str = "fp64",
+    model: ExplicitModel,
+    phi,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    layout: str = "auto",
+    device: bool | None = None,
+    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `S=?[φ]`: the long-run probability of being in φ from each
     start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`, `precision`:
@@ -326,13 +437,24 @@ def steady_state_values(
     phi = np.asarray(phi, dtype=bool)
     inb = labels >= 0
     c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device,
-                                  precision=precision, **kw))
+    return _combine(
+        stat,
+        _absorb(
+            model, labels, c, layout=layout, device=device, precision=precision, **kw
+        ),
+    )
 
 
 def long_run_rewards(
-    model: ExplicitModel, reward: RewardStructure, *, epsilon=1e-6, relative=True,
-    max_iters=10000, throw=True, layout: str = "auto", device: bool | None = None,
+    model: ExplicitModel,
+    reward: RewardStructure,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    layout: str = "auto",
+    device: bool | None = None,
     precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
@@ -347,18 +469,30 @@ def long_run_rewards(
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
     if reward.transition is not None:
         r += np.bincount(
-            state_of_entry(model), weights=model.val * np.asarray(reward.transition),
+            state_of_entry(model),
+            weights=model.val * np.asarray(reward.transition),
             minlength=n,
         )
     inb = labels >= 0
     c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
-    return _combine(stat, _absorb(model, labels, c, layout=layout, device=device,
-                                  precision=precision, **kw))
+    return _combine(
+        stat,
+        _absorb(
+            model, labels, c, layout=layout, device=device, precision=precision, **kw
+        ),
+    )
 
 
 def steady_state(
-    model: ExplicitModel, init=None, *, epsilon=1e-6, relative=True, max_iters=10000,
-    throw=True, layout: str = "auto", device: bool | None = None,
+    model: ExplicitModel,
+    init=None,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    layout: str = "auto",
+    device: bool | None = None,
 ) -> np.ndarray:
     """The long-run distribution [n] from `init` (a distribution; default
     uniform over the initial states): `sum_B P_init(reach B) pi_B`.
@@ -366,7 +500,9 @@ def steady_state(
     The absorption probabilities come from one transposed solve for the
     expected visits `y = init_T + P_TT^T y` of the transient states."""
     kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, _ = stationary_distributions(model, layout=layout, device=device, **kw)
+    pi, labels, count, _ = stationary_distributions(
+        model, layout=layout, device=device, **kw
+    )
     n = model.num_states
     if init is None:
         init = np.zeros(n)
@@ -377,13 +513,21 @@ def steady_state(
     reach = np.bincount(labels[inb], weights=init[inb], minlength=count)
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
-        y, _ = _solve_transient(P, init[idx], max_iters, True, layout, device,
-                                dia_rank(model, layout, idx))
+        y, _ = _solve_transient(
+            P, init[idx], max_iters, True, layout, device, dia_rank(model, layout, idx)
+        )
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
         else:
-            reach += _reach_jacobi(model, labels, count, init, trans, kw,
-                                   layout if solves_on_device(len(idx), layout, device) else "csr")
+            reach += _reach_jacobi(
+                model,
+                labels,
+                count,
+                init,
+                trans,
+                kw,
+                layout if solves_on_device(len(idx), layout, device) else "csr",
+            )
     return np.where(inb, reach[np.maximum(labels, 0)] * pi, 0.0)
 
 
@@ -400,11 +544,18 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     At = canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
     rank = dia_rank(model, layout)
     kind, fallback = system_kind(At, layout, rank)
-    mat, order = build_ordered(At.indptr, At.indices, At.data, (n, n), kind, rank, fallback)
+    mat, order = build_ordered(
+        At.indptr, At.indices, At.data, (n, n), kind, rank, fallback
+    )
     at = (lambda v: v) if order is None else order.apply
     y0 = at(np.where(trans, init, 0.0))
-    sol = jacobi(mat, jnp.asarray(at(np.where(trans, diag, 1.0))), jnp.asarray(y0),
-                 jnp.asarray(y0), **kw)
+    sol = jacobi(
+        mat,
+        jnp.asarray(at(np.where(trans, diag, 1.0))),
+        jnp.asarray(y0),
+        jnp.asarray(y0),
+        **kw,
+    )
     y = np.asarray(undo_order(sol, order).value)
     into = trans[rows] & inb[model.col]
     return np.bincount(

@@ -143,16 +143,22 @@ def device_solve(off, b, layout, max_iters, norm=None, rank=None):
     off = canonical(off)
     kind, fallback = system_kind(off, layout, rank)
     with stage("layout"):
-        A, order = build_ordered(off.indptr, off.indices, off.data, off.shape, kind, rank,
-                                 fallback)
+        A, order = build_ordered(
+            off.indptr, off.indices, off.data, off.shape, kind, rank, fallback
+        )
         # In the layout's numbering (`order`: see `build_ordered`).
         at = (lambda v: v) if order is None else order.apply
         if norm is None:
             op = Operator(A)
         else:
             rows, group, weight, ng = norm
-            op = Operator(A, jnp.asarray(at(rows)), jnp.asarray(at(group), jnp.int32),
-                          jnp.asarray(at(weight), jnp.float64), int(ng))
+            op = Operator(
+                A,
+                jnp.asarray(at(rows)),
+                jnp.asarray(at(group), jnp.int32),
+                jnp.asarray(at(weight), jnp.float64),
+                int(ng),
+            )
     sol, method = device_krylov(op, at(b), min(max_iters, DEVICE_KRYLOV_MAX_SPMV))
     return undo_order(sol, order), method, layout_name(A)
 
@@ -173,9 +179,14 @@ def device_krylov(op, b, max_iters):
     x, total, best, cap = None, 0, None, None
     for _ in range(BICGSTAB_RESTARTS):
         left = max(max_iters - total, 2) // 2
-        sol = device_bicgstab(op, b, x, rtol=GMRES_RTOL,
-                              max_iters=left if cap is None else min(left, cap),
-                              shadow=None if cap is None else np.ones(len(b)))
+        sol = device_bicgstab(
+            op,
+            b,
+            x,
+            rtol=GMRES_RTOL,
+            max_iters=left if cap is None else min(left, cap),
+            shadow=None if cap is None else np.ones(len(b)),
+        )
         if cap is None:
             cap = max(2 * int(sol.iterations), 100)
         total += 2 * int(sol.iterations)
@@ -185,11 +196,19 @@ def device_krylov(op, b, max_iters):
             best = sol
         x = sol.value
         if float(sol.residual) <= GMRES_RTOL:
-            return sol.__class__(sol.value, Status.CONVERGED, total, sol.residual), "bicgstab"
+            return sol.__class__(
+                sol.value, Status.CONVERGED, total, sol.residual
+            ), "bicgstab"
         if total >= max_iters or int(sol.iterations) == 0:
             break
-    sol = device_gmres(op, b, None if best is None else best.value, rtol=GMRES_RTOL,
-                       restart=GMRES_RESTART, max_iters=max(max_iters - total, 1))
+    sol = device_gmres(
+        op,
+        b,
+        None if best is None else best.value,
+        rtol=GMRES_RTOL,
+        restart=GMRES_RESTART,
+        max_iters=max(max_iters - total, 1),
+    )
     total += int(sol.iterations)
     return sol.__class__(sol.value, sol.status, total, sol.residual), "bicgstab+gmres"
 
@@ -213,8 +232,14 @@ def host_gmres(A, b, max_iters):
 
     try:
         x, info = spla.gmres(
-            A, b, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART, maxiter=cycles,
-            callback=watch, callback_type="pr_norm",
+            A,
+            b,
+            rtol=GMRES_RTOL,
+            atol=0.0,
+            restart=GMRES_RESTART,
+            maxiter=cycles,
+            callback=watch,
+            callback_type="pr_norm",
         )
     except _Stalled:
         return None

@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import time
 
+
 _STATE: contextvars.ContextVar[tuple[dict, list] | None] = contextvars.ContextVar(
     "_STATE", default=None
 )

@@ -30,7 +30,6 @@ def probabilities(model: ExplicitModel) -> np.ndarray:
     return np.asarray(model.val, dtype=np.float64)
 
 
-
 def choice_rewards(model: ExplicitModel, reward, probs=None) -> np.ndarray:
     """Expected one-step reward of each choice: `state[s] + sum_e P_e trans_e`."""
     m = model.num_choices

@@ -208,9 +208,7 @@ class _Checker:
             if target is None:
                 raise ModelCheckingError(f'unknown label or property "{name}"', e.span)
             if name in self._resolving:
-                raise ModelCheckingError(
-                    f'property "{name}" refers to itself', e.span
-                )
+                raise ModelCheckingError(f'property "{name}" refers to itself', e.span)
             self._resolving.add(name)
             try:
                 mask = self.eval(target)
@@ -445,8 +443,13 @@ class _Checker:
                     if cumulative
                     else numerics.ctmc_instantaneous_rewards
                 )
-                res = fn(m, reward, float(t), epsilon=self.options.epsilon,
-                         layout=self.options.layout)
+                res = fn(
+                    m,
+                    reward,
+                    float(t),
+                    epsilon=self.options.epsilon,
+                    layout=self.options.layout,
+                )
             else:
                 fn = (
                     numerics.cumulative_rewards

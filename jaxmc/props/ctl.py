@@ -48,8 +48,6 @@ def path_quantifier(
     if op == TemporalOp.RELEASE:
         left, right = right, left & right
     if exists:
-        return numerics.exists_until(m, left, right) | numerics.exists_globally(
-            m, left
-        )
+        return numerics.exists_until(m, left, right) | numerics.exists_globally(m, left)
     # A [φ W ψ] = ¬E [¬ψ U (¬φ ∧ ¬ψ)]
     return ~numerics.exists_until(m, ~right, ~left & ~right)

@@ -106,8 +106,7 @@ class CheckResult:
         if lo == hi:
             return lo.item()
         raise ModelCheckingError(
-            f"the model has {len(vals)} initial states, with values in "
-            f"[{lo}, {hi}]",
+            f"the model has {len(vals)} initial states, with values in [{lo}, {hi}]",
             hint="use `CheckResult.at_initial` or `.range`, or a filter such as "
             'filter(max, P=? [ ... ], "init")',
         )

@@ -22,9 +22,7 @@ def normalise_time_bound(
         if e is not None and v < 0:
             raise ModelCheckingError(f"negative time bound {v}", e.span)
     if bound.kind == TimeBoundKind.INTERVAL and high < low:
-        raise ModelCheckingError(
-            f"empty time interval [{low}, {high}]", bound.span
-        )
+        raise ModelCheckingError(f"empty time interval [{low}, {high}]", bound.span)
     if not is_ctmc:
         if any(
             e is not None and float(v) != int(v)

@@ -73,9 +73,12 @@ def check_program(
     **Raises:** `SemanticError` or `UnsupportedError`, located.
     """
     try:
-        return _ProgramChecker(program, constants, tuple(parameters), source, file).run()
+        return _ProgramChecker(
+            program, constants, tuple(parameters), source, file
+        ).run()
     except JaxmcError as err:
         raise attach_source(err, source, file) from None
+
 
 class _ProgramChecker:
     def __init__(self, program, constants, parameters, source, file):
@@ -119,7 +122,8 @@ class _ProgramChecker:
         self.env = self.consts.env
         self.const_types = self.consts.types
         self.var_types = {
-            v.name: (Type.BOOL if v.type == Type.BOOL else Type.INT) for v, _ in var_decls
+            v.name: (Type.BOOL if v.type == Type.BOOL else Type.INT)
+            for v, _ in var_decls
         }
         self.scope = Names(
             {**self.const_types, **self.var_types}, self.formulas.names()
@@ -129,14 +133,21 @@ class _ProgramChecker:
         init = None
         if p.init is not None:
             init = self._expr(p.init, Type.BOOL, "the `init ... endinit` block")
-        variables = tuple(self._variable(v, m, has_init_block=p.init is not None) for v, m in var_decls)
+        variables = tuple(
+            self._variable(v, m, has_init_block=p.init is not None)
+            for v, m in var_decls
+        )
 
         checked_modules = []
         index = 0
         for m in modules:
             cm, index = self._module(m, model_type, index)
             checked_modules.append(cm)
-        alphabet = set().union(*(m.alphabet for m in checked_modules)) if checked_modules else set()
+        alphabet = (
+            set().union(*(m.alphabet for m in checked_modules))
+            if checked_modules
+            else set()
+        )
 
         labels = self._labels()
         rewards = self._rewards(alphabet)
@@ -209,7 +220,9 @@ class _ProgramChecker:
         t = type_of(e, self.scope)
         if want == "numeric":
             if not is_numeric(t):
-                raise SemanticError(f"type error: {what} must be a number, not {t.value}", e.span)
+                raise SemanticError(
+                    f"type error: {what} must be a number, not {t.value}", e.span
+                )
         elif not can_assign(want, t):
             raise SemanticError(
                 f"type error: {what} must be {want.value}, not {t.value}", e.span
@@ -221,7 +234,8 @@ class _ProgramChecker:
         for i in idents(e2):
             if i.name in self.var_types:
                 raise SemanticError(
-                    f"{what} is not constant: it uses variable `{i.name}`", i.span or e.span
+                    f"{what} is not constant: it uses variable `{i.name}`",
+                    i.span or e.span,
                 )
         folded = self._expr(e2, Type.INT, what)
         if not is_literal(folded):
@@ -232,7 +246,9 @@ class _ProgramChecker:
             )
         return int(literal_value(folded))
 
-    def _variable(self, v: ast.VarDecl, module: str | None, has_init_block: bool) -> CheckedVar:
+    def _variable(
+        self, v: ast.VarDecl, module: str | None, has_init_block: bool
+    ) -> CheckedVar:
         if not isinstance(v.type, Type) or v.type == Type.DOUBLE:
             kind = v.type.value if isinstance(v.type, Type) else v.type
             raise UnsupportedError(
@@ -250,9 +266,13 @@ class _ProgramChecker:
             low, high = 0, 1
             init = None
             if v.init is not None:
-                folded = self._expr(v.init, Type.BOOL, f"the initial value of `{v.name}`")
+                folded = self._expr(
+                    v.init, Type.BOOL, f"the initial value of `{v.name}`"
+                )
                 if not is_literal(folded):
-                    raise SemanticError(f"the initial value of `{v.name}` is not constant", v.init.span)
+                    raise SemanticError(
+                        f"the initial value of `{v.name}` is not constant", v.init.span
+                    )
                 init = int(bool(literal_value(folded)))
             elif not has_init_block:
                 init = 0
@@ -281,7 +301,9 @@ class _ProgramChecker:
             init = low
         return CheckedVar(v.name, module, False, low, high, init, span=v.span)
 
-    def _module(self, m: ast.Module, model_type, index: int) -> tuple[CheckedModule, int]:
+    def _module(
+        self, m: ast.Module, model_type, index: int
+    ) -> tuple[CheckedModule, int]:
         commands = []
         alphabet = set()
         for c in m.commands:
@@ -297,7 +319,9 @@ class _ProgramChecker:
         )
         return cm, index
 
-    def _command(self, c: ast.Command, m: ast.Module, model_type, index: int) -> CheckedCommand:
+    def _command(
+        self, c: ast.Command, m: ast.Module, model_type, index: int
+    ) -> CheckedCommand:
         guard = self._expr(c.guard, Type.BOOL, "a guard")
         updates = []
         for u in c.updates:
@@ -305,7 +329,11 @@ class _ProgramChecker:
             if u.prob is None:
                 prob: ast.Expr = ast.RealLit(1.0, text="1.0", span=span)
             else:
-                what = "a rate" if model_type == ast.ModelType.CTMC else "an update probability"
+                what = (
+                    "a rate"
+                    if model_type == ast.ModelType.CTMC
+                    else "an update probability"
+                )
                 prob = self._expr(u.prob, "numeric", what)
                 self._check_constant_prob(prob, model_type, u.prob.span or span)
             assigns = []
@@ -313,7 +341,8 @@ class _ProgramChecker:
             for a in u.assigns:
                 if a.var in seen:
                     raise SemanticError(
-                        f"variable `{a.var}` is assigned twice in the same update", a.span or span
+                        f"variable `{a.var}` is assigned twice in the same update",
+                        a.span or span,
                     )
                 seen[a.var] = a
                 if a.var not in self.var_types:
@@ -351,7 +380,12 @@ class _ProgramChecker:
                 assigns.append((a.var, fold(expr, self.env, self.var_types)))
             updates.append(CheckedUpdate(prob, tuple(assigns), span=span))
         return CheckedCommand(
-            index=index, module=m.name, action=c.action, guard=guard, updates=tuple(updates), span=c.span
+            index=index,
+            module=m.name,
+            action=c.action,
+            guard=guard,
+            updates=tuple(updates),
+            span=c.span,
         )
 
     def _check_constant_prob(self, prob: ast.Expr, model_type, span) -> None:
@@ -360,12 +394,16 @@ class _ProgramChecker:
         p = float(literal_value(prob))
         if model_type == ast.ModelType.CTMC:
             if not p >= 0 or math.isinf(p):
-                raise SemanticError(f"rate {p} is not a non-negative finite number", span)
+                raise SemanticError(
+                    f"rate {p} is not a non-negative finite number", span
+                )
         elif not 0 <= p <= 1:
             raise SemanticError(
                 f"probability {p} is outside [0, 1]",
                 span,
-                hint="in a CTMC these would be rates; declare the model `ctmc`" if p > 1 else None,
+                hint="in a CTMC these would be rates; declare the model `ctmc`"
+                if p > 1
+                else None,
             )
 
     # --------------------------------------------------- labels and rewards
@@ -376,11 +414,13 @@ class _ProgramChecker:
         for lab in self.p.labels:
             if lab.name in BUILTIN_LABELS:
                 raise SemanticError(
-                    f'cannot define a label called "{lab.name}": it is a built-in label', lab.span
+                    f'cannot define a label called "{lab.name}": it is a built-in label',
+                    lab.span,
                 )
             if lab.name in out:
                 raise SemanticError(
-                    f'label "{lab.name}" is already declared at {where(spans[lab.name])}', lab.span
+                    f'label "{lab.name}" is already declared at {where(spans[lab.name])}',
+                    lab.span,
                 )
             spans[lab.name] = lab.span
             out[lab.name] = self._expr(lab.expr, Type.BOOL, f'label "{lab.name}"')
@@ -399,13 +439,21 @@ class _ProgramChecker:
                 names[r.name] = r.span
             items = []
             for it in r.items:
-                if it.transition and it.action is not None and it.action not in alphabet:
+                if (
+                    it.transition
+                    and it.action is not None
+                    and it.action not in alphabet
+                ):
                     self.warnings.append(
                         f"{where(it.span)}: action `{it.action}` of a transition reward is not used by any module"
                     )
                 guard = self._expr(it.guard, Type.BOOL, "a reward guard")
                 value = self._expr(it.value, "numeric", "a reward value")
-                items.append(CheckedRewardItem(it.transition, it.action, guard, value, span=it.span))
+                items.append(
+                    CheckedRewardItem(
+                        it.transition, it.action, guard, value, span=it.span
+                    )
+                )
             out.append(CheckedRewardStruct(r.name, tuple(items)))
         return tuple(out)
 

@@ -139,13 +139,17 @@ def parse_constants(text: str | Iterable[str] | None) -> dict[str, ConstSpec]:
         if not eq or not name or not rhs:
             what = "a name" if not name else "a value" if eq else "`=`"
             raise SemanticError(
-                f"invalid constant definition `{part}`: {what} is missing", hint=SYNTAX_HINT
+                f"invalid constant definition `{part}`: {what} is missing",
+                hint=SYNTAX_HINT,
             )
         if not _NAME.match(name):
-            raise SemanticError(f"invalid constant name `{name}` in `{part}`", hint=SYNTAX_HINT)
+            raise SemanticError(
+                f"invalid constant name `{name}` in `{part}`", hint=SYNTAX_HINT
+            )
         if "=" in rhs:
             raise SemanticError(
-                f"invalid constant definition `{part}`: more than one `=`", hint=SYNTAX_HINT
+                f"invalid constant definition `{part}`: more than one `=`",
+                hint=SYNTAX_HINT,
             )
         if rhs.endswith(":"):
             raise SemanticError(
@@ -221,7 +225,9 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
         )
     if type_ == ast.ValueType.INT:
         if isinstance(value, bool):
-            raise SemanticError(f"value `{value}` for constant `{name}` is not a valid integer")
+            raise SemanticError(
+                f"value `{value}` for constant `{name}` is not a valid integer"
+            )
         if isinstance(value, int):
             v = value
         elif isinstance(value, str) and _INT.match(value.strip()):
@@ -232,11 +238,15 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
                 hint=f"`{name}` is declared `int`: write e.g. `{name}=3`",
             )
         if not -(2**31) <= v < 2**31:
-            raise SemanticError(f"value `{value}` for constant `{name}` is out of the 32-bit int range")
+            raise SemanticError(
+                f"value `{value}` for constant `{name}` is out of the 32-bit int range"
+            )
         return v
     # double
     if isinstance(value, bool):
-        raise SemanticError(f"value `{value}` for constant `{name}` is not a valid double")
+        raise SemanticError(
+            f"value `{value}` for constant `{name}` is not a valid double"
+        )
     if isinstance(value, (int, float)):
         return float(value)
     try:
@@ -247,11 +257,15 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
             hint=f"`{name}` is declared `double`: write e.g. `{name}=0.5` or `{name}=1/3`",
         ) from None
     if not math.isfinite(d):
-        raise SemanticError(f"value `{value}` for constant `{name}` is not a valid double")
+        raise SemanticError(
+            f"value `{value}` for constant `{name}` is not a valid double"
+        )
     return d
 
 
-def range_values(name: str, spec: ConstSpec, type_: ast.ValueType | None = None) -> list[Value]:
+def range_values(
+    name: str, spec: ConstSpec, type_: ast.ValueType | None = None
+) -> list[Value]:
     """The values of one `-const` entry, in PRISM's order. `type_` None means
     "guess from the spelling" (int if all parts are integers, else double)."""
     if isinstance(spec, ConstValue):
@@ -260,14 +274,24 @@ def range_values(name: str, spec: ConstSpec, type_: ast.ValueType | None = None)
         return [coerce_value(name, spec, type_)]
     if type_ is None:
         parts = [spec.low, spec.high] + ([spec.step] if spec.step else [])
-        type_ = ast.ValueType.INT if all(_INT.match(p) for p in parts) else ast.ValueType.DOUBLE
+        type_ = (
+            ast.ValueType.INT
+            if all(_INT.match(p) for p in parts)
+            else ast.ValueType.DOUBLE
+        )
     if type_ == ast.ValueType.BOOL:
         raise SemanticError(f"cannot define ranges for Boolean constant `{name}`")
     lo = coerce_value(name, spec.low, type_)
     hi = coerce_value(name, spec.high, type_)
-    step = coerce_value(name, spec.step, type_) if spec.step is not None else type_cast(1, type_)
+    step = (
+        coerce_value(name, spec.step, type_)
+        if spec.step is not None
+        else type_cast(1, type_)
+    )
     if hi < lo:
-        raise SemanticError(f"low value {lo} for constant `{name}` is higher than the high value {hi}")
+        raise SemanticError(
+            f"low value {lo} for constant `{name}` is higher than the high value {hi}"
+        )
     if spec.step is not None:
         if step == 0:
             raise SemanticError(f"step value for constant `{name}` cannot be zero")
@@ -338,7 +362,7 @@ def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, 
         specs = constants
     else:
         raise SemanticError(
-            f"constants should be a string like \"N=3,p=0.5\" or a mapping, not "
+            f'constants should be a string like "N=3,p=0.5" or a mapping, not '
             f"{type(constants).__name__}",
             hint=SYNTAX_HINT,
         )
@@ -356,7 +380,9 @@ def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, 
             )
         if isinstance(v, str):
             if "=" in v or "," in v or not v.strip():
-                raise SemanticError(f"invalid value {v!r} for constant `{name}`", hint=SYNTAX_HINT)
+                raise SemanticError(
+                    f"invalid value {v!r} for constant `{name}`", hint=SYNTAX_HINT
+                )
             v = ConstValue(v.strip())
         elif isinstance(v, bool) or isinstance(v, ConstValue):
             pass
@@ -425,9 +451,13 @@ def check_setting(
         shown = ", ".join(f"`{n}`" for n in unknown)
         raise SemanticError(
             f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the model "
-            "nor the properties declare "
-            + ("them" if len(unknown) > 1 else "it"),
+            "nor the properties declare " + ("them" if len(unknown) > 1 else "it"),
             hint=" ".join(
-                h for h in (suggest(unknown[0], declared - set(known)), _settable(checked, pf)) if h
+                h
+                for h in (
+                    suggest(unknown[0], declared - set(known)),
+                    _settable(checked, pf),
+                )
+                if h
             ),
         )

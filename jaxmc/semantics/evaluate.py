@@ -150,7 +150,9 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Value]) -> Value:
         try:
             return env[node.name]
         except KeyError:
-            raise SemanticError(f"unknown identifier `{node.name}`", node.span) from None
+            raise SemanticError(
+                f"unknown identifier `{node.name}`", node.span
+            ) from None
 
     return _Evaluator(lookup, env).eval(expr)
 
@@ -239,8 +241,8 @@ class _Evaluator:
                     stack += [(a, 0, None) for a in reversed(e.args)]
                     continue
                 k = len(e.args)
-                args = vals[len(vals) - k:]
-                del vals[len(vals) - k:]
+                args = vals[len(vals) - k :]
+                del vals[len(vals) - k :]
                 vals.append(call(e.func, args, e))
             else:
                 raise SemanticError(
@@ -409,12 +411,26 @@ def call(func: str, args: list[Value], node: ast.Node) -> Value:
                 r = x
         return r
     if func == "floor":
-        return _to_int_checked(math.floor(float(args[0])) if math.isfinite(float(args[0])) else float(args[0]), "floor", node)
+        return _to_int_checked(
+            math.floor(float(args[0]))
+            if math.isfinite(float(args[0]))
+            else float(args[0]),
+            "floor",
+            node,
+        )
     if func == "ceil":
-        return _to_int_checked(math.ceil(float(args[0])) if math.isfinite(float(args[0])) else float(args[0]), "ceil", node)
+        return _to_int_checked(
+            math.ceil(float(args[0]))
+            if math.isfinite(float(args[0]))
+            else float(args[0]),
+            "ceil",
+            node,
+        )
     if func == "round":
         x = float(args[0])
-        return _to_int_checked(math.floor(x + 0.5) if math.isfinite(x) else x, "round", node)
+        return _to_int_checked(
+            math.floor(x + 0.5) if math.isfinite(x) else x, "round", node
+        )
     if func == "pow":
         return power(args[0], args[1], node)
     if func == "mod":
@@ -454,4 +470,3 @@ def literal_value(e: ast.Expr) -> Value | None:
 
 def is_literal(e: ast.Expr) -> bool:
     return isinstance(e, (ast.BoolLit, ast.IntLit, ast.RealLit))
-

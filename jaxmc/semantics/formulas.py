@@ -12,7 +12,9 @@ from .rewrite import idents, substitute
 class FormulaTable:
     """Formulas, expanded lazily with cycle detection (text-level macros)."""
 
-    def __init__(self, decls: Sequence[ast.FormulaDecl], outer: "FormulaTable | None" = None):
+    def __init__(
+        self, decls: Sequence[ast.FormulaDecl], outer: FormulaTable | None = None
+    ):
         self.decls = {d.name: d for d in decls}
         self.outer = outer
         self._expanded: dict[str, ast.Expr] = {}

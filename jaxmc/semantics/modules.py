@@ -13,9 +13,7 @@ from .rewrite import rename_idents
 from .types import suggest
 
 
-def expand_modules(
-    program: ast.Program, formulas: FormulaTable
-) -> list[ast.Module]:
+def expand_modules(program: ast.Program, formulas: FormulaTable) -> list[ast.Module]:
     """Formula-expanded modules, renamed modules built from their base."""
     by_name: dict[str, ast.Module | ast.RenamedModule] = {}
     for m in program.modules:
@@ -45,7 +43,9 @@ def expand_modules(
                     hint=suggest(m.base, by_name),
                 )
             if m.base in stack or m.base == name:
-                raise SemanticError(f"cyclic module renaming involving `{m.name}`", m.span)
+                raise SemanticError(
+                    f"cyclic module renaming involving `{m.name}`", m.span
+                )
             out = rename_module(m, build(m.base, stack + (name,)))
         built[name] = out
         return out
@@ -58,7 +58,8 @@ def rename_module(rm: ast.RenamedModule, base: ast.Module) -> ast.Module:
     for old, new in rm.renames:
         if old in renames:
             raise SemanticError(
-                f"`{old}` is renamed twice in the definition of module `{rm.name}`", rm.span
+                f"`{old}` is renamed twice in the definition of module `{rm.name}`",
+                rm.span,
             )
         renames[old] = new
     # PRISM accepts renamings of names that do not occur in the base
@@ -72,9 +73,7 @@ def rename_module(rm: ast.RenamedModule, base: ast.Module) -> ast.Module:
                 hint=f"add `{v}={v}_{rm.name}` (or another fresh name) to the renaming",
             )
     variables = tuple(
-        dataclasses.replace(
-            rename_idents(v, renames), name=renames.get(v.name, v.name)
-        )
+        dataclasses.replace(rename_idents(v, renames), name=renames.get(v.name, v.name))
         for v in base.variables
     )
     commands = []
@@ -84,7 +83,8 @@ def rename_module(rm: ast.RenamedModule, base: ast.Module) -> ast.Module:
             dataclasses.replace(
                 u,
                 assigns=tuple(
-                    dataclasses.replace(a, var=renames.get(a.var, a.var)) for a in u.assigns
+                    dataclasses.replace(a, var=renames.get(a.var, a.var))
+                    for a in u.assigns
                 ),
             )
             for u in c2.updates

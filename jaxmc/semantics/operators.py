@@ -23,11 +23,14 @@ from .types import Type, is_numeric, suggest
 class OperatorTyping:
     """Typing of property operators, mixed into the properties checker."""
 
-
     def _hook(self, e: ast.Expr, recurse) -> Type:
         if isinstance(e, ast.LabelRef):
             self._label(e, recurse)
-            return Type.BOOL if self.label_kinds[e.name] != "property" else self._ref_type(e, recurse)
+            return (
+                Type.BOOL
+                if self.label_kinds[e.name] != "property"
+                else self._ref_type(e, recurse)
+            )
         if isinstance(e, ast.ProbOp):
             self._path(e.path, recurse, "P")
             return self._threshold(e.threshold, recurse, probability=True)
@@ -46,7 +49,8 @@ class OperatorTyping:
             t = recurse(e.operand)
             if t != Type.BOOL:
                 raise SemanticError(
-                    f"type error: the operand of S must be Boolean, not {t.value}", e.operand.span
+                    f"type error: the operand of S must be Boolean, not {t.value}",
+                    e.operand.span,
                 )
             return self._threshold(e.threshold, recurse, probability=True)
         if isinstance(e, ast.Filter):
@@ -55,9 +59,11 @@ class OperatorTyping:
             raise SemanticError(
                 "a path formula can only appear directly inside P [...], R [...], E [...] or A [...]",
                 e.span,
-                hint="write e.g. P=? [ F \"goal\" ]",
+                hint='write e.g. P=? [ F "goal" ]',
             )
-        raise SemanticError(f"unexpected `{type(e).__name__}` in a property", e.span)  # pragma: no cover
+        raise SemanticError(
+            f"unexpected `{type(e).__name__}` in a property", e.span
+        )  # pragma: no cover
 
     def _label(self, e: ast.LabelRef, recurse) -> None:
         name = e.name
@@ -70,8 +76,15 @@ class OperatorTyping:
         elif name in self.prop_names:
             kind = "property"
         else:
-            known = list(BUILTIN_LABELS) + list(self.m.labels) + list(self.pf_label_decls) + list(self.prop_names)
-            raise SemanticError(f'unknown label or property "{name}"', e.span, hint=suggest(name, known))
+            known = (
+                list(BUILTIN_LABELS)
+                + list(self.m.labels)
+                + list(self.pf_label_decls)
+                + list(self.prop_names)
+            )
+            raise SemanticError(
+                f'unknown label or property "{name}"', e.span, hint=suggest(name, known)
+            )
         self.label_kinds[name] = kind
 
     def _ref_type(self, e: ast.LabelRef, recurse) -> Type:
@@ -90,17 +103,23 @@ class OperatorTyping:
             return Type.DOUBLE
         t = recurse(th.value)
         if not is_numeric(t):
-            raise SemanticError(f"type error: a bound must be a number, not {t.value}", th.value.span)
+            raise SemanticError(
+                f"type error: a bound must be a number, not {t.value}", th.value.span
+            )
         v = fold(th.value, self.env, self.var_types)
         if is_literal(v):
             x = float(literal_value(v))
             if probability and not 0 <= x <= 1:
-                raise SemanticError(f"invalid probability bound {x}: it must be in [0, 1]", th.value.span)
+                raise SemanticError(
+                    f"invalid probability bound {x}: it must be in [0, 1]",
+                    th.value.span,
+                )
         else:
             for i in idents(v):
                 if i.name in self.var_types:
                     raise SemanticError(
-                        f"a bound must be constant, but uses variable `{i.name}`", i.span or th.value.span
+                        f"a bound must be constant, but uses variable `{i.name}`",
+                        i.span or th.value.span,
                     )
         return Type.BOOL
 
@@ -108,7 +127,8 @@ class OperatorTyping:
         t = self._state_no_temporal(e, recurse, ctx)
         if t != Type.BOOL:
             raise SemanticError(
-                f"type error: the argument of a temporal operator must be Boolean, not {t.value}", e.span
+                f"type error: the argument of a temporal operator must be Boolean, not {t.value}",
+                e.span,
             )
 
     def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
@@ -123,7 +143,8 @@ class OperatorTyping:
     def _path(self, path: ast.Expr, recurse, ctx: str) -> None:
         if isinstance(path, ast.RewardPath):
             raise SemanticError(
-                f"the reward path `{path.kind.value}` can only appear inside R [...]", path.span
+                f"the reward path `{path.kind.value}` can only appear inside R [...]",
+                path.span,
             )
         if not isinstance(path, ast.Temporal):
             if _has_path_outside_operators(path):
@@ -137,7 +158,9 @@ class OperatorTyping:
                 f"LTL path formula {_quote(path)} is not supported yet "
                 f"(a state formula inside {ctx} [...] is read as LTL, as in PRISM)",
                 path.span,
-                hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]" if ctx == "P" else None,
+                hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]"
+                if ctx == "P"
+                else None,
             )
         operands = [x for x in (path.left, path.right) if x is not None]
         if any(_has_path_outside_operators(x) for x in operands):
@@ -152,7 +175,9 @@ class OperatorTyping:
         self._state(path.right, recurse, ctx)
         if path.bound is not None:
             if path.op == ast.TemporalOp.NEXT:
-                raise UnsupportedError("time-bounded X is not supported", path.bound.span or path.span)
+                raise UnsupportedError(
+                    "time-bounded X is not supported", path.bound.span or path.span
+                )
             self._bound(path.bound, recurse, path.op.value)
 
     def _bound(self, b: ast.TimeBound, recurse, opname: str) -> None:
@@ -162,7 +187,10 @@ class OperatorTyping:
                 continue
             t = recurse(x)
             if not is_numeric(t):
-                raise SemanticError(f"type error: the bound of {opname} must be a number, not {t.value}", x.span)
+                raise SemanticError(
+                    f"type error: the bound of {opname} must be a number, not {t.value}",
+                    x.span,
+                )
             if discrete and t != Type.INT:
                 raise SemanticError(
                     f"the bound of {opname} must be an integer (a number of steps) for discrete-time models",
@@ -171,29 +199,43 @@ class OperatorTyping:
             v = fold(x, self.env, self.var_types)
             if is_literal(v):
                 if float(literal_value(v)) < 0:
-                    raise SemanticError(f"the bound of {opname} is negative ({literal_value(v)})", x.span)
+                    raise SemanticError(
+                        f"the bound of {opname} is negative ({literal_value(v)})",
+                        x.span,
+                    )
             else:
                 for i in idents(v):
                     if i.name in self.var_types:
                         raise SemanticError(
-                            f"the bound of {opname} must be constant, but uses variable `{i.name}`", i.span
+                            f"the bound of {opname} must be constant, but uses variable `{i.name}`",
+                            i.span,
                         )
         if b.kind == ast.TimeBoundKind.INTERVAL:
             lo = fold(b.low, self.env, self.var_types)
             hi = fold(b.high, self.env, self.var_types)
-            if is_literal(lo) and is_literal(hi) and float(literal_value(hi)) < float(literal_value(lo)):
+            if (
+                is_literal(lo)
+                and is_literal(hi)
+                and float(literal_value(hi)) < float(literal_value(lo))
+            ):
                 raise SemanticError(
-                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of {opname} is empty", b.span
+                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of {opname} is empty",
+                    b.span,
                 )
 
     def _reward_path(self, path: ast.Expr, recurse) -> None:
         if isinstance(path, ast.RewardPath):
-            if path.kind == ast.RewardPathKind.LONG_RUN and self.m.model_type == ast.ModelType.MDP:
+            if (
+                path.kind == ast.RewardPathKind.LONG_RUN
+                and self.m.model_type == ast.ModelType.MDP
+            ):
                 pass  # R[S] on MDPs: the numeric layer decides (PRISM supports it for some engines)
             if path.bound is not None:
                 self._bound(path.bound, recurse, path.kind.value)
             elif path.kind == ast.RewardPathKind.INSTANT:
-                raise SemanticError("the instantaneous reward I needs a time bound `I=t`", path.span)
+                raise SemanticError(
+                    "the instantaneous reward I needs a time bound `I=t`", path.span
+                )
             return
         if isinstance(path, ast.Temporal):
             nested = _has_path_outside_operators(path.right)
@@ -241,7 +283,8 @@ class OperatorTyping:
         t = recurse(e.structure)
         if t != Type.INT:
             raise SemanticError(
-                f"type error: a reward structure index must be an int, not {t.value}", e.structure.span
+                f"type error: a reward structure index must be an int, not {t.value}",
+                e.structure.span,
             )
         v = fold(e.structure, self.env, self.var_types)
         if is_literal(v):
@@ -255,22 +298,30 @@ class OperatorTyping:
     def _filter(self, e: ast.Filter, recurse) -> Type:
         if e.op not in ast.FILTER_OPS:
             raise SemanticError(
-                f"unknown filter operator `{e.op}`", e.span, hint=suggest(e.op, ast.FILTER_OPS)
+                f"unknown filter operator `{e.op}`",
+                e.span,
+                hint=suggest(e.op, ast.FILTER_OPS),
             )
         t = recurse(e.operand)
         if e.states is not None:
             ts = recurse(e.states)
             if ts != Type.BOOL:
                 raise SemanticError(
-                    f"type error: the states of a filter must be Boolean, not {ts.value}", e.states.span
+                    f"type error: the states of a filter must be Boolean, not {ts.value}",
+                    e.states.span,
                 )
-        if e.op in ("min", "max", "argmin", "argmax", "sum", "avg", "range") and t == Type.BOOL:
+        if (
+            e.op in ("min", "max", "argmin", "argmax", "sum", "avg", "range")
+            and t == Type.BOOL
+        ):
             raise SemanticError(
-                f"type error: Boolean operand not allowed for filter `{e.op}`", e.operand.span
+                f"type error: Boolean operand not allowed for filter `{e.op}`",
+                e.operand.span,
             )
         if e.op in ("count", "forall", "exists") and t != Type.BOOL:
             raise SemanticError(
-                f"type error: the operand of filter `{e.op}` must be Boolean", e.operand.span
+                f"type error: the operand of filter `{e.op}` must be Boolean",
+                e.operand.span,
             )
         if e.op == "count":
             return Type.INT

@@ -55,7 +55,9 @@ class CheckedProperty:
     #: The collection the property was checked in: its file's constants,
     #: formulas and labels, and the properties it refers to by name (so a
     #: property can be checked by itself).
-    properties: CheckedProperties | None = field(default=None, compare=False, repr=False)
+    properties: CheckedProperties | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +93,10 @@ class CheckedProperties(Sequence):
             if p.name == key:
                 return p
         names = [p.name for p in self.properties if p.name]
-        raise KeyError(f"no property named {key!r}" + (f" (named: {', '.join(names)})" if names else ""))
+        raise KeyError(
+            f"no property named {key!r}"
+            + (f" (named: {', '.join(names)})" if names else "")
+        )
 
     def label_kind(self, name: str) -> str | None:
         return self.label_kinds.get(name)
@@ -181,7 +186,9 @@ class _PropsChecker(OperatorTyping):
         m, pf = self.m, self.pf
         prog = m.program
         self.model_const_types = {c.name: c.type for c in prog.constants}
-        self.var_types = {v.name: (Type.BOOL if v.is_bool else Type.INT) for v in m.variables}
+        self.var_types = {
+            v.name: (Type.BOOL if v.is_bool else Type.INT) for v in m.variables
+        }
         model_formulas = _FixedFormulas(m.formulas)
         self.formulas = FormulaTable(pf.formulas, outer=model_formulas)
         self._check_names()
@@ -189,7 +196,9 @@ class _PropsChecker(OperatorTyping):
         model_env: dict[str, object] = dict(m.constants)
         for p in m.parameters:
             model_env.setdefault(p, ast.Ident(p))
-        overrides = {k: v for k, v in self.overrides.items() if k not in self.model_const_types}
+        overrides = {
+            k: v for k, v in self.overrides.items() if k not in self.model_const_types
+        }
         self.consts = ConstantResolver(
             pf.constants,
             overrides,
@@ -213,7 +222,9 @@ class _PropsChecker(OperatorTyping):
             need = self.consts.missing_in(self.formulas.expand(lab.expr))
             if need:
                 raise self.consts.missing_error(need)
-            self.labels[lab.name] = self._state_expr(lab.expr, Type.BOOL, f'label "{lab.name}"')
+            self.labels[lab.name] = self._state_expr(
+                lab.expr, Type.BOOL, f'label "{lab.name}"'
+            )
 
         self._prop_types: dict[str, Type] = {}
         self._typing: list[str] = []
@@ -223,7 +234,9 @@ class _PropsChecker(OperatorTyping):
             for p in pf.properties:
                 need += self.consts.missing_in(self.formulas.expand(p.expr))
             if need:
-                raise self.consts.missing_error([n for n in self.consts.decls if n in need])
+                raise self.consts.missing_error(
+                    [n for n in self.consts.decls if n in need]
+                )
         for p in pf.properties:
             try:
                 out.append(self._property(p))
@@ -231,8 +244,14 @@ class _PropsChecker(OperatorTyping):
                 if self.errors == "raise":
                     raise
                 attach_source(err, self.source, self.file)
-                out.append(CheckedProperty(p.expr, p.name, None, self._text(p), span=p.span, error=err))
-        values = {k: v for k, v in self.consts.env.items() if not isinstance(v, ast.Node)}
+                out.append(
+                    CheckedProperty(
+                        p.expr, p.name, None, self._text(p), span=p.span, error=err
+                    )
+                )
+        values = {
+            k: v for k, v in self.consts.env.items() if not isinstance(v, ast.Node)
+        }
         formulas = {}
         for name in self.formulas.decls:
             try:
@@ -264,21 +283,28 @@ class _PropsChecker(OperatorTyping):
             taken[f] = "a model formula"
         for v in self.m.variables:
             taken[v.name] = "a model variable"
-        for kind, decls in (("constant", self.pf.constants), ("formula", self.pf.formulas)):
+        for kind, decls in (
+            ("constant", self.pf.constants),
+            ("formula", self.pf.formulas),
+        ):
             for d in decls:
                 if d.name in taken:
                     raise SemanticError(
-                        f"{kind} `{d.name}` is already declared ({taken[d.name]})", d.span
+                        f"{kind} `{d.name}` is already declared ({taken[d.name]})",
+                        d.span,
                     )
                 taken[d.name] = f"a properties-file {kind}"
         labels: set[str] = set()
         for lab in self.pf.labels:
             if lab.name in BUILTIN_LABELS:
                 raise SemanticError(
-                    f'cannot define a label called "{lab.name}": it is a built-in label', lab.span
+                    f'cannot define a label called "{lab.name}": it is a built-in label',
+                    lab.span,
                 )
             if lab.name in self.m.labels:
-                raise SemanticError(f'label "{lab.name}" is already defined in the model', lab.span)
+                raise SemanticError(
+                    f'label "{lab.name}" is already defined in the model', lab.span
+                )
             if lab.name in labels:
                 raise SemanticError(f'label "{lab.name}" is declared twice', lab.span)
             labels.add(lab.name)
@@ -286,7 +312,9 @@ class _PropsChecker(OperatorTyping):
         for p in self.pf.properties:
             if p.name is not None:
                 if p.name in names:
-                    raise SemanticError(f'property name "{p.name}" is used twice', p.span)
+                    raise SemanticError(
+                        f'property name "{p.name}" is used twice', p.span
+                    )
                 names.add(p.name)
 
     # -------------------------------------------------------- expressions
@@ -295,7 +323,9 @@ class _PropsChecker(OperatorTyping):
         e = self.formulas.expand(e)
         t = type_of(e, self.scope, self._hook)
         if want is not None and not can_assign(want, t):
-            raise SemanticError(f"type error: {what} must be {want.value}, not {t.value}", e.span)
+            raise SemanticError(
+                f"type error: {what} must be {want.value}, not {t.value}", e.span
+            )
         return fold(e, self.env, self.var_types)
 
     def _property(self, p: ast.Property) -> CheckedProperty:
@@ -318,12 +348,19 @@ class _PropsChecker(OperatorTyping):
 
     def _text(self, p: ast.Property) -> str | None:
         s = p.expr.span
-        if self.source is None or s is None or s.end_line is None or s.end_column is None:
+        if (
+            self.source is None
+            or s is None
+            or s.end_line is None
+            or s.end_column is None
+        ):
             return None
         lines = self.source.splitlines()
         try:
             if s.line == s.end_line:
-                return lines[s.line - 1][s.column - 1 : s.end_column - 1].strip() or None
+                return (
+                    lines[s.line - 1][s.column - 1 : s.end_column - 1].strip() or None
+                )
             parts = [lines[s.line - 1][s.column - 1 :]]
             parts += lines[s.line : s.end_line - 1]
             parts.append(lines[s.end_line - 1][: s.end_column - 1])
@@ -343,7 +380,9 @@ class _PropsChecker(OperatorTyping):
                 import dataclasses
 
                 return dataclasses.replace(
-                    n, structure=s, path=self._normalize(n.path),
+                    n,
+                    structure=s,
+                    path=self._normalize(n.path),
                     threshold=n.threshold,
                 )
             return None

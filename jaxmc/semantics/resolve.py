@@ -34,7 +34,9 @@ def fold(
         ) from None
 
 
-def normalize_overrides(constants: Mapping[str, object] | str | None) -> dict[str, object]:
+def normalize_overrides(
+    constants: Mapping[str, object] | str | None,
+) -> dict[str, object]:
     if constants is None:
         return {}
     if isinstance(constants, str):
@@ -65,7 +67,7 @@ class ConstantResolver:
         parameters: Sequence[str],
         outer_env: Mapping[str, Value | ast.Expr] | None = None,
         outer_types: Mapping[str, Type] | None = None,
-        formulas: "FormulaTable | None" = None,
+        formulas: FormulaTable | None = None,
         extra_names: Sequence[str] = (),
         allow_missing: bool = False,
     ):
@@ -87,7 +89,9 @@ class ConstantResolver:
     def run(self) -> None:
         undefined = [d for d in self.decls.values() if d.value is None]
         missing = [
-            d.name for d in undefined if d.name not in self.overrides and d.name not in self.parameters
+            d.name
+            for d in undefined
+            if d.name not in self.overrides and d.name not in self.parameters
         ]
         if missing and self.allow_missing:
             for n in missing:

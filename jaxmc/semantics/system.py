@@ -31,7 +31,9 @@ def check_system(program: ast.Program, modules, alphabet) -> ast.SystemExpr:
                     hint=suggest(a, alphabet),
                 )
             if a in seen:
-                raise SemanticError(f'duplicated action "{a}" in the system construct', node.span)
+                raise SemanticError(
+                    f'duplicated action "{a}" in the system construct', node.span
+                )
             seen.add(a)
 
     def check(s):
@@ -69,4 +71,3 @@ def check_system(program: ast.Program, modules, alphabet) -> ast.SystemExpr:
                 f"module `{n}` does not appear in the system construct", sysexpr.span
             )
     return sysexpr
-

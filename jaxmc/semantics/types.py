@@ -51,14 +51,20 @@ def suggest(name: str, candidates: Iterable[str]) -> str | None:
     return "did you mean " + " or ".join(f"`{c}`" for c in close) + "?"
 
 
-def unknown_identifier(node: ast.Ident, scope: Iterable[str], what: str = "identifier") -> SemanticError:
-    return SemanticError(f"unknown {what} `{node.name}`", node.span, hint=suggest(node.name, scope))
+def unknown_identifier(
+    node: ast.Ident, scope: Iterable[str], what: str = "identifier"
+) -> SemanticError:
+    return SemanticError(
+        f"unknown {what} `{node.name}`", node.span, hint=suggest(node.name, scope)
+    )
 
 
 Hook = Callable[[ast.Expr, Callable[[ast.Expr], Type]], Type]
 
 
-def type_of(expr: ast.Expr, scope: Mapping[str, Type], hook: Hook | None = None) -> Type:
+def type_of(
+    expr: ast.Expr, scope: Mapping[str, Type], hook: Hook | None = None
+) -> Type:
     """The type of `expr`, with identifier types from `scope`.
 
     `hook(node, recurse)` types nodes other than plain expressions (property
@@ -190,10 +196,13 @@ class _TypeChecker:
             self._expect_bool(t2, e.right, op.value)
             return Type.BOOL
         if op in (B.EQ, B.NE):
-            if (t1 == Type.BOOL and t2 == Type.BOOL) or (is_numeric(t1) and is_numeric(t2)):
+            if (t1 == Type.BOOL and t2 == Type.BOOL) or (
+                is_numeric(t1) and is_numeric(t2)
+            ):
                 return Type.BOOL
             raise SemanticError(
-                f"type error: `{op.value}` cannot compare {t1.value} and {t2.value}", e.span
+                f"type error: `{op.value}` cannot compare {t1.value} and {t2.value}",
+                e.span,
             )
         if op in (B.LT, B.LE, B.GT, B.GE):
             if is_numeric(t1) and is_numeric(t2):
@@ -221,12 +230,18 @@ class _TypeChecker:
             )
         if arity is None:
             raise SemanticError(
-                f"unknown function `{e.func}`", e.span, hint=suggest(e.func, ast.FUNCTIONS)
+                f"unknown function `{e.func}`",
+                e.span,
+                hint=suggest(e.func, ast.FUNCTIONS),
             )
         lo, hi = arity
         n = len(e.args)
         if n < lo or (hi is not None and n > hi):
-            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            want = (
+                f"{lo}"
+                if lo == hi
+                else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            )
             raise SemanticError(
                 f"function `{e.func}` takes {want} argument(s), not {n}", e.span
             )
@@ -243,7 +258,8 @@ class _TypeChecker:
         for t, a in zip(ts, e.args):
             if t == Type.BOOL:
                 raise SemanticError(
-                    f"type error: Boolean argument not allowed in function `{e.func}`", a.span
+                    f"type error: Boolean argument not allowed in function `{e.func}`",
+                    a.span,
                 )
         if e.func in ("floor", "ceil", "round"):
             return Type.INT

@@ -53,7 +53,9 @@ def gauss_seidel(
     n = A.shape[0]
     if isinstance(order, str):
         if order not in ("topological", "index"):
-            raise ValueError(f"`order` must be 'topological', 'index' or a permutation, not {order!r}")
+            raise ValueError(
+                f"`order` must be 'topological', 'index' or a permutation, not {order!r}"
+            )
         order = topological_order(A) if order == "topological" else None
     x = np.asarray(x0, dtype=np.float64).copy()
     b = np.asarray(b, dtype=np.float64)
@@ -90,10 +92,14 @@ def gauss_seidel(
 def scc_labels(A: sp.csr_matrix) -> tuple[int, np.ndarray]:
     """`(count, labels)`: the strongly connected components of the graph of
     `A`'s non-zero entries (an edge `u -> v` for `A[u, v] != 0`)."""
-    return csgraph.connected_components(sp.csr_matrix(A), directed=True, connection="strong")
+    return csgraph.connected_components(
+        sp.csr_matrix(A), directed=True, connection="strong"
+    )
 
 
-def topological_order(A: sp.csr_matrix, scc: tuple[int, np.ndarray] | None = None) -> np.ndarray:
+def topological_order(
+    A: sp.csr_matrix, scc: tuple[int, np.ndarray] | None = None
+) -> np.ndarray:
     """The states of `A`'s graph, every strongly connected component after
     the components it has edges to (successors first), the states of one
     component in index order: sweeping `x = b + A x` in this order uses the

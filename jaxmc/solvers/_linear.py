@@ -20,12 +20,19 @@ from jax import lax
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
 from ..layout import CompactVector
-from .progress import report
 from ._results import RUNNING, Solution, Status, check_solution, next_status, sup_norm
+from .progress import report
 
 
 def fixed_point(
-    step, x0, epsilon, relative: bool, max_iters, *, fused=False, steps_per_trip=2,
+    step,
+    x0,
+    epsilon,
+    relative: bool,
+    max_iters,
+    *,
+    fused=False,
+    steps_per_trip=2,
     plain_step=None,
 ) -> Solution:
     """Iterate `x <- step(x)` from `x0` until PRISM's criterion
@@ -35,7 +42,9 @@ def fixed_point(
     With `fused=True`, `step` returns `(x', sup_norm(x', x), all finite)`
     itself (see `fixed_point_fused`, also for `plain_step`)."""
     if fused:
-        return fixed_point_fused(step, x0, epsilon, max_iters, steps_per_trip, plain_step)
+        return fixed_point_fused(
+            step, x0, epsilon, max_iters, steps_per_trip, plain_step
+        )
 
     def step3(x):
         x1 = step(x)
@@ -129,10 +138,18 @@ def _vec(v):
 def _jacobi(A, diag, b, x0, epsilon, max_iters, relative, trip=None, measure=None):
     # The diagonal is inverted once; a compact diagonal only in its table.
     inv = diag.map(lambda t: 1.0 / t) if isinstance(diag, CompactVector) else 1.0 / diag
-    plain = _plain(A, measure, lambda x: jacobi_step(A, inv, b, x, relative, measure=False))
+    plain = _plain(
+        A, measure, lambda x: jacobi_step(A, inv, b, x, relative, measure=False)
+    )
     return fixed_point(
-        lambda x: jacobi_step(A, inv, b, x, relative), x0, epsilon, relative, max_iters,
-        fused=True, steps_per_trip=_trip(A, trip), plain_step=plain,
+        lambda x: jacobi_step(A, inv, b, x, relative),
+        x0,
+        epsilon,
+        relative,
+        max_iters,
+        fused=True,
+        steps_per_trip=_trip(A, trip),
+        plain_step=plain,
     )
 
 
@@ -140,8 +157,14 @@ def _jacobi(A, diag, b, x0, epsilon, max_iters, relative, trip=None, measure=Non
 def _power(A, b, x0, epsilon, max_iters, relative, trip=None, measure=None):
     plain = _plain(A, measure, lambda x: power_step(A, b, x, relative, measure=False))
     return fixed_point(
-        lambda x: power_step(A, b, x, relative), x0, epsilon, relative, max_iters,
-        fused=True, steps_per_trip=_trip(A, trip), plain_step=plain,
+        lambda x: power_step(A, b, x, relative),
+        x0,
+        epsilon,
+        relative,
+        max_iters,
+        fused=True,
+        steps_per_trip=_trip(A, trip),
+        plain_step=plain,
     )
 
 
@@ -150,8 +173,17 @@ def _args(epsilon, max_iters, dtype=jnp.float64):
 
 
 def jacobi(
-    A, diag, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True,
-    steps_per_trip=None, measure=None,
+    A,
+    diag,
+    b,
+    x0,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    steps_per_trip=None,
+    measure=None,
 ) -> Solution:
     """Jacobi iteration `x' = (b + A x) / diag` for `(diag - A) x = b`.
 
@@ -174,19 +206,37 @@ def jacobi(
       elsewhere). See `fixed_point_fused`.
     """
     eps, mi = _args(epsilon, max_iters)
-    sol = _jacobi(A, _vec(diag), _vec(b), jnp.asarray(x0), eps, mi, bool(relative),
-                  steps_per_trip, measure)
+    sol = _jacobi(
+        A,
+        _vec(diag),
+        _vec(b),
+        jnp.asarray(x0),
+        eps,
+        mi,
+        bool(relative),
+        steps_per_trip,
+        measure,
+    )
     return check_solution(sol, throw, "Jacobi")
 
 
 def power(
-    A, b, x0, *, epsilon=1e-6, relative=True, max_iters=10000, throw=True,
-    steps_per_trip=None, measure=None,
+    A,
+    b,
+    x0,
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    steps_per_trip=None,
+    measure=None,
 ) -> Solution:
     """Power (fixed-point) iteration `x' = A x + b`. Arguments as `jacobi`."""
     eps, mi = _args(epsilon, max_iters)
-    sol = _power(A, _vec(b), jnp.asarray(x0), eps, mi, bool(relative), steps_per_trip,
-                 measure)
+    sol = _power(
+        A, _vec(b), jnp.asarray(x0), eps, mi, bool(relative), steps_per_trip, measure
+    )
     return check_solution(sol, throw, "Power method")
 
 
@@ -197,7 +247,9 @@ def _bicgstab(A, diag, b, x0, epsilon, max_iters, relative):
 
     bnorm = jnp.max(jnp.abs(b), initial=0.0)
     tol = epsilon * bnorm if relative else epsilon
-    return bicgstab_loop(op, b, x0, tol, max_iters, lambda r: jnp.max(jnp.abs(r), initial=0.0))
+    return bicgstab_loop(
+        op, b, x0, tol, max_iters, lambda r: jnp.max(jnp.abs(r), initial=0.0)
+    )
 
 
 def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
@@ -215,8 +267,19 @@ def bicgstab_loop(op, b, x0, tol, max_iters, rnorm, rhat0=None) -> Solution:
         Status.CONVERGED,
         jnp.where(max_iters <= 0, Status.MAX_ITERS, RUNNING),
     ).astype(jnp.int32)
-    init = (x0, r0, r0 if rhat0 is None else rhat0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one,
-            jnp.zeros((), jnp.int32), res0, status0)
+    init = (
+        x0,
+        r0,
+        r0 if rhat0 is None else rhat0,
+        jnp.zeros_like(b),
+        jnp.zeros_like(b),
+        one,
+        one,
+        one,
+        jnp.zeros((), jnp.int32),
+        res0,
+        status0,
+    )
 
     def cond(c):
         return c[-1] == RUNNING
@@ -277,5 +340,7 @@ def bicgstab(
     as `Status.BREAKDOWN`. `iterations` counts BiCGStab iterations
     (two matrix-vector products each)."""
     eps, mi = _args(epsilon, max_iters)
-    sol = _bicgstab(A, jnp.asarray(diag), jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative))
+    sol = _bicgstab(
+        A, jnp.asarray(diag), jnp.asarray(b), jnp.asarray(x0), eps, mi, bool(relative)
+    )
     return check_solution(sol, throw, "BiCGStab")

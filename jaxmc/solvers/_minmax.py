@@ -29,13 +29,24 @@ def bellman(M, b, x, opt: str):
 @eqx.filter_jit
 def _vi(M, b, x0, epsilon, max_iters, relative, opt):
     return fixed_point(
-        lambda x: bellman_step(M, b, x, opt, relative), x0, epsilon, relative, max_iters,
+        lambda x: bellman_step(M, b, x, opt, relative),
+        x0,
+        epsilon,
+        relative,
+        max_iters,
         fused=True,
     )
 
 
 def value_iteration(
-    M, b, x0, opt: str = "max", *, epsilon=1e-6, relative=True, max_iters=10000,
+    M,
+    b,
+    x0,
+    opt: str = "max",
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
     throw=True,
 ) -> Solution:
     """Value iteration from `x0` with PRISM's termination criterion.
@@ -88,12 +99,24 @@ def _ii(M, b, lo, up, epsilon, max_iters, relative, opt):
     lo, up, it, g, status = lax.while_loop(
         cond, body, (lo, up, jnp.zeros((), jnp.int32), g0, s0)
     )
-    return Solution(value=0.5 * (lo + up), status=status, iterations=it, residual=g), lo, up
+    return (
+        Solution(value=0.5 * (lo + up), status=status, iterations=it, residual=g),
+        lo,
+        up,
+    )
 
 
 def interval_iteration(
-    M, b, lower, upper, opt: str = "max", *, epsilon=1e-6, relative=True,
-    max_iters=10000, throw=True,
+    M,
+    b,
+    lower,
+    upper,
+    opt: str = "max",
+    *,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
 ) -> tuple[Solution, jnp.ndarray, jnp.ndarray]:
     """Interval iteration (Haddad & Monmege; Baier et al. 2017): value
     iteration from a lower and an upper bound at once, stopping when
@@ -111,7 +134,13 @@ def interval_iteration(
         raise ValueError(f"`opt` must be 'min' or 'max', not {opt!r}")
     eps, mi = _args(epsilon, max_iters)
     sol, lo, up = _ii(
-        M, jnp.asarray(b), jnp.asarray(lower), jnp.asarray(upper), eps, mi,
-        bool(relative), opt,
+        M,
+        jnp.asarray(b),
+        jnp.asarray(lower),
+        jnp.asarray(upper),
+        eps,
+        mi,
+        bool(relative),
+        opt,
     )
     return check_solution(sol, throw, "Interval iteration"), lo, up

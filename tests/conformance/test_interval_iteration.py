@@ -37,8 +37,9 @@ CASES = _mdp_cases()
 @pytest.mark.parametrize("case,expected", CASES, ids=[c.id for c, _ in CASES])
 def test_interval_iteration_certifies_the_exact_value(case, expected):
     import jaxmc
-    from jaxmc.lang import ast
     from jaxmc.errors import JaxmcError
+    from jaxmc.lang import ast
+
     from .cases import out_of_scope_reason
 
     model = _load(str(case.model), case.consts, case.config.prob_checks)

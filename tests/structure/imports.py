@@ -42,7 +42,9 @@ def imports() -> list[Import]:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith("jaxmc"):
-                        out.append(Import(name, _existing(alias.name, known), node.lineno, top))
+                        out.append(
+                            Import(name, _existing(alias.name, known), node.lineno, top)
+                        )
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(name, is_pkg, node.module, node.level)
                 if not base.startswith("jaxmc"):
