@@ -149,7 +149,8 @@ def prebuild(names: list[str], workers: int = 4) -> None:
                 running.remove(item)
                 (cache / f"{n}.pending").unlink(missing_ok=True)
                 print(
-                    f"# prebuild {n}: rc {p.returncode}, {time.perf_counter() - t0:.1f}s",
+                    f"# prebuild {n}: rc {p.returncode}, "
+                    f"{time.perf_counter() - t0:.1f}s",
                     flush=True,
                 )
         time.sleep(0.2)
@@ -334,8 +335,10 @@ def table(rows: list[dict], cols: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    # python benchmarks/_gpu_common.py prebuild [--workers K] NAME...  (JAXMC_BENCH_CACHE set)
-    # python benchmarks/_gpu_common.py build1 NAME                    (one build; used by prebuild)
+    # python benchmarks/_gpu_common.py prebuild [--workers K] NAME...
+    #     (JAXMC_BENCH_CACHE set)
+    # python benchmarks/_gpu_common.py build1 NAME
+    #     (one build; used by prebuild)
     if sys.argv[1] == "build1":
         build(sys.argv[2], wait=False)
     elif sys.argv[1] == "prebuild":

@@ -135,8 +135,9 @@ def main(argv=None) -> int:
         and (args.only is None or args.only in c[0])
     ]
     head = (
-        "| model | states | transitions | jaxmc build s | jaxmc states/s | jaxmc RSS MB "
-        "| Storm build s | Storm states/s | Storm RSS MB | parse+check s |"
+        "| model | states | transitions | jaxmc build s | jaxmc states/s "
+        "| jaxmc RSS MB | Storm build s | Storm states/s | Storm RSS MB "
+        "| parse+check s |"
     )
     print(head)
     print("|" + "|".join("---" for _ in range(10)) + "|")
@@ -152,11 +153,13 @@ def main(argv=None) -> int:
         def cell(d, key, fmt):
             return fmt.format(d[key]) if key in d else d.get("error", "-")
 
-        rate = lambda d: (
-            f"{d['states'] / d['build_s']:,.0f}"
-            if "build_s" in d and d["build_s"] > 0
-            else "-"
-        )  # noqa: E731
+        def rate(d):
+            return (
+                f"{d['states'] / d['build_s']:,.0f}"
+                if "build_s" in d and d["build_s"] > 0
+                else "-"
+            )
+
         if (
             "states" in j
             and "states" in s
@@ -166,8 +169,10 @@ def main(argv=None) -> int:
         ref = j if "states" in j else s
         print(
             f"| {name} | {ref.get('states', '-')} | {ref.get('transitions', '-')} "
-            f"| {cell(j, 'build_s', '{:.2f}')} | {rate(j)} | {cell(j, 'peak_rss_mb', '{:.0f}')} "
-            f"| {cell(s, 'build_s', '{:.2f}')} | {rate(s)} | {cell(s, 'peak_rss_mb', '{:.0f}')} "
+            f"| {cell(j, 'build_s', '{:.2f}')} | {rate(j)} | "
+            f"{cell(j, 'peak_rss_mb', '{:.0f}')} "
+            f"| {cell(s, 'build_s', '{:.2f}')} | {rate(s)} | "
+            f"{cell(s, 'peak_rss_mb', '{:.0f}')} "
             f"| {cell(j, 'front_s', '{:.2f}')} |",
             flush=True,
         )

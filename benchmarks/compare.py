@@ -81,11 +81,13 @@ CASES = [
          {"small": ("7", ""), "medium": ("11", ""), "large": ("15", "")}),
     Case("cluster", "ctmcs/cluster/cluster.sm", "ctmcs/cluster/cluster.csl",
          'P=? [ true U<=T !"minimum" ]',
-         {"small": ("", "N=8,T=10"), "medium": ("", "N=32,T=10"), "large": ("", "N=128,T=10")},
+         {"small": ("", "N=8,T=10"), "medium": ("", "N=32,T=10"),
+          "large": ("", "N=128,T=10")},
          decls="const double T;"),
     Case("tandem", "ctmcs/tandem/tandem.sm", "ctmcs/tandem/tandem.csl",
          "P=? [ true U<=T sc=c ]",
-         {"small": ("", "c=15,T=1"), "medium": ("", "c=63,T=1"), "large": ("", "c=255,T=1")},
+         {"small": ("", "c=15,T=1"), "medium": ("", "c=63,T=1"),
+          "large": ("", "c=255,T=1")},
          decls="const double T;"),
     Case("kanban", "ctmcs/kanban/kanban.sm", "ctmcs/kanban/kanban.csl",
          'R{"tokens_cell1"}=? [ S ]',
@@ -98,8 +100,10 @@ CASES = [
          {"small": ("5", ""), "medium": ("9", ""), "large": ("13", "")}),
     Case("brp", "dtmcs/brp/brp.pm", "dtmcs/brp/brp.pctl",
          "P=? [ true U s=5 ]",
-         {"small": ("", "N=16,MAX=2"), "medium": ("", "N=64,MAX=5"), "large": ("", "N=512,MAX=5")}),
-    Case("leader_sync", "dtmcs/leader_sync/leader{size}.pm", "dtmcs/leader_sync/leader.pctl",
+         {"small": ("", "N=16,MAX=2"), "medium": ("", "N=64,MAX=5"),
+          "large": ("", "N=512,MAX=5")}),
+    Case("leader_sync", "dtmcs/leader_sync/leader{size}.pm",
+         "dtmcs/leader_sync/leader.pctl",
          'R{"num_rounds"}=? [ F "elected" ]',
          {"small": ("3_4", ""), "medium": ("4_6", ""), "large": ("5_8", "")}),
     Case("consensus", "mdps/consensus/coin{size}.nm", "mdps/consensus/coin.pctl",
@@ -113,7 +117,8 @@ CASES = [
          type_first=True),
 ]  # fmt: skip
 SKIPPED = {
-    "crowds": "only an interval DTMC in PRISM's tests (idtmcs/): not supported by jaxmc",
+    "crowds": "only an interval DTMC in PRISM's tests (idtmcs/): not supported by "
+    "jaxmc",
     "nand": "only an interval DTMC in PRISM's tests (idtmcs/): not supported by jaxmc",
 }
 
@@ -228,7 +233,8 @@ def table(rows: list[dict], with_storm: bool) -> str:
                     ej = agree(j["value"], r["reference"])[1]
                     es = agree(s["value"], r["reference"])[1]
                     cells.append(
-                        f"no ({diff:.1e}); vs Storm sound: jaxmc {ej:.1e}, Storm {es:.1e}"
+                        f"no ({diff:.1e}); vs Storm sound: jaxmc {ej:.1e}, Storm "
+                        f"{es:.1e}"
                     )
                 else:
                     cells.append(f"**no** (rel. diff {diff:.1e})")
@@ -253,12 +259,13 @@ def table(rows: list[dict], with_storm: bool) -> str:
 
 def section(runs, env, args, with_storm: bool) -> str:
     sizes = " ".join(f"--size {size}" for size, _, _ in runs)
+    solver = args.storm_solver
+    solver = f" --storm-solver {solver}" if solver != "storm-default" else ""
     parts = [
         subsection_heading(env),
         "",
         f"Measured {env['date']} with `python benchmarks/compare.py {sizes}"
-        f"{' --storm-solver ' + args.storm_solver if args.storm_solver != 'storm-default' else ''}"
-        " --markdown`.",
+        f"{solver} --markdown`.",
         "",
         f"- Device: {env['cpu']}, {env['cores']} cores; JAX device `{env['device']}`",
         f"- Versions: jaxmc {env['jaxmc']}, JAX {env['jax']}, Python {env['python']}"
@@ -390,10 +397,11 @@ def run_size(size_name: str, args, with_storm: bool) -> list[dict]:
         label = case.name + (f" ({size})" if size else "")
         print(f"{label} {consts} ...", file=sys.stderr, flush=True)
         row = {"label": label, "consts": consts, "prop": case.prop,
-               "jaxmc": run_jaxmc(path, consts, case.prop, case.decls, args.epsilon)}  # fmt: skip
+               "jaxmc": run_jaxmc(path, consts, case.prop, case.decls,
+                                  args.epsilon)}  # fmt: skip
         if with_storm:
-            row["storm"] = run_storm(path, consts, case.prop, args.storm_solver, args.timeout,
-                                     case.type_first)  # fmt: skip
+            row["storm"] = run_storm(path, consts, case.prop, args.storm_solver,
+                                     args.timeout, case.type_first)  # fmt: skip
             j, s = row["jaxmc"], row["storm"]
             if "value" in j and s.get("value") is not None:
                 row["disagree"] = not agree(j["value"], s["value"])[0]

@@ -102,8 +102,9 @@ def _f(v, nd=3):
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| model | constants | property | states | jaxmc value | Storm value | agree (1e-6 rel) "
-        "| method / layout | iterations | jaxmc build s | check first s | check warm s "
+        "| model | constants | property | states | jaxmc value | Storm value "
+        "| agree (1e-6 rel) | method / layout | iterations | jaxmc build s "
+        "| check first s | check warm s "
         "| warm: precompute / layout / solve s | Storm build s | Storm check s "
         "| ratio (build+first) | ratio (warm check vs Storm check) |"
     )
@@ -125,18 +126,20 @@ def table(rows: list[dict]) -> str:
         )
         ratio = ratio_w = "—"
         if "build_s" in s and "wall_s" in first:
-            ratio = f"{(j['build_s'] + first['wall_s']) / (s['build_s'] + s['check_s']):.2f}×"
+            ratio = (j["build_s"] + first["wall_s"]) / (s["build_s"] + s["check_s"])
+            ratio = f"{ratio:.2f}×"
             ratio_w = f"{warm['wall_s'] / max(s['check_s'], 1e-9):.2f}×"
         how = f"{warm.get('method')} / {warm.get('layout')}" if warm else "—"
         if warm.get("precision", "fp64") != "fp64":
             how += f" / {warm['precision']}"
+        its = warm.get("iterations")
         lines.append(
             f"| {r['name']} | `{r['consts']}` | `{r['prop']}` | {j.get('states', 0):,} "
             f"| {jv if isinstance(jv, str) else f'{jv:.10g}'} "
             f"| {sv if isinstance(sv, str) else f'{sv:.10g}'} | {agree} | {how} "
-            f"| {warm.get('iterations') if warm.get('iterations') is not None else '—'} | {_f(j.get('build_s'))} | {_f(first.get('wall_s'))} "
-            f"| {_f(warm.get('wall_s'))} | {stages} | {_f(s.get('build_s'))} | {_f(s.get('check_s'))} "
-            f"| {ratio} | {ratio_w} |"
+            f"| {its if its is not None else '—'} | {_f(j.get('build_s'))} "
+            f"| {_f(first.get('wall_s'))} | {_f(warm.get('wall_s'))} | {stages} "
+            f"| {_f(s.get('build_s'))} | {_f(s.get('check_s'))} | {ratio} | {ratio_w} |"
         )
     return "\n".join(lines)
 

@@ -4,7 +4,8 @@ layout builds, device Krylov, Jacobi; each wrapped and synchronised), per
 `layout=`, for a first and a warm `jaxmc.check` on the model built once.
 
     python benchmarks/e2e_profile.py c=2047 auto,warp path/to/tandem.sm
-    python benchmarks/e2e_profile.py N=464 warp,auto path/to/cluster.sm 'S=? [ "premium" ]'
+    python benchmarks/e2e_profile.py N=464 warp,auto path/to/cluster.sm \\
+        'S=? [ "premium" ]'
 """
 
 import collections
@@ -61,7 +62,9 @@ for lay in layouts:
         r = jaxmc.check(m, prop, layout=lay, max_iters=60000)
         tot = time.perf_counter() - t
         print(
-            f"{lay:5s} {rep:5s} total {tot:6.2f}s value {r.value:.10g} {r.method}/{r.layout} it={r.iterations} timing={ {k: round(v, 2) for k, v in r.timing.items()} }"
+            f"{lay:5s} {rep:5s} total {tot:6.2f}s value {r.value:.10g} "
+            f"{r.method}/{r.layout} it={r.iterations} "
+            f"timing={ {k: round(v, 2) for k, v in r.timing.items()} }"
         )
         print(
             "      "

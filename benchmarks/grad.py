@@ -127,7 +127,8 @@ def main():
         "--omega",
         type=float,
         default=None,
-        help="over-relaxation of the solves (default: automatic; 1: plain Gauss-Seidel)",
+        help="over-relaxation of the solves (default: automatic; 1: plain "
+        "Gauss-Seidel)",
     )
     ap.add_argument("--json", help="append one JSON line per row to this file")
     ap.add_argument(
@@ -146,20 +147,23 @@ def main():
         f"({getattr(dev, 'device_kind', dev.platform)})"
     )
     print(
-        "| states | nnz | params | forward (s) | grad (s) | grad/forward | value_and_grad (s) |"
+        "| states | nnz | params | forward (s) | grad (s) | grad/forward | "
+        "value_and_grad (s) |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for P in args.params:
         r = run(args.n, P, args.repeat, args.spread, args.omega)
         print(
-            f"| {r['states']} | {r['nnz']} | {P} | {r['forward_s']:.3f} | {r['grad_s']:.3f} | "
-            f"{r['ratio']:.2f} | {r['value_and_grad_s']:.3f} |",
+            f"| {r['states']} | {r['nnz']} | {P} | {r['forward_s']:.3f} | "
+            f"{r['grad_s']:.3f} | {r['ratio']:.2f} | {r['value_and_grad_s']:.3f} |",
             flush=True,
         )
         print(
-            f"#   build + setup {r['setup_s']:.1f} s, value {r['value']:.6e}; process CPU time: "
-            f"forward {r['forward_cpu_s']:.2f} s, grad {r['grad_cpu_s']:.2f} s, value_and_grad "
-            f"{r['value_and_grad_cpu_s']:.2f} s; omega {args.omega or 'auto'}",
+            f"#   build + setup {r['setup_s']:.1f} s, value {r['value']:.6e}; "
+            f"process CPU time: forward {r['forward_cpu_s']:.2f} s, "
+            f"grad {r['grad_cpu_s']:.2f} s, "
+            f"value_and_grad {r['value_and_grad_cpu_s']:.2f} s; "
+            f"omega {args.omega or 'auto'}",
             flush=True,
         )
         if args.json:

@@ -178,11 +178,14 @@ def bench_model(
                     continue
                 try:
                     if kw == "reference":
-                        f = lambda V, L=L: spmv(L, V, impl="reference")  # noqa: E731
+
+                        def f(V, L=L):
+                            return spmv(L, V, impl="reference")
                     else:
-                        f = lambda V, L=L, kw=kw: fused_multi(
-                            L, V, interpret=INTERPRET, **kw
-                        )  # noqa: E731
+
+                        def f(V, L=L, kw=kw):
+                            return fused_multi(L, V, interpret=INTERPRET, **kw)
+
                     t, y2 = loop_time(f, X, iters)
                     err = rel_err(y2, refs[k])
                     add(
@@ -308,7 +311,8 @@ def main():
     ap.add_argument(
         "--reference",
         action="store_true",
-        help="also plain JAX (impl='reference') on the same warp/compact layouts, every k",
+        help="also plain JAX (impl='reference') on the same warp/compact layouts, "
+        "every k",
     )
     ap.add_argument(
         "--json", default=os.path.join(os.environ.get("OUT", "."), "spmv_multi.json")

@@ -103,7 +103,8 @@ def main():
         "--workers",
         type=int,
         default=None,
-        help="jaxmc.sweep's concurrent chunks (default: its own, the CPU cores on a CPU)",
+        help="jaxmc.sweep's concurrent chunks (default: its own, the CPU cores on a "
+        "CPU)",
     )
     ap.add_argument(
         "--sequential",
@@ -122,7 +123,8 @@ def main():
         "--omega",
         type=float,
         default=None,
-        help="over-relaxation of jaxmc's solves (default: automatic; 1: plain Gauss-Seidel)",
+        help="over-relaxation of jaxmc's solves (default: automatic; 1: plain "
+        "Gauss-Seidel)",
     )
     ap.add_argument(
         "--sor-kernel",
@@ -163,12 +165,14 @@ def main():
     dev = jax.devices()[0]
     print(
         f"# {time.strftime('%Y-%m-%d')} {platform.machine()} ({os.cpu_count()} cores), "
-        f"jax {jax.__version__} on {jax.default_backend()} ({getattr(dev, 'device_kind', dev.platform)})"
+        f"jax {jax.__version__} on {jax.default_backend()} "
+        f"({getattr(dev, 'device_kind', dev.platform)})"
     )
     print(
-        f"# model: {explicit.num_states} states, {explicit.num_transitions} transitions, "
-        f"fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; epsilon {args.epsilon}; "
-        f"SOR kernel {sor_multi_pallas.mode()} (active: {sor_multi_pallas.active()})"
+        f"# model: {explicit.num_states} states, {explicit.num_transitions} "
+        f"transitions, fail {args.fail} (jaxmc build {build:.1f} s); {npts} points; "
+        f"epsilon {args.epsilon}; SOR kernel {sor_multi_pallas.mode()} (active: "
+        f"{sor_multi_pallas.active()})"
     )
     kw = dict(epsilon=args.epsilon, build_params=first, omega=args.omega)
     rec = {
@@ -209,7 +213,8 @@ def main():
             )
         )
         print(
-            f"# sweep chunk {chunk or 'default'}: {t_sweep:.2f} s (process CPU time {c_sweep:.2f} s)",
+            f"# sweep chunk {chunk or 'default'}: {t_sweep:.2f} s (process CPU time "
+            f"{c_sweep:.2f} s)",
             flush=True,
         )
     t_best = min(s["s"] for s in rec["sweeps"])
@@ -265,9 +270,10 @@ def main():
                 (
                     "Storm instantiate + check",
                     t_storm,
-                    f"{ms} points timed, extrapolated (instantiate {1e3 * st['inst_s'] / ms:.0f} ms"
-                    f" + check {1e3 * st['check_s'] / ms:.0f} ms per point; parametric build "
-                    f"{st['build_s']:.1f} s not counted; {st['solver']})",
+                    f"{ms} points timed, extrapolated (instantiate "
+                    f"{1e3 * st['inst_s'] / ms:.0f} ms"
+                    f" + check {1e3 * st['check_s'] / ms:.0f} ms per point; parametric "
+                    f"build {st['build_s']:.1f} s not counted; {st['solver']})",
                 )
             )
             print(
@@ -281,7 +287,8 @@ def main():
     print("|---|---:|---:|---:|---|")
     for name, tt, note in rows:
         print(
-            f"| {name} | {tt:.2f} | {1e3 * tt / npts:.2f} | {tt / t_best:.1f}x | {note} |"
+            f"| {name} | {tt:.2f} | {1e3 * tt / npts:.2f} | {tt / t_best:.1f}x | "
+            f"{note} |"
         )
     if args.json:
         with open(args.json, "a") as f:

@@ -117,7 +117,8 @@ def main() -> dict[str, float]:
         grad = float(jax.grad(f)({"p": 0.3})["p"])
         fd_p = (float(f({"p": 0.3 + h})) - float(f({"p": 0.3 - h}))) / (2 * h)
         print(
-            f"{prop:34s} {value:12.8f}   d/dp {grad:12.8f}   (finite differences {fd_p:.8f})"
+            f"{prop:34s} {value:12.8f}   d/dp {grad:12.8f}   (finite differences "
+            f"{fd_p:.8f})"
         )
         out[f"herman_{name}"] = value
         out[f"herman_{name}_dp"] = grad

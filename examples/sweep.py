@@ -40,7 +40,8 @@ def main(out: str | None = None) -> dict[str, float]:
     t1 = time.perf_counter()
     err = float(np.max(np.abs(idle - idle_closed_form(lams, 3.0))))
     print(
-        f"1-D sweep: {lams.size} points in {t1 - t0:.2f} s; max |error| vs closed form {err:.2e}"
+        f"1-D sweep: {lams.size} points in {t1 - t0:.2f} s; max |error| vs closed form "
+        f"{err:.2e}"
     )
     L, M = np.meshgrid(np.linspace(0.5, 6.0, 24), np.linspace(1.0, 6.0, 20))
     t0 = time.perf_counter()

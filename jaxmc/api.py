@@ -91,9 +91,10 @@ def check(
       the matrix), `"vector"` (CSR-vector, for long rows), `"dia"` (compact
       diagonals: the DTMC/CTMC solves run in PRISM's lexicographic state
       order, where a box-shaped state space is a few diagonals; rebuilt
-      per solve, on the GPU where there is one; compact where the matrix is not a few diagonals
-      in that order, and for MDPs). The values do not depend on it beyond
-      rounding. `result.layout` says which layout the last solve used.
+      per solve, on the GPU where there is one; compact where the matrix
+      is not a few diagonals in that order, and for MDPs). The values do
+      not depend on it beyond rounding. `result.layout` says which layout
+      the last solve used.
     - `precision`: `"fp64"` (default) or `"fp32"`, the float type of the
       matrix values and the iterate in the iterative solves (SpMV; Jacobi,
       power, value/interval iteration; steady state, which with fp32 skips

@@ -161,8 +161,8 @@ def test_help_documents_every_option(capsys):
         for flag in action.option_strings:
             assert flag in text, flag
         assert action.help, action.dest
-    for switch in ("-const", "-epsilon", "-maxiters", "-relative", "-absolute", "-jacobi",
-                   "-power", "-gaussseidel", "-bicgstab", "-valiter", "-ii",
+    for switch in ("-const", "-epsilon", "-maxiters", "-relative", "-absolute",
+                   "-jacobi", "-power", "-gaussseidel", "-bicgstab", "-valiter", "-ii",
                    "-exportmodel", "-importmodel", "--device", "--layout",
                    "--precision", "--json", "--timing", "plot-matrix"):  # fmt: skip
         assert switch in text
@@ -182,8 +182,8 @@ def test_layout_and_precision(capsys):
     if "precision" not in params:  # not in the API yet: refused, never ignored
         assert code == 1 and "not supported yet" in err
     for layout in ("sell", "warp", "warp2"):
-        code, out, _ = run(capsys, DIE, DIE_PROPS, "--layout", layout, "--property", "1",
-                           "--json")  # fmt: skip
+        code, out, _ = run(capsys, DIE, DIE_PROPS, "--layout", layout,
+                           "--property", "1", "--json")  # fmt: skip
         entry = json.loads(out)["runs"][0]["properties"][0]
         assert code == 0 and entry["value"] == pytest.approx(1 / 6, rel=1e-5)
         assert entry["layout"] == layout and entry["method"] == "jacobi"
@@ -255,7 +255,8 @@ def test_python_dash_m(tmp_path):
 def test_device_gpu_without_gpu_is_a_clean_error(tmp_path):
     # In a subprocess: the platform must be chosen before JAX starts.
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 ]", "--device", "gpu"],
+        [sys.executable, "-m", "jaxmc", DIE, "--prop", "P=? [ F s=7 ]",
+         "--device", "gpu"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr

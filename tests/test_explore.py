@@ -432,7 +432,10 @@ def test_out_of_range_update_error():
 
 
 def test_probabilities_not_summing_error():
-    text = "dtmc\nmodule m\n  x : [0..2] init 0;\n  [] x=0 -> 0.5:(x'=1) + 0.3:(x'=2);\n  [] x>0 -> true;\nendmodule\n"
+    text = (
+        "dtmc\nmodule m\n  x : [0..2] init 0;\n  [] x=0 -> 0.5:(x'=1) + 0.3:(x'=2);\n"
+        "  [] x>0 -> true;\nendmodule\n"
+    )
     with pytest.raises(ExplorationError, match=r"sum to 0\.8.*\(x=0\)") as info:
         _build_text(text)
     assert "test.pm:4:" in str(info.value)
@@ -442,7 +445,10 @@ def test_probabilities_not_summing_error():
 
 
 def test_negative_rate_error():
-    text = "ctmc\nmodule m\n  x : [0..2] init 0;\n  [] x<2 -> (1-2*x):(x'=x+1);\nendmodule\n"
+    text = (
+        "ctmc\nmodule m\n  x : [0..2] init 0;\n  [] x<2 -> (1-2*x):(x'=x+1);\n"
+        "endmodule\n"
+    )
     with pytest.raises(ExplorationError, match=r"negative rate.*\(x=1\)"):
         _build_text(text)
 
@@ -472,7 +478,10 @@ def test_deadlocks_error_option():
 
 
 def test_max_states_and_progress():
-    text = "dtmc\nmodule m\n  x : [0..100] init 0;\n  [] x<100 -> (x'=x+1);\n  [] x=100 -> true;\nendmodule\n"
+    text = (
+        "dtmc\nmodule m\n  x : [0..100] init 0;\n  [] x<100 -> (x'=x+1);\n"
+        "  [] x=100 -> true;\nendmodule\n"
+    )
     with pytest.raises(ExplorationError, match=r"more than 50 states \(max_states\)"):
         _build_text(text, max_states=50)
     calls = []
@@ -484,7 +493,10 @@ def test_max_states_and_progress():
 
 
 def test_zero_probability_updates_are_dropped(tmp_path):
-    text = "dtmc\nmodule m\n  x : [0..2] init 0;\n  [] x=0 -> 1:(x'=1) + 0:(x'=2);\n  [] x>0 -> true;\nendmodule\n"
+    text = (
+        "dtmc\nmodule m\n  x : [0..2] init 0;\n  [] x=0 -> 1:(x'=1) + 0:(x'=2);\n"
+        "  [] x>0 -> true;\nendmodule\n"
+    )
     m = _build_text(text)
     assert m.num_states == 2
     p = tmp_path / "zero.pm"

@@ -102,7 +102,8 @@ RATIONAL = [
     "file,consts,point,prop",
     RATIONAL,
     ids=[
-        f"{c.values[0] if hasattr(c, 'values') else c[0]}:{c.values[3] if hasattr(c, 'values') else c[3]}"
+        f"{c.values[0] if hasattr(c, 'values') else c[0]}:"
+        f"{c.values[3] if hasattr(c, 'values') else c[3]}"
         for c in RATIONAL
     ],
 )
@@ -191,7 +192,8 @@ FD = [
     "path,consts,point,prop",
     FD,
     ids=[
-        f"{(c.values if hasattr(c, 'values') else c)[0].name}:{(c.values if hasattr(c, 'values') else c)[3]}"
+        f"{(c.values if hasattr(c, 'values') else c)[0].name}:"
+        f"{(c.values if hasattr(c, 'values') else c)[3]}"
         for c in FD
     ],
 )

@@ -57,7 +57,8 @@ def _stacked() -> dict[str, tuple[sp.csr_matrix, int]]:
         try:
             em = jaxmc.build(jaxmc.load_model(path, consts or None))
         except jaxmc.JaxmcError:
-            continue  # out of scope or an expected error: the conformance suite covers it
+            # out of scope or an expected error: the conformance suite covers it
+            continue
         rows = len(em.row_ptr) - 1
         A = sp.csr_matrix((em.val, em.col, em.row_ptr), shape=(rows, em.num_states))
         blocks["square" if rows == em.num_states else "choices"].append(A)

@@ -220,19 +220,19 @@ def _e(text):
     return parse_expression(text)
 
 
-I, B, N = ast.IntLit, ast.Binary, ast.Ident
+Int, B, N = ast.IntLit, ast.Binary, ast.Ident
 Op = ast.BinaryOp
 
 
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("1 + 2 * 3", B(Op.ADD, I(1), B(Op.MUL, I(2), I(3)))),
-        ("1 - 2 - 3", B(Op.SUB, B(Op.SUB, I(1), I(2)), I(3))),
-        ("8 / 4 / 2", B(Op.DIV, B(Op.DIV, I(8), I(4)), I(2))),
-        ("2 ^ 3 ^ 2", B(Op.POW, I(2), B(Op.POW, I(3), I(2)))),
-        ("-2 ^ 2", ast.Unary(ast.UnaryOp.NEG, B(Op.POW, I(2), I(2)))),
-        ("2 ^ -1", B(Op.POW, I(2), ast.Unary(ast.UnaryOp.NEG, I(1)))),
+        ("1 + 2 * 3", B(Op.ADD, Int(1), B(Op.MUL, Int(2), Int(3)))),
+        ("1 - 2 - 3", B(Op.SUB, B(Op.SUB, Int(1), Int(2)), Int(3))),
+        ("8 / 4 / 2", B(Op.DIV, B(Op.DIV, Int(8), Int(4)), Int(2))),
+        ("2 ^ 3 ^ 2", B(Op.POW, Int(2), B(Op.POW, Int(3), Int(2)))),
+        ("-2 ^ 2", ast.Unary(ast.UnaryOp.NEG, B(Op.POW, Int(2), Int(2)))),
+        ("2 ^ -1", B(Op.POW, Int(2), ast.Unary(ast.UnaryOp.NEG, Int(1)))),
         ("a | b & c", B(Op.OR, N("a"), B(Op.AND, N("b"), N("c")))),
         # PRISM: <=> binds tighter than =>, both left associative
         ("a => b <=> c", B(Op.IMPLIES, N("a"), B(Op.IFF, N("b"), N("c")))),
@@ -241,19 +241,19 @@ Op = ast.BinaryOp
         ("!a = b", ast.Unary(ast.UnaryOp.NOT, B(Op.EQ, N("a"), N("b")))),
         ("!a & b", B(Op.AND, ast.Unary(ast.UnaryOp.NOT, N("a")), N("b"))),
         ("a < b = c", B(Op.EQ, B(Op.LT, N("a"), N("b")), N("c"))),
-        ("x<-1", B(Op.LT, N("x"), ast.Unary(ast.UnaryOp.NEG, I(1)))),
+        ("x<-1", B(Op.LT, N("x"), ast.Unary(ast.UnaryOp.NEG, Int(1)))),
         ("a ? b : c ? d : e", ast.Ite(N("a"), N("b"), ast.Ite(N("c"), N("d"), N("e")))),
-        ("a | b ? 1 : 2", ast.Ite(B(Op.OR, N("a"), N("b")), I(1), I(2))),
+        ("a | b ? 1 : 2", ast.Ite(B(Op.OR, N("a"), N("b")), Int(1), Int(2))),
         ("1e-3", ast.RealLit(1e-3)),
         ("2.5E+4", ast.RealLit(2.5e4)),
         (".5", ast.RealLit(0.5)),
-        ("3", I(3)),
+        ("3", Int(3)),
         ("true & false", B(Op.AND, ast.BoolLit(True), ast.BoolLit(False))),
-        ("min(a, 1, 2)", ast.Call("min", (N("a"), I(1), I(2)))),
-        ("floor (x/2)", ast.Call("floor", (B(Op.DIV, N("x"), I(2)),))),
-        ("func(max, 1, 2)", ast.Call("max", (I(1), I(2)))),
-        ("func(pow, 2, 3)", ast.Call("pow", (I(2), I(3)))),
-        ("mod(x, 3) = 0", B(Op.EQ, ast.Call("mod", (N("x"), I(3))), I(0))),
+        ("min(a, 1, 2)", ast.Call("min", (N("a"), Int(1), Int(2)))),
+        ("floor (x/2)", ast.Call("floor", (B(Op.DIV, N("x"), Int(2)),))),
+        ("func(max, 1, 2)", ast.Call("max", (Int(1), Int(2)))),
+        ("func(pow, 2, 3)", ast.Call("pow", (Int(2), Int(3)))),
+        ("mod(x, 3) = 0", B(Op.EQ, ast.Call("mod", (N("x"), Int(3))), Int(0))),
     ],
 )
 def test_expression_ast(text, expected):
@@ -263,7 +263,7 @@ def test_expression_ast(text, expected):
 def test_property_ast():
     F, U = ast.TemporalOp.EVENTUALLY, ast.TemporalOp.UNTIL
     TB, K = ast.TimeBound, ast.TimeBoundKind
-    s2 = B(Op.EQ, N("s"), I(2))
+    s2 = B(Op.EQ, N("s"), Int(2))
     assert _e("P=? [ F s=2 ]") == ast.ProbOp(ast.Temporal(F, None, s2))
     assert _e("Pmin=? [ F s=2 ]") == ast.ProbOp(ast.Temporal(F, None, s2), ast.Opt.MIN)
     assert _e("P max=? [ F s=2 ]") == ast.ProbOp(ast.Temporal(F, None, s2), ast.Opt.MAX)
@@ -274,10 +274,10 @@ def test_property_ast():
         ast.Temporal(F, None, s2), ast.Opt.MAX, ast.Threshold(Op.LT, ast.RealLit(0.5))
     )
     assert _e("P=? [ a U<=10 b ]") == ast.ProbOp(
-        ast.Temporal(U, N("a"), N("b"), TB(K.LE, high=I(10)))
+        ast.Temporal(U, N("a"), N("b"), TB(K.LE, high=Int(10)))
     )
-    assert _e("P=? [ F[2,5] b ]").path.bound == TB(K.INTERVAL, I(2), I(5))
-    assert _e("P=? [ F=3 b ]").path.bound == TB(K.EQ, low=I(3))
+    assert _e("P=? [ F[2,5] b ]").path.bound == TB(K.INTERVAL, Int(2), Int(5))
+    assert _e("P=? [ F=3 b ]").path.bound == TB(K.EQ, low=Int(3))
     assert _e("P=? [ F>=t b ]").path.bound == TB(K.GE, low=N("t"))
     assert _e("P=? [ F>1.5 b ]").path.bound == TB(K.GT, low=ast.RealLit(1.5))
     assert _e("P=? [ F<k b ]").path.bound == TB(K.LT, high=N("k"))
@@ -295,16 +295,16 @@ def test_property_ast():
         ast.Temporal(F, None, ast.LabelRef("done")), "time", ast.Opt.MAX
     )
     assert _e("R{2}=? [ C<=5 ]") == ast.RewardOp(
-        ast.RewardPath(ast.RewardPathKind.CUMULATIVE, TB(K.LE, high=I(5))), I(2)
+        ast.RewardPath(ast.RewardPathKind.CUMULATIVE, TB(K.LE, high=Int(5))), Int(2)
     )
     assert _e("Rmin=? [ C ]") == ast.RewardOp(
         ast.RewardPath(ast.RewardPathKind.CUMULATIVE), opt=ast.Opt.MIN
     )
     assert _e("R=? [ I=3 ]").path == ast.RewardPath(
-        ast.RewardPathKind.INSTANT, TB(K.EQ, low=I(3))
+        ast.RewardPathKind.INSTANT, TB(K.EQ, low=Int(3))
     )
     assert _e("R=? [ S ]").path == ast.RewardPath(ast.RewardPathKind.LONG_RUN)
-    assert _e("R<=5 [ F a ]").threshold == ast.Threshold(Op.LE, I(5))
+    assert _e("R<=5 [ F a ]").threshold == ast.Threshold(Op.LE, Int(5))
     assert _e("S=? [ a ]") == ast.SteadyOp(N("a"))
     assert _e("S>=0.1 [ a ]").threshold == ast.Threshold(Op.GE, ast.RealLit(0.1))
     assert _e("E [ X a ]") == ast.PathQuantifier(
@@ -404,7 +404,7 @@ def test_model_structure():
         ("r", ast.ValueType.DOUBLE, "rate"),
     ]
     assert p.constants[2].value is None
-    assert p.globals == (ast.VarDecl("g", ast.ValueType.INT, I(0), N("N"), I(0)),)
+    assert p.globals == (ast.VarDecl("g", ast.ValueType.INT, Int(0), N("N"), Int(0)),)
     assert p.formulas[0] == ast.FormulaDecl("full", B(Op.EQ, N("s"), N("N")))
     assert p.labels[0].name == "done"
     one, two = p.modules
@@ -415,12 +415,12 @@ def test_model_structure():
     go, reset, stop = one.commands
     assert go.action == "go" and len(go.updates) == 2
     assert go.updates[0].assigns == (
-        ast.Assign("s", B(Op.ADD, N("s"), I(1))),
+        ast.Assign("s", B(Op.ADD, N("s"), Int(1))),
         ast.Assign("t", ast.Unary(ast.UnaryOp.NOT, N("t"))),
     )
     assert go.updates[1].assigns == ()
     assert reset.action is None and reset.updates == (
-        ast.Update(None, (ast.Assign("s", I(0)),)),
+        ast.Update(None, (ast.Assign("s", Int(0)),)),
     )
     assert stop.updates == (ast.Update(None, ()),)
     assert two == ast.RenamedModule(
@@ -428,10 +428,10 @@ def test_model_structure():
     )
     time_, unnamed = p.rewards
     assert time_.name == "time" and unnamed.name is None
-    assert time_.items[0] == ast.RewardItem(False, None, ast.BoolLit(True), I(1))
+    assert time_.items[0] == ast.RewardItem(False, None, ast.BoolLit(True), Int(1))
     assert time_.items[1].transition and time_.items[1].action == "go"
     assert unnamed.items[0].transition and unnamed.items[0].action is None
-    assert p.init == B(Op.AND, B(Op.EQ, N("s"), I(0)), B(Op.EQ, N("u"), I(0)))
+    assert p.init == B(Op.AND, B(Op.EQ, N("s"), Int(0)), B(Op.EQ, N("u"), Int(0)))
     assert p.system == ast.SysRename(
         ast.SysHide(
             ast.SysParallel(ast.SysModule("one"), ast.SysModule("two"), ("go",)),
@@ -493,7 +493,8 @@ def test_system_precedence(text, expected):
 def test_keywords_in_context():
     # property keywords are names in models ...
     p = parse_model(
-        "mdp\nmodule m\n F : [0..1]; C : bool; s : bool;\n [] F=0 & C -> (F'=1);\nendmodule"
+        "mdp\nmodule m\n F : [0..1]; C : bool; s : bool;\n [] F=0 & C -> (F'=1);\n"
+        "endmodule"
     )
     assert [v.name for v in p.modules[0].variables] == ["F", "C", "s"]
     # ... `min`/`max` may be renamed, `rate`/`prob` declare constants
@@ -510,11 +511,12 @@ def test_keywords_in_context():
 
 def test_unsupported_constructs_are_kept_for_rejection():
     p = parse_model(
-        "pta\nmodule m\n x : clock;\n invariant x <= 2 endinvariant\n [] x>1 -> true;\nendmodule"
+        "pta\nmodule m\n x : clock;\n invariant x <= 2 endinvariant\n [] x>1 -> true;\n"
+        "endmodule"
     )
     assert p.model_type is ast.ModelType.PTA
     assert p.modules[0].variables[0].type == "clock"
-    assert p.modules[0].invariant == B(Op.LE, N("x"), I(2))
+    assert p.modules[0].invariant == B(Op.LE, N("x"), Int(2))
     assert (
         parse_model("module m\n x : int;\nendmodule").modules[0].variables[0].type
         == "int"
@@ -744,7 +746,8 @@ MALFORMED = [
     ),
     (
         "model",
-        "dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> (s'=1);\nendmodule\nmodul n\n",
+        "dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> (s'=1);\nendmodule\n"
+        "modul n\n",
         PrismSyntaxError,
         6,
         1,
@@ -988,11 +991,12 @@ def test_wheel_ships_grammars(tmp_path):
     )
     script = (
         "import jaxmc, jaxmc.lang as L, jaxmc.lang.grammar as G\n"
-        "assert jaxmc.__file__.startswith(%r), jaxmc.__file__\n"
-        "assert str(G._grammar_dir()).startswith(%r)\n"
-        'p = L.parse_model("dtmc module m s : [0..1] init 0; [] s=0 -> (s\'=1); endmodule")\n'
+        f"assert jaxmc.__file__.startswith({str(target)!r}), jaxmc.__file__\n"
+        f"assert str(G._grammar_dir()).startswith({str(target)!r})\n"
+        "p = L.parse_model(\"dtmc module m s : [0..1] init 0; [] s=0 -> (s'=1); "
+        'endmodule")\n'
         "print(p.modules[0].commands[0].updates[0].assigns[0].var)\n"
-    ) % (str(target), str(target))
+    )
     run = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,

@@ -119,28 +119,31 @@ def test_minimal_parentheses(text, printed):
 
 def test_constructed_asts_print_without_order():
     """ASTs built by code (no spans, empty `order`) print too."""
-    I, N = ast.IntLit, ast.Ident
+    Int, N = ast.IntLit, ast.Ident
     program = ast.Program(
         ast.ModelType.DTMC,
         constants=(ast.ConstDecl("p", ast.ValueType.DOUBLE, ast.RealLit(0.25)),),
         modules=(
             ast.Module(
                 "m",
-                (ast.VarDecl("x", ast.ValueType.INT, I(0), I(2), I(0)),),
+                (ast.VarDecl("x", ast.ValueType.INT, Int(0), Int(2), Int(0)),),
                 (
                     ast.Command(
                         "a",
-                        ast.Binary(ast.BinaryOp.LT, N("x"), I(2)),
+                        ast.Binary(ast.BinaryOp.LT, N("x"), Int(2)),
                         (
                             ast.Update(
                                 N("p"),
                                 (
                                     ast.Assign(
-                                        "x", ast.Binary(ast.BinaryOp.ADD, N("x"), I(1))
+                                        "x",
+                                        ast.Binary(ast.BinaryOp.ADD, N("x"), Int(1)),
                                     ),
                                 ),
                             ),
-                            ast.Update(ast.Binary(ast.BinaryOp.SUB, I(1), N("p")), ()),
+                            ast.Update(
+                                ast.Binary(ast.BinaryOp.SUB, Int(1), N("p")), ()
+                            ),
                         ),
                     ),
                 ),
@@ -163,8 +166,8 @@ def test_constructed_asts_print_without_order():
     assert format_properties(pf) == '"reach": P=? [ F x ];\n'
     # negative literals made by code keep their sign
     assert parse_expression(
-        format_expr(ast.Binary(ast.BinaryOp.SUB, I(1), I(-2)))
-    ) == ast.Binary(ast.BinaryOp.SUB, I(1), ast.Unary(ast.UnaryOp.NEG, I(2)))
+        format_expr(ast.Binary(ast.BinaryOp.SUB, Int(1), Int(-2)))
+    ) == ast.Binary(ast.BinaryOp.SUB, Int(1), ast.Unary(ast.UnaryOp.NEG, Int(2)))
 
 
 def test_system_round_trip():

@@ -260,7 +260,10 @@ def test_unsupported_model_type():
 
 
 def test_duplicate_names():
-    text = "dtmc\nconst int N = 2;\nmodule m\n  N : [0..1];\n  [] true -> true;\nendmodule\n"
+    text = (
+        "dtmc\nconst int N = 2;\nmodule m\n  N : [0..1];\n  [] true -> true;\n"
+        "endmodule\n"
+    )
     with pytest.raises(
         SemanticError, match=r"`N` is already declared \(constant\) at <string>:2"
     ) as e:
@@ -268,7 +271,8 @@ def test_duplicate_names():
     assert e.value.span.line == 4
     with pytest.raises(SemanticError, match="already declared"):
         check(
-            "dtmc formula f = 1; const int f = 2; module m x:[0..1]; [] true -> true; endmodule"
+            "dtmc formula f = 1; const int f = 2; module m x:[0..1]; [] true -> true; "
+            "endmodule"
         )
     with pytest.raises(SemanticError, match="module `m` is already declared"):
         check("dtmc module m x:[0..1]; endmodule module m y:[0..1]; endmodule")
@@ -285,7 +289,10 @@ def test_undefined_identifier_suggestion():
 
 
 def test_missing_constants_listed_together():
-    text = "dtmc const int N; const double p; const int K = N+1; const bool b;\nmodule m x:[0..N]; endmodule"
+    text = (
+        "dtmc const int N; const double p; const int K = N+1; const bool b;\n"
+        "module m x:[0..N]; endmodule"
+    )
     with pytest.raises(SemanticError) as e:
         check(text)
     msg = str(e.value)
@@ -296,7 +303,10 @@ def test_missing_constants_listed_together():
 
 
 def test_constant_overrides_and_types():
-    text = "dtmc const int N; const double p; const int D = 5;\nmodule m x:[0..N]; endmodule"
+    text = (
+        "dtmc const int N; const double p; const int D = 5;\n"
+        "module m x:[0..N]; endmodule"
+    )
     c = check(text, {"N": 2, "p": 1})
     assert c.constants["p"] == 1.0 and isinstance(c.constants["p"], float)
     # PRISM: "Constant ... has already been defined" (UndefinedConstants.defineConstant)
@@ -319,7 +329,10 @@ def test_constant_overrides_and_types():
 
 
 def test_parameters_stay_symbolic():
-    text = "dtmc const double p; module m x:[0..1]; [] x=0 -> p:(x'=1) + 1-p:(x'=0); endmodule"
+    text = (
+        "dtmc const double p; module m x:[0..1]; [] x=0 -> p:(x'=1) + 1-p:(x'=0); "
+        "endmodule"
+    )
     c = check(text, parameters=("p",))
     assert c.parameters == ("p",) and "p" not in c.constants
     upd = c.modules[0].commands[0].updates
@@ -341,7 +354,8 @@ label "l" = g=4;"""
     assert c.formulas["g"] == parse_expression("(x+1)*2")
     with pytest.raises(SemanticError, match="cyclic dependency among formulas"):
         check(
-            "dtmc formula f = g; formula g = f; module m x:[0..1]; [] f -> true; endmodule"
+            "dtmc formula f = g; formula g = f; module m x:[0..1]; [] f -> true; "
+            "endmodule"
         )
 
 
@@ -374,11 +388,13 @@ def test_writes_and_assignment_types():
         match="module `b` cannot modify variable `x`, which belongs to module `a`",
     ):
         check(
-            "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (x'=1); endmodule"
+            "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (x'=1); "
+            "endmodule"
         )
     # reading another module's variable is fine
     check(
-        "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (y'=1); endmodule"
+        "dtmc module a x:[0..1]; endmodule module b y:[0..1]; [] x=0 -> (y'=1); "
+        "endmodule"
     )
     with pytest.raises(SemanticError, match="assigned twice"):
         check("dtmc module a x:[0..1]; [] true -> (x'=0)&(x'=1); endmodule")
@@ -437,7 +453,10 @@ module m2 = m1 [x1=x2, a=c] endmodule
 
 
 def test_system_clause():
-    base = "mdp module a x:[0..1]; [s] true -> true; endmodule module b y:[0..1]; [s] true -> true; endmodule\n"
+    base = (
+        "mdp module a x:[0..1]; [s] true -> true; endmodule module b y:[0..1]; [s] "
+        "true -> true; endmodule\n"
+    )
     c = check(base + "system a || b endsystem")
     assert c.system == ast.SysFullParallel(ast.SysModule("a"), ast.SysModule("b"))
     check(base + "system (a ||| b) / {s} endsystem")
@@ -462,7 +481,8 @@ def test_labels_and_rewards():
         check("dtmc module m x:[0..1]; endmodule rewards true : x=0; endrewards")
     with pytest.raises(SemanticError, match='reward structure "r" is already declared'):
         check(
-            'dtmc module m x:[0..1]; endmodule rewards "r" true:1; endrewards rewards "r" true:2; endrewards'
+            'dtmc module m x:[0..1]; endmodule rewards "r" true:1; endrewards rewards '
+            '"r" true:2; endrewards'
         )
 
 
@@ -480,8 +500,9 @@ def test_errors_carry_source_and_file():
 def test_properties_basic():
     ps = props(
         DIE,
-        'const int k; label "six" = d=6;\n"p6": P=? [ F s=7 & d=k ];\nP>=0.1 [ F "six" ];\n'
-        'R{"coin_flips"}=? [ F "done" ];\n"p6" > 0.1;\nfilter(forall, "init" => P>0 [ X s<3 ]);\n',
+        'const int k; label "six" = d=6;\n"p6": P=? [ F s=7 & d=k ];\n'
+        'P>=0.1 [ F "six" ];\nR{"coin_flips"}=? [ F "done" ];\n"p6" > 0.1;\n'
+        'filter(forall, "init" => P>0 [ X s<3 ]);\n',
         "k=6",
     )
     assert len(ps) == 5
@@ -651,9 +672,10 @@ def test_corpus_models_and_properties():
             else:
                 props_ok += 1
     print(
-        f"\nmodels: {checked_models}/{len(models)} checked, {len(unsupported_models)} unsupported "
-        f"{unsupported_models}; property files: {props_ok}/{n_props_files} ok; properties "
-        f"unsupported: {unsupported}, needing constants: {needs_constants}, expected errors: {expected}"
+        f"\nmodels: {checked_models}/{len(models)} checked, {len(unsupported_models)} "
+        f"unsupported {unsupported_models}; property files: {props_ok}/{n_props_files} "
+        f"ok; properties unsupported: {unsupported}, needing constants: "
+        f"{needs_constants}, expected errors: {expected}"
     )
     for f in model_failures + prop_failures:
         print("FAIL", *f)

@@ -224,8 +224,8 @@ def _prism_value_iteration(m, b, maybe, opt, eps):
 @pytest.mark.parametrize("seed", range(3))
 def test_value_iteration_is_prisms(opt, seed):
     # Same start vector, same step, same criterion as PRISM: the result is
-    # PRISM's iterate up to rounding (ours may take one more step, as it tests two steps per
-    # loop trip), not merely close to the fixed point.
+    # PRISM's iterate up to rounding (ours may take one more step, as it
+    # tests two steps per loop trip), not merely close to the fixed point.
     m, rng = random_model("mdp", 40, seed, absorbing=2)
     target = np.zeros(40, bool)
     target[-2:] = True

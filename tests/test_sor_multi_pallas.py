@@ -296,7 +296,8 @@ def test_sweep_through_the_kernel_with_sparse_rhs(monkeypatch):
             "  x : [0..6] init 0;",
             "  y : [0..3] init 0;",
             "  f : bool init false;",
-            "  [] !f & x<6 -> 0.9*p : (x'=x+1) + 0.9*(1-p)/2 : (x'=max(x-1,0)) + 0.9*(1-p)/2 : (y'=mod(y+1,4))"
+            "  [] !f & x<6 -> 0.9*p : (x'=x+1) + 0.9*(1-p)/2 : (x'=max(x-1,0)) + "
+            "0.9*(1-p)/2 : (y'=mod(y+1,4))"
             " + 0.1 : (f'=true);",
             "  [] f | x=6 -> true;",
             "endmodule",

@@ -144,7 +144,8 @@ def _only(consts: str, names: set[str]) -> str:
 
 CASES = _cases()
 IDS = [
-    f"{m.relative_to(corpus.EXAMPLES)}:{p.name}:{i}:{'file' if _storm_reads(m) else 'normalised'}"
+    f"{m.relative_to(corpus.EXAMPLES)}:{p.name}:{i}:"
+    f"{'file' if _storm_reads(m) else 'normalised'}"
     for m, p, c, i in CASES
 ]
 
@@ -209,7 +210,8 @@ def _agrees(model, props, consts, index, max_states):
     except ExplorationError as e:
         if _too_big(e):
             pytest.skip(
-                f"more than {max_states} states (the slow tier takes up to {SLOW_MAX_STATES})"
+                f"more than {max_states} states (the slow tier takes up to "
+                f"{SLOW_MAX_STATES})"
             )
         raise
     except UnsupportedError as e:

@@ -107,7 +107,8 @@ def parser() -> argparse.ArgumentParser:
     num.add_argument("-maxiters", "--max-iters", type=int, default=10000,
                      dest="max_iters", metavar="N",
                      help="iteration limit (default 10000); reaching it is an "
-                     "error (exit 1) naming the iterations and the residual")  # fmt: skip
+                     "error (exit 1) naming the iterations and "
+                     "the residual")  # fmt: skip
     crit = num.add_mutually_exclusive_group()
     crit.add_argument("-relative", "--relative", "-rel", dest="relative",
                       action="store_true", default=True,
@@ -180,7 +181,8 @@ def parser() -> argparse.ArgumentParser:
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
                     "all of them")  # fmt: skip
-    io.add_argument("-importmodel", "--import-model", metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
+    io.add_argument("-importmodel", "--import-model",
+                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
                     help="read the model from PRISM explicit files instead of "
                     "a PRISM model (then the first positional argument is the "
                     "properties file); properties may use the variables of "
@@ -226,15 +228,16 @@ def plot_parser() -> argparse.ArgumentParser:
 def sweep_parser() -> argparse.ArgumentParser:
     p = PrismArgumentParser(
         prog="jaxmc sweep",
-        usage="jaxmc sweep MODEL --prop PROP --param NAME=VALUES [--param ...] [options]",
+        usage="jaxmc sweep MODEL --prop PROP --param NAME=VALUES [--param ...] "
+        "[options]",
         description="One property at every point of a grid of parameter values, "
         "in one batched computation (jaxmc.sweep): the state space is built once, "
         "the parameters' values only change the transition probabilities, rates "
         "and rewards. A parameter is an undefined `const double` of the model that "
         "occurs only in probabilities, rates, rewards or time bounds (not in guards "
         "or variable bounds). Progress on stderr; a table, or JSON, on stdout.",
-        epilog="Example: jaxmc sweep examples/models/queue.sm --prop 'S=? [ \"empty\" ]' "
-        "--param lambda=0.5:0.5:2.5 --param mu=3,4. "
+        epilog='Example: jaxmc sweep examples/models/queue.sm --prop \'S=? [ "empty" '
+        "]' --param lambda=0.5:0.5:2.5 --param mu=3,4. "
         "Exit status: 0 ok; 1 an error in the model, the property, a parameter or "
         "a point that did not converge; 2 a usage error.",
     )

@@ -77,7 +77,10 @@ class Printer:
         """A long iterative solve's progress (from inside its loop: see
         `jaxmc.solvers`)."""
         if self.tty and elapsed >= 1.0:
-            msg = f"{self._checking}: {it:,} iterations, residual {residual:.3g}, {elapsed:.1f} s"
+            msg = (
+                f"{self._checking}: {it:,} iterations, residual {residual:.3g}, "
+                f"{elapsed:.1f} s"
+            )
             print(f"\r{msg[-110:]:<70}", end="", file=sys.stderr, flush=True)
             self._line = True
 

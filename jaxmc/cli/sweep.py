@@ -23,7 +23,8 @@ def grid(specs: list[str]) -> tuple[list[str], list[list[float]]]:
         name = name.strip()
         if not eq or not name or not values.strip():
             raise SemanticError(
-                f"`--param {spec}`: expected NAME=VALUES, e.g. p=0.1:0.1:0.9 or p=0.2,0.4"
+                f"`--param {spec}`: expected NAME=VALUES, e.g. p=0.1:0.1:0.9 or "
+                "p=0.2,0.4"
             )
         if name in names:
             raise SemanticError(f"parameter `{name}` is given twice")
@@ -66,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Warning: {w}", file=sys.stderr)
     if not args.quiet:
         print(
-            f"model: {explicit.num_states} states, {explicit.num_transitions} transitions "
-            f"({build_s:.2f} s); {total} points",
+            f"model: {explicit.num_states} states, {explicit.num_transitions} "
+            f"transitions ({build_s:.2f} s); {total} points",
             file=sys.stderr,
             flush=True,
         )
@@ -84,17 +85,21 @@ def run(args: argparse.Namespace) -> int:
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if args.json:
         out = {
-            "model": args.model, "property": args.prop, "constants": ",".join(args.const) or None,
+            "model": args.model, "property": args.prop,
+            "constants": ",".join(args.const) or None,
             "parameters": names, "states": explicit.num_states,
             "transitions": explicit.num_transitions, "epsilon": args.epsilon,
-            "warnings": list(explicit.warnings), "timing": {"build": build_s, "sweep": sweep_s},
-            "points": [{**{k: float(points[k][i]) for k in names}, "value": float(values[i])}
+            "warnings": list(explicit.warnings),
+            "timing": {"build": build_s, "sweep": sweep_s},
+            "points": [{**{k: float(points[k][i]) for k in names},
+                        "value": float(values[i])}
                        for i in range(total)],
         }  # fmt: skip
         print(json.dumps(out, indent=2))
         return 0
     print(
-        f"Sweep of {args.prop} over {' x '.join(f'{k} ({len(a)})' for k, a in zip(names, axes))}"
+        f"Sweep of {args.prop} over "
+        f"{' x '.join(f'{k} ({len(a)})' for k, a in zip(names, axes))}"
         f" = {total} points: {sweep_s:.3f} s ({1e3 * sweep_s / total:.2f} ms per point)"
     )
     rows = [

@@ -120,7 +120,8 @@ def with_parameters(model, names) -> Any:
             cands = _parameter_names(checked)
             raise SemanticError(
                 f"`{p}` is not a constant of the model, so it cannot be a parameter",
-                hint=f"the model's `double` constants (possible parameters): {', '.join(cands)}"
+                hint="the model's `double` constants (possible parameters): "
+                f"{', '.join(cands)}"
                 if cands
                 else "the model has no `double` constants",
             )
@@ -340,7 +341,8 @@ def _structure_error(problem, point, differs, prop) -> ModelCheckingError:
         f"(`{differs}`) differs, so the result is not differentiable there",
         span,
         hint="differentiate at a point where every parameter-dependent probability is "
-        "positive; `jaxmc.solve(..., params=...)` without jax.grad gives the value there",
+        "positive; `jaxmc.solve(..., params=...)` without jax.grad gives the value "
+        "there",
     )
 
 
@@ -460,9 +462,10 @@ def sweep(
     except ValueError:
         shapes = ", ".join(f"`{k}` {a.shape}" for k, a in arrs.items())
         raise SemanticError(
-            f"the arrays of `params` have shapes that do not broadcast together: {shapes}",
-            hint="give every parameter an array of one common shape (scalars broadcast), "
-            "e.g. from np.meshgrid for a grid",
+            "the arrays of `params` have shapes that do not broadcast together: "
+            f"{shapes}",
+            hint="give every parameter an array of one common shape (scalars "
+            "broadcast), e.g. from np.meshgrid for a grid",
         ) from None
     flat = {k: np.broadcast_to(a, shape).reshape(-1) for k, a in arrs.items()}
     total = int(np.prod(shape, dtype=np.int64))

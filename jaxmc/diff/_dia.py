@@ -27,8 +27,8 @@ DIA_MAX_COLORS = 3
 
 def dia_active() -> bool:
     """Whether solves use the diagonal layout where their `Pattern` has one
-    (`SETTINGS.diff_dia`). Why only the CPU by default: there XLA runs each gather as its
-    own pass (a gathered slot is written and read back), and contiguous
+    (`SETTINGS.diff_dia`). Why only the CPU by default: there XLA runs each
+    gather as its own pass (a gathered slot is written and read back), and contiguous
     slices fuse; the GPU's sweeps are tuned on the gather layout and its
     fused kernel (also where it is asked for: `jaxmc._config.SOR_KERNEL`)."""
     dia = SETTINGS.diff_dia

@@ -176,7 +176,8 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         extra = [k for k in theta if k not in self.params]
         if extra:
             raise SemanticError(
-                f"`{extra[0]}` is not a parameter of the model (parameters: {', '.join(self.names)})"
+                f"`{extra[0]}` is not a parameter of the model (parameters: "
+                f"{', '.join(self.names)})"
             )
         th = {k: _f64(theta[k]) for k in self.names}
         if _concrete(th):

@@ -25,10 +25,11 @@ def gs_sweep(
     column) whether every entry passes the stop rule `rel.converged(|x' -
     x|, x', eps, m)` and is finite (the kernel computes it in the same
     pass). `off` is `[nnz]` or `[nnz, k]`, `dg` and `rhs` `[n]` or `[n, k]`
-    (`k` columns at once: one pass over the shared indices). Values are divided by the diagonal and laid out once, here;
-    each block's update is `w_c` row gathers `x[cols_j]` times values (no
-    scatter, except a few overflow entries of very long rows) written back
-    as one contiguous slice.
+    (`k` columns at once: one pass over the shared indices). Values are
+    divided by the diagonal and laid out once, here; each block's update
+    is `w_c` row gathers `x[cols_j]` times values (no scatter, except a
+    few overflow entries of very long rows) written back as one
+    contiguous slice.
 
     With `classes` (`{"cls": [nnz], "table": [C, k]}`: entry `e`'s weight
     `off[e] / dg[row e]` is `table[cls[e]]`), the weights are gathered from

@@ -293,8 +293,9 @@ class StateRewards:
             if item.transition:
                 if mentions(item.value, ctx.params):
                     raise ctx.err(
-                        f"parameter `{mentions(item.value, ctx.params)}` in a transition "
-                        "reward: only state rewards may depend on parameters",
+                        f"parameter `{mentions(item.value, ctx.params)}` in a "
+                        "transition reward: only state rewards may depend on "
+                        "parameters",
                         item.value.span or item.span,
                         "use a state reward, or pass `rebuild=True`",
                     )

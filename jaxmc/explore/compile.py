@@ -155,7 +155,8 @@ class Compiled:
         body.append(f"bad = {' | '.join(bad) if bad else 'False'}")
         deltas = [" + ".join(words.get(w, ["0"])) for w in range(self.enc.n_words)]
         body.append(
-            f"return p, ({', '.join(deltas)},), bad, ({''.join(n + ', ' for n in names)})"
+            f"return p, ({', '.join(deltas)},), bad, "
+            f"({''.join(n + ', ' for n in names)})"
         )
         return cg.compile(body)
 

@@ -73,7 +73,8 @@ def _parse_tra(text: str, file: str, model_type: ModelType | None):
     if len(header) != want:
         raise _bad(
             file,
-            f"expected a header of {want} numbers for a {model_type.value}, got {lines[0]!r}",
+            f"expected a header of {want} numbers for a {model_type.value}, got "
+            f"{lines[0]!r}",
         )
     n = int(header[0])
     ncols = 4 if nd else 3

@@ -93,7 +93,6 @@ def fused_dia(
             ins += [v.table.astype(dtype), v.idx]
         elif k == "dense":
             ins.append(v.astype(dtype))
-    zero = matrix.zero
 
     def kernel(*refs):
         it = iter(refs)

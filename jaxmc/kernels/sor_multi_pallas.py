@@ -17,10 +17,11 @@ overflow entries, summed by XLA.
 
 Why a kernel: XLA does fuse each block's gathers into one fusion, but a
 sweep still costs it ~4 passes over the iterate (the "Fused batched SOR
-kernel" benchmark); this kernel needs ~2 (gather the
-other colours' rows, read `rp` and the block's rows, write them). One program handles an `(R, K)`
-tile: `R` rows times `K` = `k` rounded up to a power of two (Triton's
-tensor dimensions; the extra columns are masked and cost no traffic).
+kernel" benchmark); this kernel needs ~2 (gather the other colours'
+rows, read `rp` and the block's rows, write them). One program handles
+an `(R, K)` tile: `R` rows times `K` = `k` rounded up to a power of two
+(Triton's tensor dimensions; the extra columns are masked and cost no
+traffic).
 Each gathered row `x[col, :]` is `8 k` contiguous bytes.
 
 Two more savings, both for `_sor`'s steps: a reachability's right-hand

@@ -148,7 +148,8 @@ def fused_multi(
     f64 accumulators, gathered values and addresses lives in registers)."""
     if not supported(matrix):
         raise TypeError(
-            "the multi-vector Pallas kernel handles full-warp `WarpELL`/`CompactWarpELL` "
+            "the multi-vector Pallas kernel handles full-warp "
+            "`WarpELL`/`CompactWarpELL` "
             "layouts (lanes=1, sort_rows=False); use impl='reference'"
         )
     if x.ndim != 2:
@@ -181,8 +182,8 @@ def fused_multi(
     R = rows_per_program or matrix.block_rows
     if R % WARP or R & (R - 1) or matrix.block_rows % R:
         raise ValueError(
-            f"`rows_per_program` must be a power of two, a multiple of {WARP} and divide "
-            f"the layout's block_rows ({matrix.block_rows}), not {R}"
+            f"`rows_per_program` must be a power of two, a multiple of {WARP} and "
+            f"divide the layout's block_rows ({matrix.block_rows}), not {R}"
         )
     nsub = matrix.block_rows // R  # programs per layout block
     nsegs = R // WARP  # segments per program

@@ -289,7 +289,10 @@ def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str
             name = m.group(1)
             return f"an update assigns the next value with a prime: ({name}'=...)"
     if tok.type == "ARROW" or value == "->":
-        return "implication is written '=>'; '->' separates a command's guard from its updates"
+        return (
+            "implication is written '=>'; '->' separates a command's guard from its "
+            "updates"
+        )
     if value in ("&", "|", "=") and text[start - 1 : start] == value:
         doubled = {"&": "'&' (not '&&')", "|": "'|' (not '||')", "=": "'=' (not '==')"}
         return f"PRISM writes {doubled[value]}"
@@ -307,7 +310,10 @@ def _hint(tok, expected: set[str], statement: str, text: str, start: int) -> str
         and callee not in _BUILTIN_NAMES
         and not re.fullmatch(r"[PRSEA]|Pm..|Rm..|Sm..", callee)
     ):
-        return f"'{callee}' is not a built-in function (min, max, floor, ceil, round, pow, mod, log)"
+        return (
+            f"'{callee}' is not a built-in function (min, max, floor, ceil, round, "
+            "pow, mod, log)"
+        )
     if tok.type == "RPAR" or (value == ")" and "RPAR" not in expected):
         return "unbalanced parentheses: this ')' has no matching '('"
     if "RPAR" in expected and statement.count("(") > statement.count(")"):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -285,11 +284,11 @@ class Filter(Node):
     states: Expr | None = None
 
 
-Expr = Union[
-    IntLit, RealLit, BoolLit, Ident, Primed, Unary, Binary, Ite, Call,
-    LabelRef, Temporal, RewardPath, ProbOp, RewardOp, SteadyOp, PathQuantifier,
-    Filter,
-]  # fmt: skip
+Expr = (
+    IntLit | RealLit | BoolLit | Ident | Primed | Unary | Binary | Ite | Call
+    | LabelRef | Temporal | RewardPath | ProbOp | RewardOp | SteadyOp
+    | PathQuantifier | Filter
+)  # fmt: skip
 
 
 # -------------------------------------------------------------------- declarations
@@ -483,9 +482,9 @@ class SysRename(Node):
     renames: tuple[tuple[str, str], ...]
 
 
-SystemExpr = Union[
-    SysModule, SysFullParallel, SysInterleave, SysParallel, SysHide, SysRename
-]
+SystemExpr = (
+    SysModule | SysFullParallel | SysInterleave | SysParallel | SysHide | SysRename
+)
 
 
 @dataclass(frozen=True)

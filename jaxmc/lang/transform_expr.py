@@ -101,7 +101,8 @@ class ExprTransformer(Transformer_NonRecursive):
         name = tok.value[1:-1]
         if not _IDENT.fullmatch(name):
             raise PrismSyntaxError(
-                f"invalid name {tok.value}: a label or property name must be an identifier",
+                f"invalid name {tok.value}: a label or property name must be an "
+                "identifier",
                 tok_span(tok, self.file),
                 hint='write e.g. "goal_reached" (letters, digits and _)',
             )

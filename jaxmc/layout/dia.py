@@ -102,7 +102,8 @@ class CompactDIA(eqx.Module):
         vt = narrow_int(0, len(table) - 1, signed=False)
         if vt not in (np.uint8, np.uint16):
             raise ValueError(
-                f"the matrix has {len(table)} distinct values; the diagonal layout holds at most 65536"
+                f"the matrix has {len(table)} distinct values; the diagonal layout "
+                "holds at most 65536"
             )
         # rows padded to a multiple of `PAD`: every program's slice of a
         # diagonal starts aligned and lies inside
@@ -245,7 +246,10 @@ def _misfit(ndiag: int, n: int, nnz: int, max_diags, max_fill) -> str:
     if ndiag > max_diags:
         return f"{ndiag} diagonals (at most {max_diags})"
     if ndiag * n > max_fill * max(nnz, 1):
-        return f"{ndiag} diagonals of {n} rows store {ndiag * n / max(nnz, 1):.1f}x the entries (at most {max_fill}x)"
+        return (
+            f"{ndiag} diagonals of {n} rows store {ndiag * n / max(nnz, 1):.1f}x the "
+            f"entries (at most {max_fill}x)"
+        )
     return ""
 
 

@@ -206,7 +206,8 @@ class _ProgramChecker:
             if name in seen:
                 other_kind, other_span = seen[name]
                 raise SemanticError(
-                    f"`{name}` is already declared ({other_kind}) at {where(other_span)}",
+                    f"`{name}` is already declared ({other_kind}) at "
+                    f"{where(other_span)}",
                     span,
                     hint=f"rename this {kind}",
                 )
@@ -294,7 +295,8 @@ class _ProgramChecker:
             init = self._const_int(v.init, f"the initial value of `{v.name}`")
             if not low <= init <= high:
                 raise SemanticError(
-                    f"the initial value {init} of variable `{v.name}` is outside its range [{low}..{high}]",
+                    f"the initial value {init} of variable `{v.name}` is outside its "
+                    f"range [{low}..{high}]",
                     v.init.span or v.span,
                 )
         elif not has_init_block:
@@ -355,15 +357,19 @@ class _ProgramChecker:
                 owner = self.owner[a.var]
                 if owner is not None and owner != m.name:
                     raise SemanticError(
-                        f"module `{m.name}` cannot modify variable `{a.var}`, which belongs to module `{owner}`",
+                        f"module `{m.name}` cannot modify variable `{a.var}`, which "
+                        f"belongs to module `{owner}`",
                         a.span or span,
-                        hint="a module may read every variable but only write its own (and globals)",
+                        hint="a module may read every variable but only write its own "
+                        "(and globals)",
                     )
                 if owner is None and c.action:
                     raise SemanticError(
-                        f"synchronous command `[{c.action}]` cannot modify global variable `{a.var}`",
+                        f"synchronous command `[{c.action}]` cannot modify global "
+                        f"variable `{a.var}`",
                         a.span or span,
-                        hint="PRISM only lets unlabelled `[]` commands update global variables",
+                        hint="PRISM only lets unlabelled `[]` commands update global "
+                        "variables",
                     )
                 vt = self.var_types[a.var]
                 expr = self.formulas.expand(a.expr)
@@ -371,9 +377,13 @@ class _ProgramChecker:
                 if not can_assign(vt, t):
                     hint = None
                     if vt == Type.INT and t == Type.DOUBLE:
-                        hint = "`/` always gives a double; use floor(), ceil() or round() to get an int"
+                        hint = (
+                            "`/` always gives a double; use floor(), ceil() or round() "
+                            "to get an int"
+                        )
                     raise SemanticError(
-                        f"type error in update to variable `{a.var}`: it is {vt.value}, the value is {t.value}",
+                        f"type error in update to variable `{a.var}`: it is "
+                        f"{vt.value}, the value is {t.value}",
                         a.expr.span or a.span or span,
                         hint=hint,
                     )
@@ -414,12 +424,14 @@ class _ProgramChecker:
         for lab in self.p.labels:
             if lab.name in BUILTIN_LABELS:
                 raise SemanticError(
-                    f'cannot define a label called "{lab.name}": it is a built-in label',
+                    f'cannot define a label called "{lab.name}": it is a built-in '
+                    "label",
                     lab.span,
                 )
             if lab.name in out:
                 raise SemanticError(
-                    f'label "{lab.name}" is already declared at {where(spans[lab.name])}',
+                    f'label "{lab.name}" is already declared at '
+                    f"{where(spans[lab.name])}",
                     lab.span,
                 )
             spans[lab.name] = lab.span
@@ -433,7 +445,8 @@ class _ProgramChecker:
             if r.name is not None:
                 if r.name in names:
                     raise SemanticError(
-                        f'reward structure "{r.name}" is already declared at {where(names[r.name])}',
+                        f'reward structure "{r.name}" is already declared at '
+                        f"{where(names[r.name])}",
                         r.span,
                     )
                 names[r.name] = r.span
@@ -445,7 +458,8 @@ class _ProgramChecker:
                     and it.action not in alphabet
                 ):
                     self.warnings.append(
-                        f"{where(it.span)}: action `{it.action}` of a transition reward is not used by any module"
+                        f"{where(it.span)}: action `{it.action}` of a transition "
+                        "reward is not used by any module"
                     )
                 guard = self._expr(it.guard, Type.BOOL, "a reward guard")
                 value = self._expr(it.value, "numeric", "a reward value")

@@ -210,7 +210,8 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
     ints, a boolean needs `true`/`false`."""
     if isinstance(value, ConstRange):
         raise SemanticError(
-            f"constant `{name}` is given a range; expand ranges with `expand_constants` first"
+            f"constant `{name}` is given a range; expand ranges with "
+            "`expand_constants` first"
         )
     if isinstance(value, ConstValue):
         value = value.text
@@ -254,7 +255,8 @@ def coerce_value(name: str, value: object, type_: ast.ValueType) -> Value:
     except ValueError:
         raise SemanticError(
             f"value `{value}` for constant `{name}` is not a valid double",
-            hint=f"`{name}` is declared `double`: write e.g. `{name}=0.5` or `{name}=1/3`",
+            hint=f"`{name}` is declared `double`: write e.g. `{name}=0.5` or "
+            f"`{name}=1/3`",
         ) from None
     if not math.isfinite(d):
         raise SemanticError(
@@ -299,7 +301,8 @@ def range_values(
             raise SemanticError(f"step value for constant `{name}` must be positive")
         if step > hi - lo:
             raise SemanticError(
-                f"step value {step} for constant `{name}` is bigger than the difference between {lo} and {hi}"
+                f"step value {step} for constant `{name}` is bigger than the "
+                f"difference between {lo} and {hi}"
             )
     out: list[Value] = []
     if type_ == ast.ValueType.INT:
@@ -373,10 +376,10 @@ def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, 
         if isinstance(v, ConstRange):
             step = f"{v.step}:" if v.step is not None else ""
             raise SemanticError(
-                f"constant `{name}` is given a range `{v.low}:{step}{v.high}`, but here "
-                "each constant takes one value",
-                hint="load once per value (`jaxmc.semantics.expand_constants` lists the "
-                "settings of a range); the command line runs ranges as experiments",
+                f"constant `{name}` is given a range `{v.low}:{step}{v.high}`, but "
+                "here each constant takes one value",
+                hint="load once per value (`jaxmc.semantics.expand_constants` lists "
+                "the settings of a range); the command line runs ranges as experiments",
             )
         if isinstance(v, str):
             if "=" in v or "," in v or not v.strip():
@@ -392,7 +395,8 @@ def constant_setting(constants: Mapping[str, object] | str | None) -> dict[str, 
             v = float(v)
         else:
             raise SemanticError(
-                f"invalid value {v!r} for constant `{name}`: expected a number or a Boolean",
+                f"invalid value {v!r} for constant `{name}`: expected a number or a "
+                "Boolean",
                 hint=SYNTAX_HINT,
             )
         out[name] = v
@@ -430,7 +434,8 @@ def check_setting(
             continue
         if d.value is not None:
             raise SemanticError(
-                f"constant `{name}` is defined in the model, so it cannot be given a value",
+                f"constant `{name}` is defined in the model, so it cannot be given a "
+                "value",
                 hint=_settable(checked, pf),
             )
         if name in checked.parameters:
@@ -441,8 +446,10 @@ def check_setting(
         if coerce_value(name, v, d.type) != checked.constants.get(name):
             shown = v.text if isinstance(v, ConstValue) else v
             raise SemanticError(
-                f"constant `{name}` of the model was set to {checked.constants.get(name)} "
-                f"when the model was loaded; it cannot be changed to {shown} for the properties",
+                f"constant `{name}` of the model was set to "
+                f"{checked.constants.get(name)} "
+                f"when the model was loaded; it cannot be changed to {shown} for the "
+                "properties",
                 hint="load the model again with the new value",
             )
     declared = {c.name for c in pf.constants} | set(model) | set(known)
@@ -450,8 +457,9 @@ def check_setting(
     if unknown:
         shown = ", ".join(f"`{n}`" for n in unknown)
         raise SemanticError(
-            f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the model "
-            "nor the properties declare " + ("them" if len(unknown) > 1 else "it"),
+            f"unknown constant{'s' if len(unknown) > 1 else ''} {shown}: neither the "
+            "model nor the properties declare "
+            + ("them" if len(unknown) > 1 else "it"),
             hint=" ".join(
                 h
                 for h in (

@@ -54,7 +54,8 @@ def _check_int(v: int, node: ast.Node, what: str = "integer arithmetic") -> int:
         raise SemanticError(
             f"integer overflow in {what} (result {v} is outside the 32-bit range)",
             node.span,
-            hint="PRISM integers are 32-bit; use a double (e.g. `1.0*x`) for large values",
+            hint="PRISM integers are 32-bit; use a double (e.g. `1.0*x`) for large "
+            "values",
         )
     return v
 

@@ -19,7 +19,8 @@ def expand_modules(program: ast.Program, formulas: FormulaTable) -> list[ast.Mod
     for m in program.modules:
         if m.name in by_name:
             raise SemanticError(
-                f"module `{m.name}` is already declared at {where(by_name[m.name].span)}",
+                f"module `{m.name}` is already declared at "
+                f"{where(by_name[m.name].span)}",
                 m.span,
             )
         by_name[m.name] = m

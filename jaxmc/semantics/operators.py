@@ -57,7 +57,8 @@ class OperatorTyping:
             return self._filter(e, recurse)
         if isinstance(e, (ast.Temporal, ast.RewardPath)):
             raise SemanticError(
-                "a path formula can only appear directly inside P [...], R [...], E [...] or A [...]",
+                "a path formula can only appear directly inside P [...], R [...], E "
+                "[...] or A [...]",
                 e.span,
                 hint='write e.g. P=? [ F "goal" ]',
             )
@@ -127,7 +128,8 @@ class OperatorTyping:
         t = self._state_no_temporal(e, recurse, ctx)
         if t != Type.BOOL:
             raise SemanticError(
-                f"type error: the argument of a temporal operator must be Boolean, not {t.value}",
+                "type error: the argument of a temporal operator must be Boolean, not "
+                f"{t.value}",
                 e.span,
             )
 
@@ -136,7 +138,8 @@ class OperatorTyping:
             raise UnsupportedError(
                 f"LTL path formula {_quote(e)} is not supported yet",
                 e.span,
-                hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+                hint="only one temporal operator (X, U, F, G, W, R) may appear "
+                f"directly inside {ctx} [...]",
             )
         return recurse(e)
 
@@ -151,7 +154,8 @@ class OperatorTyping:
                 raise UnsupportedError(
                     f"LTL path formula {_quote(path)} is not supported yet",
                     path.span,
-                    hint=f"only one temporal operator (X, U, F, G, W, R) may appear directly inside {ctx} [...]",
+                    hint="only one temporal operator (X, U, F, G, W, R) may appear "
+                    f"directly inside {ctx} [...]",
                 )
             # PRISM reads a state formula here as a (trivial) LTL formula
             raise UnsupportedError(
@@ -188,12 +192,14 @@ class OperatorTyping:
             t = recurse(x)
             if not is_numeric(t):
                 raise SemanticError(
-                    f"type error: the bound of {opname} must be a number, not {t.value}",
+                    f"type error: the bound of {opname} must be a number, not "
+                    f"{t.value}",
                     x.span,
                 )
             if discrete and t != Type.INT:
                 raise SemanticError(
-                    f"the bound of {opname} must be an integer (a number of steps) for discrete-time models",
+                    f"the bound of {opname} must be an integer (a number of steps) for "
+                    "discrete-time models",
                     x.span,
                 )
             v = fold(x, self.env, self.var_types)
@@ -207,7 +213,8 @@ class OperatorTyping:
                 for i in idents(v):
                     if i.name in self.var_types:
                         raise SemanticError(
-                            f"the bound of {opname} must be constant, but uses variable `{i.name}`",
+                            f"the bound of {opname} must be constant, but uses "
+                            f"variable `{i.name}`",
                             i.span,
                         )
         if b.kind == ast.TimeBoundKind.INTERVAL:
@@ -219,7 +226,8 @@ class OperatorTyping:
                 and float(literal_value(hi)) < float(literal_value(lo))
             ):
                 raise SemanticError(
-                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of {opname} is empty",
+                    f"the interval [{literal_value(lo)},{literal_value(hi)}] of "
+                    f"{opname} is empty",
                     b.span,
                 )
 
@@ -229,7 +237,9 @@ class OperatorTyping:
                 path.kind == ast.RewardPathKind.LONG_RUN
                 and self.m.model_type == ast.ModelType.MDP
             ):
-                pass  # R[S] on MDPs: the numeric layer decides (PRISM supports it for some engines)
+                # R[S] on MDPs: the numeric layer decides (PRISM supports it
+                # for some engines)
+                pass
             if path.bound is not None:
                 self._bound(path.bound, recurse, path.kind.value)
             elif path.kind == ast.RewardPathKind.INSTANT:
@@ -291,7 +301,8 @@ class OperatorTyping:
             k = int(literal_value(v))
             if not 1 <= k <= len(rewards):
                 raise SemanticError(
-                    f"reward structure index {k} is out of range (the model has {len(rewards)})",
+                    f"reward structure index {k} is out of range (the model has "
+                    f"{len(rewards)})",
                     e.structure.span or e.span,
                 )
 
@@ -307,7 +318,8 @@ class OperatorTyping:
             ts = recurse(e.states)
             if ts != Type.BOOL:
                 raise SemanticError(
-                    f"type error: the states of a filter must be Boolean, not {ts.value}",
+                    "type error: the states of a filter must be Boolean, not "
+                    f"{ts.value}",
                     e.states.span,
                 )
         if (

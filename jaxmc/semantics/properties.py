@@ -298,7 +298,8 @@ class _PropsChecker(OperatorTyping):
         for lab in self.pf.labels:
             if lab.name in BUILTIN_LABELS:
                 raise SemanticError(
-                    f'cannot define a label called "{lab.name}": it is a built-in label',
+                    f'cannot define a label called "{lab.name}": it is a built-in '
+                    "label",
                     lab.span,
                 )
             if lab.name in self.m.labels:

@@ -102,10 +102,12 @@ class ConstantResolver:
             if d.value is not None and d.name in self.overrides:
                 # PRISM: "Constant ... has already been defined"
                 raise SemanticError(
-                    f"constant `{d.name}` is defined in the file, so it cannot be given a value",
+                    f"constant `{d.name}` is defined in the file, so it cannot be "
+                    "given a value",
                     d.span,
-                    hint="only undefined constants (declared without `= ...`) take values: "
-                    f"leave `{d.name}` out of the constants given, or remove its definition",
+                    hint="only undefined constants (declared without `= ...`) take "
+                    f"values: leave `{d.name}` out of the constants given, or remove "
+                    "its definition",
                 )
         for d in self.decls.values():
             if d.name not in self.missing:
@@ -158,7 +160,8 @@ class ConstantResolver:
                 continue
             if ident.name in self.extra_names:
                 raise SemanticError(
-                    f"definition of constant `{name}` is not constant: it uses `{ident.name}`",
+                    f"definition of constant `{name}` is not constant: it uses "
+                    f"`{ident.name}`",
                     ident.span,
                     hint="constants may only depend on other constants",
                 )
@@ -166,7 +169,8 @@ class ConstantResolver:
         t = type_of(expr, scope)
         if not can_assign(d.type, t):
             raise SemanticError(
-                f"type mismatch in definition of constant `{name}`: declared {d.type.value}, value is {t.value}",
+                f"type mismatch in definition of constant `{name}`: declared "
+                f"{d.type.value}, value is {t.value}",
                 d.value.span or d.span,
             )
         env: dict[str, Value | ast.Expr] = dict(self.outer_env)

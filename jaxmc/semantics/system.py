@@ -26,7 +26,8 @@ def check_system(program: ast.Program, modules, alphabet) -> ast.SystemExpr:
         for a in acts:
             if a not in alphabet:
                 raise SemanticError(
-                    f'invalid action "{a}" in {what} of the system construct: no module uses it',
+                    f'invalid action "{a}" in {what} of the system construct: no '
+                    "module uses it",
                     node.span,
                     hint=suggest(a, alphabet),
                 )

@@ -146,13 +146,15 @@ class _TypeChecker:
                 raise unknown_identifier(e, self.scope) from None
         if isinstance(e, ast.Primed):
             raise SemanticError(
-                f"`{e.name}'` can only appear on the left of an assignment `({e.name}'=...)`",
+                f"`{e.name}'` can only appear on the left of an assignment "
+                f"`({e.name}'=...)`",
                 e.span,
             )
         if self.hook is not None:
             return self.hook(e, self.visit)
         raise SemanticError(
-            f"a property operator (`{type(e).__name__}`) cannot appear in a model expression",
+            f"a property operator (`{type(e).__name__}`) cannot appear in a model "
+            "expression",
             e.span,
         )
 
@@ -177,14 +179,16 @@ class _TypeChecker:
     def _expect_bool(self, t: Type, node: ast.Expr, op: str) -> None:
         if t != Type.BOOL:
             raise SemanticError(
-                f"type error: `{op}` applied to a non-Boolean expression (of type {t.value})",
+                f"type error: `{op}` applied to a non-Boolean expression (of type "
+                f"{t.value})",
                 node.span,
             )
 
     def _expect_numeric(self, t: Type, node: ast.Expr, op: str) -> None:
         if not is_numeric(t):
             raise SemanticError(
-                f"type error: `{op}` can only be applied to ints or doubles, not {t.value}",
+                f"type error: `{op}` can only be applied to ints or doubles, not "
+                f"{t.value}",
                 node.span,
             )
 
@@ -251,7 +255,8 @@ class _TypeChecker:
             for t, a in zip(ts, e.args):
                 if t != Type.INT:
                     raise SemanticError(
-                        f"type error: non-integer argument (of type {t.value}) to function `mod`",
+                        f"type error: non-integer argument (of type {t.value}) to "
+                        "function `mod`",
                         a.span,
                     )
             return Type.INT

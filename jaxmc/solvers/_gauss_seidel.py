@@ -54,7 +54,8 @@ def gauss_seidel(
     if isinstance(order, str):
         if order not in ("topological", "index"):
             raise ValueError(
-                f"`order` must be 'topological', 'index' or a permutation, not {order!r}"
+                "`order` must be 'topological', 'index' or a permutation, not "
+                f"{order!r}"
             )
         order = topological_order(A) if order == "topological" else None
     x = np.asarray(x0, dtype=np.float64).copy()

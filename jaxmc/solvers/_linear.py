@@ -199,8 +199,8 @@ def jacobi(
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
     - `throw`: raise `ConvergenceError` unless converged.
     - `steps_per_trip`: steps per loop trip (default: `PALLAS_STEPS_PER_TRIP`,
-      16, for the fused Pallas step, 2 otherwise); the loop may run up to this many minus one steps
-      past the criterion.
+      16, for the fused Pallas step, 2 otherwise); the loop may run up to
+      this many minus one steps past the criterion.
     - `measure`: `"every"` step or the `"last"` step of each trip is tested
       (default: `PALLAS_MEASURE`, "last", on the fused Pallas path; "every"
       elsewhere). See `fixed_point_fused`.
