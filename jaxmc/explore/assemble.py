@@ -77,11 +77,13 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
             negative[np.concatenate(bfs.negative_at[ri])] = True
         rewards.append(RewardStructure(r.name, state_r, trans_r, negative))
     choice_action = entry_action = None
-    names = np.array(bfs.label_names + [None], dtype=object)
     if bfs.nd:
+        names = np.array(bfs.label_names + [None], dtype=object)
         choice_action = tuple(names[np.concatenate(bfs.actions)].tolist())
-    elif bfs.actions and np.concatenate(bfs.actions).any():
-        entry_action = tuple(names[np.concatenate(bfs.actions)].tolist())
+    elif bfs.actions:
+        ids = np.concatenate(bfs.actions)
+        if ids.any():
+            entry_action = ids.astype(np.min_scalar_type(len(bfs.label_names)))
     variables = tuple(StateVar(v.name, v.low, v.high, v.is_bool) for v in comp.vars)
     return ExplicitModel(
         model_type=mt,
@@ -96,6 +98,7 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
         rewards=tuple(rewards),
         choice_action=choice_action,
         entry_action=entry_action,
+        action_names=tuple(bfs.label_names),
         provenance=provenance(bfs, col.size),
         warnings=tuple(warnings),
     )

@@ -233,9 +233,13 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
     elif ne:
         # a DTMC/CTMC entry has the action of its commands where they
         # agree on one (PRISM writes it in .tra files), else none
-        lab = np.maximum(c_lab[e_choice][order], 0)
-        low = np.minimum.reduceat(lab, starts)
-        bfs.actions.append(np.where(low == np.maximum.reduceat(lab, starts), low, 0))
+        if (c_lab > 0).any():
+            lab = np.maximum(c_lab[e_choice][order], 0).astype(np.int32)
+            low = np.minimum.reduceat(lab, starts)
+            same = low == np.maximum.reduceat(lab, starts)
+            bfs.actions.append(np.where(same, low, 0))
+        else:  # no labelled command in this batch
+            bfs.actions.append(np.zeros(starts.size, dtype=np.uint8))
     bfs.contrib_per_entry.append(np.diff(np.append(starts, ne)).astype(np.int32))
     if mt == ModelType.DTMC:  # weights are 1 otherwise (made on demand)
         bfs.contrib_weight.append(weight[order])

@@ -227,7 +227,11 @@ def import_explicit(
     choice_state = src[row_ptr[:-1]]
     choice_ptr = np.searchsorted(choice_state, np.arange(n + 1)).astype(np.int64)
     choice_action = tuple(acts[i] for i in row_ptr[:-1].tolist()) if nd else None
-    entry_action = None if nd or not any(acts) else tuple(acts)
+    entry_action, action_names = None, (None,)
+    if not nd and any(acts):
+        action_names = (None, *sorted({a for a in acts if a is not None}))
+        index = {a: i for i, a in enumerate(action_names)}
+        entry_action = np.array([index[a] for a in acts], dtype=np.int32)
 
     if sta is not None:
         stext, sfile = _read(sta)
@@ -265,6 +269,7 @@ def import_explicit(
         rewards=rewards,
         choice_action=choice_action,
         entry_action=entry_action,
+        action_names=action_names,
     )
 
 

@@ -95,7 +95,10 @@ def format_tra(model: ExplicitModel, *, actions: bool = True) -> str:
         src = model.state_of_choice()[row]
         body = _join_lines([src, model.col, vals])
         if actions and model.entry_action is not None:
-            labels = ["" if a is None else " " + a for a in model.entry_action]
+            names = np.array(
+                ["" if a is None else " " + a for a in model.action_names], dtype=object
+            )
+            labels = names[model.entry_action].tolist()
             body = "".join(f"{ln}{a}\n" for ln, a in zip(body.splitlines(), labels))
     return "\n".join(head) + "\n" + body
 

@@ -72,10 +72,13 @@ class ExplicitModel:
     #: Action label of each choice (None = unlabelled `[]`); for DTMCs/CTMCs
     #: the label of a merged choice is None.
     choice_action: tuple[str | None, ...] | None = None
-    #: Action label of each entry of a DTMC/CTMC read from PRISM's explicit
-    #: files, which label transitions (None where a line has none); written
-    #: back by `-exportmodel`. The builder leaves it None.
-    entry_action: tuple[str | None, ...] | None = None
+    #: For a DTMC/CTMC, the action of each entry, as an index into
+    #: `action_names` (0: none): the one its commands agree on (builder) or
+    #: the label of its `.tra` line (import); written back by `-exportmodel`.
+    #: None where no entry has an action.
+    entry_action: np.ndarray | None = None
+    #: The names `entry_action` indexes; `action_names[0]` is None.
+    action_names: tuple[str | None, ...] = (None,)
     #: Builder-specific record of which command/update produced each entry,
     #: used to recompute `val` from parameters (see explore.provenance).
     provenance: object = field(default=None, repr=False)

@@ -83,7 +83,9 @@ def permuted(model: ExplicitModel, order: np.ndarray) -> ExplicitModel:
         labels={k: np.asarray(v)[order] for k, v in model.labels.items()},
         rewards=rewards,
         choice_action=picked(model.choice_action, old_choice),
-        entry_action=picked(model.entry_action, old_entry),
+        entry_action=None
+        if model.entry_action is None
+        else model.entry_action[old_entry],
         provenance=None,
     )
 
