@@ -48,7 +48,7 @@ from .graph import (  # noqa: E402
 )
 from .matrices import LAYOUTS as LAYOUTS, resolve_layout as resolve_layout  # noqa: E402
 from .reach import until_probabilities as until_probabilities  # noqa: E402
-from .result import NumericResult as NumericResult  # noqa: E402
+from .result import Attempt as Attempt, NumericResult as NumericResult  # noqa: E402
 from .rewards import (  # noqa: E402
     cumulative_rewards as cumulative_rewards,
     instantaneous_rewards as instantaneous_rewards,
