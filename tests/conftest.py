@@ -1,8 +1,15 @@
 """Test-wide settings: fp64 like PRISM, and the shared conformance data."""
 
 import os
+import sys
+from pathlib import Path
 
 import jax
+
+
+# Tests live in one folder per stage (tests/lang, tests/explore, ...); the
+# shared helpers (corpus, storm_oracle, structure, conformance) sit here.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 # The CLI turns on JAX's persistent compilation cache (`JAXMC_CACHE_DIR`);

@@ -26,7 +26,7 @@ from jaxmc.lang import (
 from jaxmc.lang.grammar import get_parser
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = corpus.SHARED_MODELS
 EXAMPLE_DIRS = [corpus.EXAMPLES / d for d in corpus.EXAMPLE_DIRS]
 TEST_DIRS = [corpus.TESTS / d for d in corpus.TEST_DIRS]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 #: Values printed by the scripts, with where they come from.
 KNOWN = {

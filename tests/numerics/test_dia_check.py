@@ -2,7 +2,7 @@
 solves run in PRISM's lexicographic state order, where a box-shaped state
 space is a few diagonals, and give CSR's values; models that are no few
 diagonals in that order fall back to the compact layout (MDPs too:
-tests/test_api_layouts.py); on a
+tests/api/test_api_layouts.py); on a
 GPU "auto" picks it for the steady-state device solves where it fits
 (checked here with the GPU test patched in); `dia_order`'s test against
 `CompactDIA`'s own limits."""
@@ -20,7 +20,7 @@ from jaxmc.numerics.matrices import lex_rank
 
 
 EXAMPLES = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+    Path(__file__).resolve().parents[2].parent / "shared" / "models" / "prism-examples"
 )
 needs_examples = pytest.mark.skipif(
     not EXAMPLES.is_dir(), reason="../shared/models absent"

@@ -19,7 +19,7 @@ from jaxmc.layout.sparse_model import from_arrays
 
 jax.config.update("jax_enable_x64", True)
 
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 
 
 def _counts(rng, n, kind):

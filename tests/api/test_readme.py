@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_quick_start_runs(monkeypatch, capsys):

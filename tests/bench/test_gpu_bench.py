@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT.parent / "shared" / "models" / "prism-examples"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -10,7 +10,7 @@ import pytest
 from jaxmc.cli import main
 
 
-QUEUE = Path(__file__).resolve().parents[1] / "examples" / "models" / "queue.sm"
+QUEUE = Path(__file__).resolve().parents[2] / "examples" / "models" / "queue.sm"
 
 
 def empty(lam, mu, K=10):

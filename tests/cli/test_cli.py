@@ -13,7 +13,7 @@ from jaxmc.cli import main
 from jaxmc.cli.args import parser as _parser
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIE = str(ROOT / "examples" / "models" / "die.pm")
 DIE_PROPS = str(ROOT / "examples" / "models" / "die.pm.props")
 

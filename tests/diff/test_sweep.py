@@ -10,7 +10,7 @@ from jaxmc.errors import ModelCheckingError
 
 
 PARAM = (
-    Path(__file__).resolve().parents[1].parent
+    Path(__file__).resolve().parents[2].parent
     / "shared"
     / "models"
     / "prism-tests"
@@ -318,7 +318,7 @@ def test_weight_classes_path_matches_plain_and_falls_back():
 
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from grad import model_text
 
     pt = {"p0": 0.3, "p1": 0.4}

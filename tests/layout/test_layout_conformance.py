@@ -27,7 +27,7 @@ from jaxmc.kernels import spmv
 from jaxmc.layout import CSR, build_layout
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import corpus  # noqa: E402
 
 
@@ -46,7 +46,7 @@ PALLAS = ("warp", "warp2", "vector", "compact", "compact2")
 @cache
 def _stacked() -> dict[str, tuple[sp.csr_matrix, int]]:
     """{"square": (block-diagonal matrix, number of models), "choices": ...}."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
     from conformance import cases
 
     pairs = sorted(

@@ -194,7 +194,7 @@ def test_cli_sweep_through_zero(queue):
     r = subprocess.run(
         [sys.executable, "-m", "jaxmc", "sweep", str(queue), "--prop", EMPTY,
          "--param", "lambda=0:0.5:1", "--param", "mu=3", "-q"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines()[2:]]

@@ -22,7 +22,7 @@ from jaxmc.layout import CSR, CompactDIA, CompactVector, lex_order, make_layout
 
 
 TANDEM = (
-    Path(__file__).resolve().parents[1].parent
+    Path(__file__).resolve().parents[2].parent
     / "shared"
     / "models"
     / "prism-examples"

@@ -15,7 +15,7 @@ import pytest
 import jaxmc
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from grad import model_text  # noqa: E402  (the walk of benchmarks/grad.py)
 
 

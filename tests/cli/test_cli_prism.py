@@ -17,7 +17,7 @@ from jaxmc import cli
 from jaxmc.cli import main
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIE = str(ROOT / "examples" / "models" / "die.pm")
 DIE_PROPS = str(ROOT / "examples" / "models" / "die.pm.props")
 SIX = "P=? [ F s=7 & d=6 ]"

@@ -13,7 +13,7 @@ import jaxmc
 from jaxmc.errors import UnsupportedError
 
 
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 PARAM = MODELS / "prism-tests" / "functionality" / "verify" / "param"
 EXAMPLES = MODELS / "prism-examples"
 

@@ -109,7 +109,7 @@ from jaxmc.lang.ast import ModelType  # noqa: E402
 from jaxmc.semantics import check_program  # noqa: E402
 
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 EXAMPLES = SHARED / "prism-examples"
 needs_examples = pytest.mark.skipif(
     not EXAMPLES.is_dir(), reason="shared models absent"

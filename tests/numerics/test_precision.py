@@ -15,7 +15,7 @@ from jaxmc.cli import main
 from jaxmc.numerics import fixed_point, steady
 
 
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 EXAMPLES = MODELS / "prism-examples"
 
 pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="PRISM examples absent")

@@ -52,7 +52,7 @@ def test_slowly_mixing_ctmc_accurate():
 
 def test_poll2_against_dense_and_storm():
     model = (
-        Path(__file__).resolve().parents[1].parent
+        Path(__file__).resolve().parents[2].parent
         / "shared"
         / "models"
         / "prism-examples"

@@ -23,7 +23,7 @@ from jaxmc.explore.reorder import lexicographic
 from jaxmc.lang.ast import ModelType
 
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 IMPORT = SHARED / "prism-tests" / "functionality" / "import"
 EXPORT = SHARED / "prism-tests" / "functionality" / "export"
 

@@ -20,7 +20,7 @@ from jaxmc.diff._sweep import gs_sweep
 
 
 EXAMPLES = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+    Path(__file__).resolve().parents[2].parent / "shared" / "models" / "prism-examples"
 )
 
 # The walk of benchmarks/grad.py with one bias parameter: slowly mixing, and

@@ -25,7 +25,7 @@ from jaxmc.solvers import sup_norm
 
 
 jax.config.update("jax_enable_x64", True)
-MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 KS = [1, 2, 3, 8]
 ALL_KINDS = ["csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector"]
 

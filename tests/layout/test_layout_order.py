@@ -32,7 +32,7 @@ from jaxmc.layout import (
 
 
 MODELS = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "models" / "prism-examples"
+    Path(__file__).resolve().parents[2].parent / "shared" / "models" / "prism-examples"
 )
 
 

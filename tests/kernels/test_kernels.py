@@ -19,7 +19,7 @@ from jaxmc.solvers import sup_norm
 jax.config.update("jax_enable_x64", True)
 settings.register_profile("kernels", max_examples=4, deadline=None, derandomize=True)
 MODELS = (
-    __import__("pathlib").Path(__file__).resolve().parents[1].parent
+    __import__("pathlib").Path(__file__).resolve().parents[2].parent
     / "shared"
     / "models"
 )
