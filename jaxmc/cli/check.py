@@ -15,7 +15,7 @@ from .output import Printer, error_text, json_default
 def run(args: argparse.Namespace) -> int:
     import jaxmc
 
-    options = jaxmc.SolveOptions(
+    solve_options = jaxmc.SolveOptions(
         method=args.method, epsilon=args.epsilon, relative=args.relative,
         max_iters=args.max_iters, layout=args.layout, precision=args.precision,
     )  # fmt: skip
@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             show.checking(n, len(chosen), prop.text)
             entry = {"index": index + 1, "name": prop.name, "property": prop.text}
             try:
-                result = jaxmc.check(model, index, properties=props, options=options)
+                result = jaxmc.check(
+                    model, index, properties=props, options=solve_options
+                )
                 entry.update(_result_entry(result))
             except jaxmc.JaxmcError as e:
                 entry["error"] = error_text(sources.relocate(e))
