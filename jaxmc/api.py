@@ -237,4 +237,4 @@ def parametric(model: Model, prop: Any, **kwargs: Any):
     from . import diff
 
     options, kwargs = _split(kwargs)
-    return diff.parametric(model, prop, options=diff.params_options(options), **kwargs)
+    return diff.parametric(model, prop, options=options, **kwargs)
