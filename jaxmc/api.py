@@ -8,6 +8,7 @@ and adds no logic of its own beyond timing the build.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
 from collections.abc import Mapping
@@ -56,8 +57,7 @@ def load_properties(
 _DEVICE_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The keywords of the API functions that are fields of `SolveOptions`.
-_OPTION_NAMES = ("method", "epsilon", "relative", "max_iters", "layout", "precision",
-                 "throw", "omega")  # fmt: skip
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(SolveOptions))
 
 
 def solve_options(options: SolveOptions | None = None, **kwargs: Any) -> SolveOptions:
