@@ -35,6 +35,7 @@ from .model import (
     load_model as load_model,
     load_model_string as load_model_string,
 )
+from .options import SolveOptions as SolveOptions
 from .props import CheckResult as CheckResult
 
 

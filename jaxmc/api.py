@@ -8,7 +8,9 @@ and adds no logic of its own beyond timing the build.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +22,7 @@ from .model import (
     load_model as load_model,
     load_model_string as load_model_string,
 )
+from .options import SolveOptions
 from .props.resolve import (
     parse_properties as parse_properties,
     property_to_check,
@@ -49,20 +52,56 @@ def load_properties(
     return parse_properties(text, model, constants, file=path, errors=errors)
 
 
+#: The device models of each explicit model, per (layout, precision): made
+#: once (`jaxmc.numerics.DeviceModel`), reused by every check of the model.
+_DEVICE_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: The keywords of the API functions that are fields of `SolveOptions`.
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(SolveOptions))
+
+
+def solve_options(options: SolveOptions | None = None, **kwargs: Any) -> SolveOptions:
+    """The one `SolveOptions` of an API call: `options` with the keywords
+    given (None: not given) put in; validated here, once."""
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    return SolveOptions.of(options, **given)
+
+
+def _split(kwargs: dict[str, Any]) -> tuple[SolveOptions, dict[str, Any]]:
+    """`(options, the other keywords)` of an API call's `**kwargs`."""
+    names = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
+    return solve_options(kwargs.pop("options", None), **names), kwargs
+
+
+def _device_model(explicit, options: SolveOptions):
+    from .numerics import DeviceModel
+
+    per = _DEVICE_MODELS.setdefault(explicit, {})
+    key = (options.layout, options.precision)
+    if key not in per:
+        per[key] = DeviceModel(explicit, *key)
+    return per[key]
+
+
 def check(
     model: Model,
     prop: Any,
     *,
     properties: semantics.CheckedProperties | None = None,
+    options: SolveOptions | None = None,
     method: str | None = None,
-    epsilon: float = 1e-6,
-    relative: bool = True,
-    max_iters: int = 10000,
-    throw: bool = True,
-    layout: str = "auto",
-    precision: str = "fp64",
+    epsilon: float | None = None,
+    relative: bool | None = None,
+    max_iters: int | None = None,
+    throw: bool | None = None,
+    layout: str | None = None,
+    precision: str | None = None,
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
+
+    The numerical options are one [`jaxmc.SolveOptions`][] (`options=`) or
+    its fields as keywords (which override `options`' fields); a keyword
+    left out (None) takes `options`' value, or the default.
 
     **Arguments:**
     - `model`: from [`jaxmc.load_model`][] (built on first use).
@@ -78,9 +117,11 @@ def check(
       the unknowns in cyclic strongly connected components), else Jacobi
       (`jaxmc.numerics.methods.AUTO`); `result.method` says which ran.
     - `epsilon`, `relative`, `max_iters`: the convergence criterion, as
-      PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters`.
+      PRISM's `-epsilon`, `-relative/-absolute`, `-maxiters` (defaults
+      1e-6, relative, 10000).
     - `throw`: raise `ConvergenceError` when an iterative method stops before
-      converging; with `False` the result carries the status instead.
+      converging (default); with `False` the result carries the status
+      (`status`, `failure`, `attempts`) instead.
     - `layout`: the device matrix every iterative solve runs its SpMV on:
       `"auto"` (CSR on a CPU; on a GPU the warp-segment layout that
       `jaxmc.layout.layout_kind` picks, run by the fused Pallas kernels, and
@@ -110,24 +151,29 @@ def check(
       which precision the last solve ran in.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
-    (seconds; see [`jaxmc.CheckResult`][]).
+    (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a
+    system, and any other fallback, is in `result.attempts`.
     """
-    from .props import CheckOptions, check_property
+    options = solve_options(
+        options, method=method, epsilon=epsilon, relative=relative,
+        max_iters=max_iters, throw=throw, layout=layout, precision=precision,
+    )  # fmt: skip
+    return _check(model, prop, properties, options)
+
+
+def _check(model, prop, properties, options: SolveOptions):
+    from .props import check_property, raise_on_failure
 
     checked_prop, properties = property_to_check(model, prop, properties)
     explicit = build(model)
-    options = CheckOptions(
-        method=method,
-        epsilon=epsilon,
-        relative=relative,
-        max_iters=max_iters,
-        throw=throw,
-        layout=layout,
-        precision=precision,
+    options = options.resolved("check")
+    result = check_property(
+        explicit, checked_prop, properties, options, _device_model(explicit, options)
     )
-    result = check_property(explicit, checked_prop, properties, options)
-    if model.build_time is not None:
+    if getattr(model, "build_time", None) is not None:
         result.timing.setdefault("build", model.build_time)
+    if options.throw:
+        raise_on_failure(result, checked_prop, properties)
     return result
 
 
@@ -148,19 +194,24 @@ def solve(
     built once, at `build_params=` if given, else at the model's `params`
     build option, else at the first concrete values; parameters may appear
     only in probabilities, rates, state reward values and CSL time bounds.
-    `epsilon` (default 1e-12 on this path) and `max_iters` set the solvers'
-    tolerance. With `rebuild=True` the model is instead rebuilt with the
-    values as constants (anything goes; not differentiable).
+    `epsilon` (default 1e-12 on this path: `jaxmc.options.DEFAULTS`),
+    `max_iters` (200,000) and `omega` set the solvers' tolerance. With
+    `rebuild=True` the model is instead rebuilt with the values as constants
+    (anything goes; not differentiable).
     """
     import jax.numpy as jnp
 
+    options, kwargs = _split(kwargs)
     if params is not None:
         from . import diff
 
         if kwargs.pop("rebuild", False):
-            return diff.rebuild_solve(model, prop, params, **kwargs)
-        return diff.solve_params(model, prop, params, **kwargs)
-    result = check(model, prop, **kwargs)
+            return diff.rebuild_solve(model, prop, params, options, **kwargs)
+        return diff.solve_params(model, prop, params, options, **kwargs)
+    properties = kwargs.pop("properties", None)
+    if kwargs:
+        raise TypeError(f"unexpected argument `{next(iter(kwargs))}`")
+    result = _check(model, prop, properties, options)
     return jnp.asarray(result.value)
 
 
@@ -169,16 +220,21 @@ def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
     common shape); one vmapped computation sharing the structure. Returns a
     numpy array of the points' shape. See `jaxmc.diff.sweep` for `chunk`,
     `progress`, `workers` (chunks solved at once on host threads; on a CPU
-    by default one per core), `build_params`."""
+    by default one per core), `build_params`; the numerical options as
+    [`jaxmc.parametric`][]."""
     from . import diff
 
-    return diff.sweep(model, prop, params, **kwargs)
+    options, kwargs = _split(kwargs)
+    return diff.sweep(model, prop, params, options=options, **kwargs)
 
 
 def parametric(model: Model, prop: Any, **kwargs: Any):
     """`prop` as a pure, jittable function of the parameters (a
     `jaxmc.diff.Problem`, called with a dict of values). See
-    `jaxmc.diff.parametric`."""
+    `jaxmc.diff.parametric`; the numerical options are `options=` (a
+    [`jaxmc.SolveOptions`][]) or its fields `epsilon`, `max_iters`, `omega`
+    as keywords (defaults 1e-12, 200,000, automatic)."""
     from . import diff
 
-    return diff.parametric(model, prop, **kwargs)
+    options, kwargs = _split(kwargs)
+    return diff.parametric(model, prop, options=options, **kwargs)

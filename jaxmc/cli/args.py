@@ -5,8 +5,8 @@ of `jaxmc sweep` and `jaxmc plot-matrix`."""
 from __future__ import annotations
 
 import argparse
-import inspect
 
+from ..options import LAYOUTS, PRECISIONS
 from .switches import PrismArgumentParser, add_switches
 
 
@@ -37,27 +37,6 @@ _METHOD_ALIASES = {
     "power": ("-pow", "-pwr"),
     "ii": ("-intervaliter",),
 }
-LAYOUTS = (
-    "auto",
-    "csr",
-    "ell",
-    "sell",
-    "warp",
-    "warp2",
-    "compact",
-    "compact2",
-    "vector",
-    "dia",
-)
-PRECISIONS = ("fp64", "fp32")
-
-
-def api_supports(name: str) -> bool:
-    """Whether `jaxmc.check` takes keyword `name` (so that --layout and
-    --precision are passed on as soon as the API grows them)."""
-    import jaxmc
-
-    return name in inspect.signature(jaxmc.check).parameters
 
 
 def parser() -> argparse.ArgumentParser:
@@ -133,10 +112,6 @@ def parser() -> argparse.ArgumentParser:
         help="JAX platform to run on (default: JAX's choice, i.e. a GPU if "
         "jax[cuda12] is installed and one is visible); set before JAX starts",
     )  # fmt: skip
-    layout_note = "" if api_supports("layout") else (
-        "; NOTE: this version's jaxmc.check does not take a layout yet, so "
-        "only 'csr' (what it uses) is accepted and others exit 1"
-    )  # fmt: skip
     dev.add_argument("--layout", choices=LAYOUTS, default="auto",
                      help="sparse matrix layout of the iterative solves: auto (CSR "
                      "on a CPU, a warp-segment sliced ELL run by the Pallas kernels "
@@ -146,17 +121,12 @@ def parser() -> argparse.ArgumentParser:
                      "for long rows), dia (compact diagonals in PRISM's state order, "
                      "for box-shaped state spaces such as tandem's; compact where the "
                      "matrix is not a few diagonals; auto picks it for GPU "
-                     "steady-state solves where it fits; default auto)"
-                     f"{layout_note}")  # fmt: skip
-    prec_note = "" if api_supports("precision") else (
-        "; NOTE: this version's jaxmc.check does not take a precision yet and "
-        "always computes in fp64, so fp32 exits 1"
-    )  # fmt: skip
+                     "steady-state solves where it fits; default auto)")  # fmt: skip
     dev.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="fp64",
-        help=f"floating-point precision (default fp64){prec_note}",
+        help="floating-point precision of the iterative solves (default fp64)",
     )
 
     p.add_argument("--max-states", type=int, default=None, metavar="N",

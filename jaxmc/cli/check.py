@@ -9,14 +9,16 @@ import json
 import time
 from typing import Any
 
-from .args import api_supports
 from .output import Printer, error_text, json_default
 
 
 def run(args: argparse.Namespace) -> int:
     import jaxmc
 
-    extra = _api_options(args)
+    solve_options = jaxmc.SolveOptions(
+        method=args.method, epsilon=args.epsilon, relative=args.relative,
+        max_iters=args.max_iters, layout=args.layout, precision=args.precision,
+    )  # fmt: skip
     settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
     show = Printer(args).solve_progress()
     status = 0
@@ -69,10 +71,8 @@ def run(args: argparse.Namespace) -> int:
             entry = {"index": index + 1, "name": prop.name, "property": prop.text}
             try:
                 result = jaxmc.check(
-                    model, index, properties=props, method=args.method,
-                    epsilon=args.epsilon, relative=args.relative,
-                    max_iters=args.max_iters, **extra,
-                )  # fmt: skip
+                    model, index, properties=props, options=solve_options
+                )
                 entry.update(_result_entry(result))
             except jaxmc.JaxmcError as e:
                 entry["error"] = error_text(sources.relocate(e))
@@ -103,27 +103,6 @@ def _build_options(args, show) -> dict[str, Any]:
     if args.max_states is not None:
         options["max_states"] = args.max_states
     return options
-
-
-def _api_options(args) -> dict[str, Any]:
-    """--layout / --precision as keywords of `jaxmc.check`, if it takes them;
-    else an error unless they are the defaults (what the API does anyway)."""
-    from ..errors import UnsupportedError
-
-    extra: dict[str, Any] = {}
-    for name, value, default in (
-        ("layout", args.layout, "auto"),
-        ("precision", args.precision, "fp64"),
-    ):
-        if api_supports(name):
-            extra[name] = value
-        elif value != default:
-            raise UnsupportedError(
-                f"--{name} {value} is not supported yet: jaxmc.check has no "
-                f"`{name}` argument in this version (it uses {default})",
-                hint=f"leave --{name} out, or use --{name} {default}",
-            )
-    return extra
 
 
 def _model_constant_names(model) -> set[str]:
@@ -158,9 +137,22 @@ def _result_entry(result) -> dict[str, Any]:
         residual=result.residual,
         timing=dict(result.timing),
     )
-    for key in ("method", "layout", "precision"):
+    for key in ("method", "layout", "precision", "bound"):
         if getattr(result, key, None) is not None:
             entry[key] = getattr(result, key)
+    # the fallbacks of the last solve, oldest first (printed under the result)
+    entry["attempts"] = [
+        {
+            "method": a.method,
+            "status": a.status.name.lower(),
+            "iterations": a.iterations,
+            "residual": a.residual,
+            "layout": a.layout,
+            "note": a.note,
+            "text": a.describe(),
+        }
+        for a in result.attempts
+    ]
     return entry
 
 

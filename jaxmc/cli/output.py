@@ -143,6 +143,8 @@ class Printer:
             res = entry.get("residual")
             extra = f", residual {res:.3g}" if isinstance(res, float) else ""
             self.out(f"Iterations: {entry['iterations']} ({entry['status']}{extra})")
+        for attempt in entry.get("attempts", ()):
+            self.out(f"Fallback: {attempt['text']}")
         total = entry["timing"].get("total")
         if total is not None:
             self.out(f"Time for model checking: {total:.3f} seconds.")

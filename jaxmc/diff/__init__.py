@@ -24,7 +24,7 @@ from ._api import (  # noqa: E402
     sweep as sweep,
     with_parameters as with_parameters,
 )
-from ._linear_solve import Options as Options, linear_solve as linear_solve  # noqa: E402
+from ._linear_solve import linear_solve as linear_solve  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._values import (  # noqa: E402
     StateRewards as StateRewards,

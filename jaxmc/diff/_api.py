@@ -17,11 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import semantics
-from ..errors import ExplorationError, ModelCheckingError, SemanticError
+from ..errors import (
+    ExplorationError,
+    ModelCheckingError,
+    SemanticError,
+    UnsupportedError,
+)
 from ..explore import build as _build
-from ..props import CheckOptions, check_property
+from ..options import SolveOptions
+from ..props import check_property, raise_on_failure
 from ..props.resolve import property_to_check, resolve_property
-from ._linear_solve import Options, raise_if_nan
+from ._linear_solve import raise_if_nan
 from ._problem import Problem
 from ._structure import generic_points
 from ._values import VanishingAtBuildPoint
@@ -191,9 +197,7 @@ def parametric(
     properties=None,
     params: Mapping[str, Any] | None = None,
     build_params: Mapping[str, float] | None = None,
-    epsilon: float | None = None,
-    max_iters: int | None = None,
-    omega: float | None = None,
+    options: SolveOptions | None = None,
 ) -> Problem:
     """The property `prop` of `model` as a pure function of the parameters.
 
@@ -204,11 +208,12 @@ def parametric(
     - `params`/`build_params`: the point at which the state space is built
       (`build_params` if given, else the model's own `params` build option,
       else the concrete values in `params`).
-    - `epsilon`, `max_iters`: the iterative solvers' tolerance (default
-      1e-12, relative) and limit.
-    - `omega`: over-relaxation of the Gauss-Seidel sweeps (default `None`:
-      chosen automatically per solve, guarded against divergence; `1.0`:
-      plain Gauss-Seidel; see `jaxmc.diff.Options`).
+    - `options`: a `jaxmc.SolveOptions`; this path reads `epsilon`,
+      `max_iters` (the iterative solvers' tolerance, default 1e-12,
+      relative, and limit: `jaxmc.options.DEFAULTS["params"]`) and `omega`
+      (over-relaxation of the Gauss-Seidel sweeps: default `None`, chosen
+      automatically per solve, guarded against divergence; `1.0`: plain
+      Gauss-Seidel).
 
     **Returns:** a `Problem`; `problem({"p": 0.3})` is a JAX scalar,
     differentiable with `jax.grad`/`jax.jvp`/`jax.jacrev` and batchable with
@@ -235,11 +240,7 @@ def parametric(
         properties = checked_prop.properties
     if getattr(checked_prop, "error", None) is not None:
         raise checked_prop.error
-    opts = Options(
-        epsilon=1e-12 if epsilon is None else epsilon,
-        max_iters=200_000 if max_iters is None else max_iters,
-        omega=omega,
-    )
+    opts = params_options(options)
     per = _PROBLEMS.setdefault(model, {})
     any_key = (key_prop, opts.epsilon, opts.max_iters, opts.omega)
     if point is None:
@@ -296,20 +297,38 @@ def _problem(model, prop, properties, point, opts, pinned: bool) -> Problem:
     raise first
 
 
-def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
-    """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`."""
+def params_options(options: SolveOptions | None) -> SolveOptions:
+    """`options` for this path: its defaults filled in
+    (`SolveOptions.resolved("params")`); a layout or precision other than
+    the defaults is refused (this path's solvers have their own layout)."""
+    o = (options or SolveOptions()).resolved("params")
+    for name, default in (("layout", "auto"), ("precision", "fp64")):
+        if getattr(o, name) != default:
+            raise UnsupportedError(
+                f"`{name}` {getattr(o, name)!r} is not supported with `params`",
+                hint=f"leave `{name}` out with params=, or use jaxmc.check",
+            )
+    return o
+
+
+def solve_params(
+    model,
+    prop,
+    params: Mapping[str, Any],
+    options: SolveOptions | None = None,
+    **kwargs,
+):
+    """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`. With
+    `options.throw` False a solve that does not converge gives NaN."""
+    options = params_options(options)
     problem = parametric(
         model,
         prop,
         params=params,
         properties=kwargs.pop("properties", None),
         build_params=kwargs.pop("build_params", None),
-        epsilon=kwargs.pop("epsilon", None),
-        max_iters=kwargs.pop("max_iters", None),
-        omega=kwargs.pop("omega", None),
+        options=options,
     )
-    for k in ("method", "relative", "throw"):
-        kwargs.pop(k, None)
     if kwargs:
         raise TypeError(f"unexpected argument `{next(iter(kwargs))}` with `params`")
     problem.ensure({k: params[k] for k in problem.names})
@@ -323,7 +342,8 @@ def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
             # model built at this point (the value, not differentiable here)
             return rebuild_solve(model, prop, point)
     out = problem(params)
-    raise_if_nan(out, "the parametric solve")
+    if options.throw:
+        raise_if_nan(out, "the parametric solve")
     return out
 
 
@@ -346,7 +366,13 @@ def _structure_error(problem, point, differs, prop) -> ModelCheckingError:
     )
 
 
-def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
+def rebuild_solve(
+    model,
+    prop,
+    params: Mapping[str, Any],
+    options: SolveOptions | None = None,
+    **kwargs,
+):
     """Rebuild the state space with `params` as plain constants and check
     (any parameter position allowed; not differentiable)."""
     check_values(params)
@@ -383,9 +409,12 @@ def rebuild_solve(model, prop, params: Mapping[str, Any], **kwargs):
     checked_prop, properties = property_to_check(
         m2, prop, kwargs.pop("properties", None)
     )
-    result = check_property(
-        m2.build(), checked_prop, properties, CheckOptions(**kwargs)
-    )
+    if kwargs:
+        raise TypeError(f"unexpected argument `{next(iter(kwargs))}`")
+    options = options or SolveOptions()
+    result = check_property(m2.build(), checked_prop, properties, options)
+    if options.throw:
+        raise_on_failure(result)
     return jnp.asarray(result.value)
 
 
@@ -419,9 +448,7 @@ def sweep(
     chunk: int | None = None,
     progress: bool | Callable[[int, int, float], None] = False,
     build_params: Mapping[str, float] | None = None,
-    epsilon: float | None = None,
-    max_iters: int | None = None,
-    omega: float | None = None,
+    options: SolveOptions | None = None,
     properties=None,
     workers: int | None = None,
 ) -> np.ndarray:
@@ -478,9 +505,7 @@ def sweep(
         params=first,
         properties=properties,
         build_params=build_params,
-        epsilon=epsilon,
-        max_iters=max_iters,
-        omega=omega,
+        options=params_options(options),
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:

@@ -38,6 +38,7 @@ import numpy as np
 from jax import lax
 
 from ..errors import ConvergenceError
+from ..options import SolveOptions
 from ._dia import dia_active
 from ._iteration import _flag, _iterate, _shrinks, _sor_shrinking
 from ._sparsity import Pattern, _bcast, spmv
@@ -133,36 +134,12 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
     return jac
 
 
-class Options:
-    """Tolerance, iteration limit and over-relaxation of the differentiable
-    path. The default tolerance is much tighter than PRISM's 1e-6:
-    derivatives inherit the solver's error, and finite-difference checks
-    need ~1e-10. `omega`: `None` chooses the over-relaxation of the
-    Gauss-Seidel sweeps automatically, per solve and per column (`_sor`);
-    `1.0` forces plain Gauss-Seidel; another value is a fixed starting `w`
-    in (0, 2), still guarded against divergence."""
-
-    def __init__(
-        self,
-        epsilon: float = 1e-12,
-        max_iters: int = 200_000,
-        omega: float | None = None,
-    ):
-        self.epsilon = float(epsilon)
-        self.max_iters = int(max_iters)
-        if omega is not None and not 0.0 < float(omega) < 2.0:
-            raise ValueError(
-                f"`omega` must be in (0, 2) or None (automatic), not {omega!r}"
-            )
-        self.omega = None if omega is None else float(omega)
-
-
 def linear_solve(
     data,
     pat: Pattern,
     arrays: dict,
     b,
-    opts: Options,
+    opts: SolveOptions,
     classes=None,
     relevance=None,
     rhs_rows=None,

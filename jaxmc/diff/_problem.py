@@ -43,12 +43,12 @@ from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import ModelType, TemporalOp, TimeBoundKind
 from ..numerics import graph
+from ..numerics.device import DeviceModel
+from ..options import SolveOptions, check_options
 from ..props.check import _Checker
-from ..props.result import CheckOptions
 from ..props.rewards import require_nonnegative
 from ._bounded import BoundedSolves, _poisson_terms
 from ._expr import mentions
-from ._linear_solve import Options
 from ._rewards import RewardSolves
 from ._steady import SteadySolves
 from ._structure import GraphLog
@@ -74,7 +74,8 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
     - `model`: the `ExplicitModel` built at `build_params`.
     - `prop`, `properties`: a checked property and its collection.
     - `build_params`: the build point (dict name → float).
-    - `options`: `Options` (tolerance, iteration limit).
+    - `options`: a `jaxmc.SolveOptions` (`epsilon`, `max_iters`, `omega`;
+      the fields left None take the differentiable path's defaults).
 
     Call it with a dict name → value (scalars, or traced values): returns the
     value at the initial state (or the values at the initial states, if
@@ -94,10 +95,12 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         self.model = model
         self.names = tuple(checked.parameters)
         self.params = frozenset(self.names)
-        self.opts = options or Options()
+        self.opts = (options or SolveOptions()).resolved("params")
         self.build_params = {k: float(build_params[k]) for k in self.names}
         self.tv = TransitionValues(checked, model, build_params)
-        self.checker = _Checker(model, properties, CheckOptions())
+        self.checker = _Checker(
+            model, properties, check_options(None), DeviceModel(model)
+        )
         #: the qualitative precomputations, recorded to compare other points' graphs
         self.graph = GraphLog(model)
         m = model

@@ -34,6 +34,7 @@ from .ctmc import (  # noqa: E402
     transient_probabilities as transient_probabilities,
     uniformise as uniformise,
 )
+from .device import DeviceModel as DeviceModel  # noqa: E402
 from .foxglynn import fox_glynn as fox_glynn  # noqa: E402
 from .graph import (  # noqa: E402
     bsccs as bsccs,
@@ -46,7 +47,7 @@ from .graph import (  # noqa: E402
     prob1A as prob1A,
     prob1E as prob1E,
 )
-from .matrices import LAYOUTS as LAYOUTS, resolve_layout as resolve_layout  # noqa: E402
+from .matrices import LAYOUTS as LAYOUTS  # noqa: E402
 from .reach import until_probabilities as until_probabilities  # noqa: E402
 from .result import Attempt as Attempt, NumericResult as NumericResult  # noqa: E402
 from .rewards import (  # noqa: E402

@@ -18,7 +18,9 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
-from .matrices import host_structure, layout_name, resolve_layout, sparse, valued
+from ..options import SolveOptions
+from .device import DeviceModel, device_model_for
+from .matrices import host_structure, layout_name, valued
 from .methods import check_type
 from .result import NumericResult
 from .timing import stage
@@ -44,17 +46,17 @@ def masked_steps(
     active=None,
     const=None,
     probs=None,
-    layout="auto",
+    device_model: DeviceModel | None = None,
     info: dict | None = None,
 ) -> np.ndarray:
     """`k` steps of `x' = where(active, opt_c(b_c + (P x)_c), const)` from `x0`
-    (defaults: `b = 0`, every state active), the SpMV on device matrix
-    `layout` (its name put in `info["layout"]` if `info` is given). Returns
+    (defaults: `b = 0`, every state active), the SpMV on `device_model`'s
+    layout (its name put in `info["layout"]` if `info` is given). Returns
     numpy [n]."""
     if k < 0:
         raise ModelCheckingError(f"step bound {k} is negative")
-    kind = resolve_layout(model, layout)
-    M = sparse(model, kind)
+    dm = device_model_for(model, None, device_model)
+    kind, M = dm.kind, dm.sparse()
     with stage("solve"):
         probs = probabilities(model) if probs is None else probs
         _, _, cols, indptr = host_structure(model)
@@ -86,13 +88,19 @@ def _discrete(model):
 
 
 def next_probabilities(
-    model: ExplicitModel, psi, *, opt=None, layout="auto"
+    model: ExplicitModel,
+    psi,
+    *,
+    opt=None,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state `P(X ψ)` (min/max for MDPs; the embedded DTMC for CTMCs)."""
     check_type(model, opt)
     psi = np.asarray(psi, dtype=np.float64)
     info = {}
-    x = masked_steps(model, psi, 1, opt=opt, layout=layout, info=info)
+    dm = device_model_for(model, options, device_model)
+    x = masked_steps(model, psi, 1, opt=opt, device_model=dm, info=info)
     return NumericResult(x, method="next", extra=info)
 
 
@@ -104,15 +112,15 @@ def bounded_until(
     *,
     lower: int = 0,
     opt: str | None = None,
-    layout: str = "auto",
-    **solver_kw,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a DTMC or MDP (`opt`).
 
     - `upper=k, lower=0`: `φ U<=k ψ`.
     - `upper=None, lower=k`: `φ U>=k ψ` (the unbounded until, then `k`
-      φ-constrained steps); `solver_kw` go to `until_probabilities`.
-    - `layout`: the device matrix of the steps and solves.
+      φ-constrained steps); `options` go to `until_probabilities`.
+    - `device_model`: the device matrix of the steps and solves.
     - `upper=k2, lower=k1`: `φ U[k1,k2] ψ`.
     """
     check_type(model, opt)
@@ -123,11 +131,16 @@ def bounded_until(
         return NumericResult(np.zeros(model.num_states), method="bounded")
     status, iters, resid = NumericResult(None).status, 0, 0.0
     info = {}
+    dm = device_model_for(model, options, device_model)
+    attempts = ()
     if upper is None:
         from .reach import until_probabilities
 
-        res = until_probabilities(model, phi, psi, opt=opt, layout=layout, **solver_kw)
+        res = until_probabilities(
+            model, phi, psi, opt=opt, options=options, device_model=dm
+        )
         x, status, iters, resid = res.values, res.status, res.iterations, res.residual
+        attempts = res.attempts
         info["layout"] = res.extra.get("layout")
     else:
         x = masked_steps(
@@ -137,7 +150,7 @@ def bounded_until(
             opt=opt,
             active=phi & ~psi,
             const=psi.astype(np.float64),
-            layout=layout,
+            device_model=dm,
             info=info,
         )
     if lower > 0:
@@ -148,7 +161,9 @@ def bounded_until(
             opt=opt,
             active=phi,
             const=np.zeros(len(x)),
-            layout=layout,
+            device_model=dm,
             info=info,
         )
-    return NumericResult(x, status, iters, resid, method="bounded", extra=info)
+    return NumericResult(
+        x, status, iters, resid, method="bounded", extra=info, attempts=attempts
+    )

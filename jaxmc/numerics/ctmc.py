@@ -24,15 +24,14 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
+from ..options import SolveOptions, check_options
+from .device import DeviceModel, device_model_for
 from .foxglynn import fox_glynn
 from .matrices import (
     build_matrix,
     build_ordered,
     host_structure,
     layout_name,
-    lex_rank,
-    resolve_layout,
-    sparse,
     valued,
 )
 from .result import NumericResult
@@ -133,7 +132,7 @@ def _pad(w):
 
 
 def _uniformised_sum(
-    model, x0, t, absorbing, *, epsilon, weights_fn=None, transpose=False, layout="auto"
+    model, x0, t, absorbing, *, epsilon, dm, weights_fn=None, transpose=False
 ):
     """`sum_i w_i P^i x0` (or `x0 P^i` if `transpose`) for the uniformised
     chain of `model` with `absorbing` states made absorbing; `w_i` are the
@@ -153,7 +152,7 @@ def _uniformised_sum(
     probs = w / total
     if weights_fn is not None:
         left, probs = weights_fn(left, probs, q)
-    kind = resolve_layout(model, layout)
+    kind = dm.kind
     order = None  # (the diagonal layout's state order: every vector in it)
     if transpose or kind == "dia":
         with stage("layout"):
@@ -167,12 +166,12 @@ def _uniformised_sum(
                 _, _, cols, indptr = host_structure(model)
             if kind == "dia":
                 A, order = build_ordered(
-                    indptr, cols, vals, (n, n), kind, lex_rank(model)
+                    indptr, cols, vals, (n, n), kind, dm.lex_rank()
                 )
             else:
                 A = build_matrix(indptr, cols, vals, (n, n), kind)
     else:
-        M = sparse(model, kind)
+        M = dm.sparse()
         with stage("layout"):
             _, _, cols, indptr = host_structure(model)
             A = valued(M, kind, vals, indptr, cols).matrix
@@ -199,17 +198,19 @@ def ctmc_bounded_until(
     upper: float | None,
     *,
     lower: float = 0.0,
-    epsilon: float = 1e-6,
-    layout: str = "auto",
-    **solver_kw,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state `P(φ U[lower, upper] ψ)` for a CTMC (times are reals).
 
     - `upper=t`: `U<=t`; `upper=None, lower=t`: `U>=t`; both: `U[t1,t2]`.
-    - `epsilon`: accuracy; Fox–Glynn runs with `epsilon / 8` as in PRISM.
-    - `solver_kw`: for the unbounded part of `U>=t`.
+    - `options.epsilon`: accuracy; Fox–Glynn runs with `epsilon / 8` as in
+      PRISM. `options` also serve the unbounded part of `U>=t`.
     """
     _require_ctmc(model)
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
+    epsilon = options.epsilon
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
     if upper is not None and upper < lower:
@@ -219,7 +220,7 @@ def ctmc_bounded_until(
     if upper is None:
         from .reach import until_probabilities
 
-        res = until_probabilities(model, phi, psi, layout=layout, **solver_kw)
+        res = until_probabilities(model, phi, psi, options=options, device_model=dm)
         x, info = res.values, res.extra
     else:
         x, info = _uniformised_sum(
@@ -228,11 +229,11 @@ def ctmc_bounded_until(
             upper - lower,
             psi | ~phi,
             epsilon=fg_eps,
-            layout=layout,
+            dm=dm,
         )
     if lower > 0:
         x, info = _uniformised_sum(
-            model, np.where(phi, x, 0.0), lower, ~phi, epsilon=fg_eps, layout=layout
+            model, np.where(phi, x, 0.0), lower, ~phi, epsilon=fg_eps, dm=dm
         )
     return NumericResult(
         x, method="uniformisation", extra={"layout": info.get("layout")}
@@ -244,8 +245,8 @@ def transient_probabilities(
     t: float,
     init=None,
     *,
-    epsilon: float = 1e-6,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> np.ndarray:
     """The state distribution at time `t` from `init` (a distribution [n];
     default uniform over the initial states)."""
@@ -259,9 +260,9 @@ def transient_probabilities(
         init,
         t,
         np.zeros(n, bool),
-        epsilon=epsilon / 8.0,
+        epsilon=check_options(options).epsilon / 8.0,
         transpose=True,
-        layout=layout,
+        dm=device_model_for(model, options, device_model),
     )
     return x
 
@@ -271,15 +272,20 @@ def ctmc_instantaneous_rewards(
     reward: RewardStructure,
     t: float,
     *,
-    epsilon: float = 1e-6,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected state reward at time `t` (`R=?[I=t]`)."""
     _require_ctmc(model)
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
     x, info = _uniformised_sum(
-        model, st, t, np.zeros(n, bool), epsilon=epsilon / 8.0, layout=layout
+        model,
+        st,
+        t,
+        np.zeros(n, bool),
+        epsilon=check_options(options).epsilon / 8.0,
+        dm=device_model_for(model, options, device_model),
     )
     return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 
@@ -296,8 +302,8 @@ def ctmc_cumulative_rewards(
     reward: RewardStructure,
     t: float,
     *,
-    epsilon: float = 1e-6,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected reward accumulated up to time `t` (`R=?[C<=t]`):
     state rewards are rates; a transition reward is earned per jump, i.e. at
@@ -320,9 +326,9 @@ def ctmc_cumulative_rewards(
         r,
         t,
         np.zeros(n, bool),
-        epsilon=epsilon / 8.0,
+        epsilon=check_options(options).epsilon / 8.0,
         weights_fn=_cumulative_weights,
-        layout=layout,
+        dm=device_model_for(model, options, device_model),
     )
     return NumericResult(x, method="uniformisation", extra={"layout": info["layout"]})
 

@@ -7,8 +7,8 @@ reachability/total rewards and BSCC absorption:
 Rows of non-`maybe` states are masked by *values* (never by shape), so the
 compiled solver is reused for every property on a model.
 
-The system's matrix is on the device layout `layout=` names
-(`jaxmc.numerics.matrices`), in the precision `precision=` names
+The system's matrix is on the layout of the model's `DeviceModel`
+(`jaxmc.numerics.device`), in the precision `SolveOptions.precision` names
 (`jaxmc.numerics.precision`); the method is `method=` or the automatic
 choice (`jaxmc.numerics.methods`).
 """
@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel
 from ..layout import SparseModel
+from ..options import SolveOptions
 from ..solvers import (
     Status,
     bicgstab,
@@ -31,18 +32,16 @@ from ..solvers import (
     power,
     value_iteration,
 )
+from .device import DeviceModel, note_layout
 from .matrices import (
     host_structure,
     layout_name,
-    lex_rank,
-    resolve_layout,
-    sparse,
     square_matrix,
     undo_order,
     valued,
 )
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
-from .precision import check_precision, to_precision
+from .precision import to_precision
 from .result import NumericResult, from_solution
 from .timing import stage
 
@@ -56,14 +55,10 @@ def solve_fixed(
     *,
     opt: str | None,
     method: str,
-    epsilon: float,
-    relative: bool,
-    max_iters: int,
-    throw: bool,
+    options: SolveOptions,
+    device_model: DeviceModel,
     upper: np.ndarray | None = None,
-    layout: str = "auto",
     M: SparseModel | None = None,
-    precision: str = "fp64",
 ) -> NumericResult:
     """Solve `x = opt(b + P x)` on `maybe`, `x = fixed` elsewhere.
 
@@ -71,12 +66,15 @@ def solve_fixed(
     the per-choice constants (±inf disables a choice of an MDP). `upper` is an
     upper bound on the solution for interval iteration (which also needs the
     maybe states free of end components; see `jaxmc.numerics.reach`).
-    `layout`: the device matrix the SpMV runs on (`jaxmc.numerics.matrices`;
-    `M`, if given, must have been built for the same layout). `precision`:
-    the float type of the matrix and the iterate during the solve
-    (`jaxmc.numerics.precision`); the values come back as float64.
+    `options`: the criterion (resolved: `epsilon`, `max_iters` set),
+    `throw` and the precision, the float type of the matrix and the iterate
+    during the solve (`jaxmc.numerics.precision`; the values come back as
+    float64). `device_model`: `model`'s device matrix, whose layout the SpMV
+    runs on (`M`, if given, must have been built for the same layout).
     """
-    check_precision(precision, epsilon)
+    epsilon, relative = options.epsilon, options.relative
+    max_iters, throw = options.max_iters, options.throw
+    precision, layout = options.precision, device_model.requested
     if precision == "fp32" and method == "bicgstab":
         # In float32 BiCGStab can stop "converged" by its recursive residual
         # at a value of the wrong sign (brp, `benchmarks/RESULTS.md`): the
@@ -86,10 +84,10 @@ def solve_fixed(
             "from the true residual and it can stop at a wrong value",
             hint="use method='jacobi' or 'power' with fp32, or precision fp64",
         )
-    kind = resolve_layout(model, layout)
+    kind = device_model.kind
     host = host_structure(model, M)
     if M is None:
-        M = sparse(model, kind)
+        M = device_model.sparse()
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
@@ -101,7 +99,7 @@ def solve_fixed(
         if M.nondeterministic or M.n_states != model.num_states:
             kind = "compact"  # (choices are not states: no square system)
         else:
-            rank = lex_rank(model)
+            rank = device_model.lex_rank()
     with stage("solve"):
         kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
         out = _solve_masked(
@@ -120,7 +118,7 @@ def solve_fixed(
             auto_ok=layout == "auto" and precision == "fp64",
             rank=rank,
         )
-    return out
+    return note_layout(out, device_model)
 
 
 def _solve_masked(

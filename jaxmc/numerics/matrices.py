@@ -1,7 +1,7 @@
-"""The device matrices of a model, cached per model and layout.
+"""The device matrices of a model: layouts built from host arrays.
 
-Layouts (`layout=`): every iterative solve runs its SpMV on the device matrix
-named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
+Layouts (`SolveOptions.layout`): every iterative solve runs its SpMV on the
+device matrix named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
 `segment_sum` is best there) and `jaxmc.layout.layout_kind` on a GPU (the
 warp-segment layouts, which the solvers run through the fused Pallas
 kernels). The compact layouts tabulate their values on the host, so they are
@@ -17,12 +17,13 @@ where the matrix is not a few diagonals in that order (`ordered_dia`) and
 for MDPs. It is rebuilt for each solve (on the GPU where there is one:
 `ordered_dia`); "auto" picks it on a GPU for the steady-state device solves,
 whose system matrices are built per solve anyway (`steady_solve.system_kind`).
-`NumericResult.extra["layout"]` says which layout a solve ran on.
+`NumericResult.extra["layout"]` says which layout a solve ran on. The
+model's own matrix, its layout chosen once, is held by its `DeviceModel`
+(`jaxmc.numerics.device`), which records a layout that could not hold a
+system in the result (`note_layout`).
 """
 
 from __future__ import annotations
-
-import weakref
 
 import equinox as eqx
 import jax
@@ -41,21 +42,13 @@ from ..layout import (
     WarpELL,
     group_index,
     layout_kind,
-    lex_order,
     make_layout,
     ordered_csr,
     ordered_dia,
 )
-from .timing import stage
+from ..options import LAYOUTS, OptionsError
 
 
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-#: The names `layout=` takes (see the module docstring).
-LAYOUTS = (
-    "auto", "csr", "ell", "sell", "warp", "warp2", "compact", "compact2", "vector",
-    "dia",
-)  # fmt: skip
 COMPACT = ("compact", "compact2")
 #: Layouts built on the host from each solve's values (the device matrix
 #: cached per model holds the structure only).
@@ -64,29 +57,14 @@ HOST_BUILT = COMPACT + ("dia",)
 
 def check_layout(layout: str) -> str:
     if layout not in LAYOUTS:
-        raise ValueError(f"unknown `layout` {layout!r}; expected one of {LAYOUTS}")
+        raise OptionsError(
+            f"unknown `layout` {layout!r}", hint=f"`layout` is one of {LAYOUTS}"
+        )
     return layout
 
 
 def on_gpu() -> bool:
     return jax.default_backend() == "gpu"
-
-
-def resolve_layout(model: ExplicitModel, layout: str = "auto") -> str:
-    """The concrete layout for `layout` on `model` ("auto": see the module
-    docstring; the choice is cached per model)."""
-    check_layout(layout)
-    if layout != "auto":
-        return layout
-    if not on_gpu():
-        return "csr"
-    per = _CACHE.setdefault(model, {})
-    if "auto" not in per:
-        host = host_csr(
-            model.row_ptr, model.col, model.val, (model.num_choices, model.num_states)
-        )
-        per["auto"] = layout_kind(host, "gpu")
-    return per["auto"]
 
 
 def host_csr(indptr, cols, vals, shape) -> CSR:
@@ -121,27 +99,6 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
                 pass
         return WarpELL.from_csr(host, lanes=lanes)
     return make_layout(host, kind)
-
-
-def lex_rank(model: ExplicitModel, states=None) -> np.ndarray:
-    """Each state's place in PRISM's lexicographic state order (the order
-    of the diagonal layout), or with `states` (indices) each one's place
-    among them: a permutation of `0..len(states)-1`, found in O(n) from the
-    model's order (cached per model)."""
-    per = _CACHE.setdefault(model, {})
-    if "lex_order" not in per:
-        per["lex_order"] = np.asarray(lex_order(model.states), dtype=np.int64)
-    order = per["lex_order"]
-    if states is None:
-        states = np.arange(len(order))
-    states = np.asarray(states, dtype=np.int64)
-    local = np.full(len(order), -1, dtype=np.int64)
-    local[states] = np.arange(len(states))
-    sub = local[order]
-    sub = sub[sub >= 0]  # the states, in lexicographic order
-    rank = np.empty(len(states), dtype=np.int64)
-    rank[sub] = np.arange(len(states))
-    return rank
 
 
 def build_ordered(
@@ -214,27 +171,6 @@ def sparse_model(
         nondeterministic=nondeterministic,
         groups=group_index(choice_ptr) if nondeterministic else None,
     )
-
-
-def sparse(model: ExplicitModel, kind: str = "csr") -> SparseModel:
-    """The device matrix of `model` (cached per model and layout kind;
-    `kind` may be "auto")."""
-    kind = resolve_layout(model, kind)
-    key = "csr" if kind in HOST_BUILT else kind
-    per = _CACHE.setdefault(model, {})
-    if key not in per:
-        with stage("layout"):
-            per[key] = jax.block_until_ready(
-                sparse_model(
-                    model.choice_ptr,
-                    model.row_ptr,
-                    model.col,
-                    model.val,
-                    nondeterministic=model.is_nondeterministic,
-                    kind=key,
-                )
-            )
-    return per[key]
 
 
 def host_structure(model: ExplicitModel, M: SparseModel | None = None):

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang.ast import ModelType
+from ..options import LINEAR_METHODS, MINMAX_METHODS
 from ..solvers import scc_labels, topological_order
 
 
@@ -27,8 +28,8 @@ def check_type(model: ExplicitModel, opt):
         raise ValueError(f"`opt` must be None, 'min' or 'max', not {opt!r}")
 
 
-LINEAR = ("jacobi", "gauss_seidel", "power", "bicgstab")
-MINMAX = ("value_iteration", "interval_iteration")
+LINEAR = LINEAR_METHODS
+MINMAX = MINMAX_METHODS
 
 
 #: The default method of DTMC/CTMC linear systems: `solve_fixed` picks

@@ -1,4 +1,4 @@
-"""Precision (`precision=`, one of `PRECISIONS`): "fp64" (the default) or
+"""Precision (`SolveOptions.precision`, one of `PRECISIONS`): "fp64" (the default) or
 "fp32", the float type of the matrix values and the iterate during the
 iterative solves of `solve_fixed` (the SpMV and the Jacobi, power, value
 and interval iteration loops; BiCGStab is refused in fp32, see
@@ -16,31 +16,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import UnsupportedError
-
-
-#: The names `precision=` takes.
-PRECISIONS = ("fp64", "fp32")
-
-#: The smallest `epsilon` accepted with "fp32": about 8 float32 ulps (2^-23
-#: = 1.2e-7 relative), so that PRISM's criterion `sup_norm < epsilon` can hold
-#: above the rounding noise of an fp32 step instead of iterating to
-#: `max_iters`.
-FP32_MIN_EPSILON = 1e-6
+from ..options import (
+    FP32_MIN_EPSILON as FP32_MIN_EPSILON,
+    PRECISIONS as PRECISIONS,
+    OptionsError,
+    check_fp32_epsilon,
+)
 
 
 def check_precision(precision: str, epsilon: float | None = None) -> str:
-    """Validate `precision` and, for "fp32", that `epsilon` is reachable."""
+    """Validate `precision` and, for "fp32", that `epsilon` is reachable
+    (`SolveOptions` does this once; this is for the direct callers)."""
     if precision not in PRECISIONS:
-        raise ValueError(
-            f"unknown `precision` {precision!r}; expected one of {PRECISIONS}"
+        raise OptionsError(
+            f"unknown `precision` {precision!r}", hint=f"one of {PRECISIONS}"
         )
-    if precision == "fp32" and epsilon is not None and epsilon < FP32_MIN_EPSILON:
-        raise UnsupportedError(
-            f"epsilon {epsilon:g} is below what fp32 can reach (float32 rounds at "
-            f"~6e-8 relative; the smallest epsilon with fp32 is {FP32_MIN_EPSILON:g})",
-            hint=f"use epsilon >= {FP32_MIN_EPSILON:g} with fp32, or precision fp64",
-        )
+    if precision == "fp32" and epsilon is not None:
+        check_fp32_epsilon(epsilon)
     return precision
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
-from .matrices import resolve_layout, sparse_model
+from .matrices import sparse_model
 from .result import NumericResult
 
 
@@ -26,14 +26,14 @@ def expand_result(res: NumericResult, rep: np.ndarray, **extra) -> NumericResult
     )
 
 
-def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "csr"):
+def quotient(model: ExplicitModel, probs, labels, count, inside, kind: str = "csr"):
     """Collapse end components: every state with `labels[s] = k >= 0` becomes
     one state; choices inside (`inside[c]`) are dropped, the others kept with
     successors renamed. Returns `(M, rep, keep, idx, probs)`: the quotient
     `SparseModel`, the new state of every old state, the old index of every
     kept choice, the old index of every kept entry and their probabilities.
     The caller restricts per-choice data with `keep`. The quotient's matrix
-    is in `layout` (resolved for `model`)."""
+    is in layout `kind` (the model's `DeviceModel.kind`)."""
     n = model.num_states
     ec = labels >= 0
     others = np.nonzero(~ec)[0]
@@ -59,6 +59,6 @@ def quotient(model: ExplicitModel, probs, labels, count, inside, layout: str = "
         rep[model.col[idx]],
         np.zeros(len(idx)),
         nondeterministic=True,
-        kind=resolve_layout(model, layout),
+        kind=kind,
     )
     return M, rep, keep, idx, probs[idx]

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..explore.model import ExplicitModel
+from ..options import SolveOptions, check_options
 from . import graph
+from .device import DeviceModel, device_model_for
 from .fixed_point import solve_fixed
 from .methods import check_type, default_method
-from .precision import check_precision
 from .quotient import expand_result, quotient
 from .result import NumericResult
 from .timing import stage
@@ -33,14 +34,9 @@ def until_probabilities(
     psi,
     *,
     opt: str | None = None,
-    method: str | None = None,
-    epsilon: float = 1e-6,
-    relative: bool = True,
-    max_iters: int = 10000,
-    throw: bool = True,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
     precompute: bool = True,
-    layout: str = "auto",
-    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
 
@@ -48,25 +44,26 @@ def until_probabilities(
     - `model`: a DTMC, CTMC (uses the embedded DTMC) or MDP.
     - `phi`, `psi`: bool [n] masks.
     - `opt`: `"min"`/`"max"` (required for MDPs; ignored otherwise).
-    - `method`: `"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
+    - `options`: a `jaxmc.SolveOptions` (default: PRISM's): `method`
+      (`"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
       `"value_iteration"` (default for MDPs), `"interval_iteration"`; for
       DTMC/CTMC the default `None` picks Gauss-Seidel in topological order
-      or Jacobi by the system's components (`methods.AUTO`).
-    - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.
-    - `throw`: raise `ConvergenceError` on non-convergence.
+      or Jacobi by the system's components, `methods.AUTO`), PRISM's
+      termination criterion (`epsilon`, `relative`, `max_iters`), `throw`
+      (raise `ConvergenceError` on non-convergence) and `precision`.
+    - `device_model`: `model`'s `DeviceModel` (made from `options` if not
+      given), whose layout the solve runs on.
     - `precompute`: use prob1 too (prob0 is always used: it makes the
       linear system nonsingular).
-    - `layout`: the device matrix of the solve (`jaxmc.numerics.LAYOUTS`).
-    - `precision`: `"fp64"` or `"fp32"`, the float type of the iterative
-      solve (`jaxmc.numerics.PRECISIONS`; fp32 needs `epsilon >= 1e-6`).
 
     For `interval_iteration` on an MDP with `max`, the maximal end components
     among the maybe states are collapsed first (Haddad & Monmege), so that the
     iteration from above converges to the right value.
     """
     check_type(model, opt)
-    check_precision(precision, epsilon)
-    method = default_method(model, method)
+    options = check_options(options)
+    device_model = device_model_for(model, options, device_model)
+    method = default_method(model, options.method)
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
@@ -81,23 +78,14 @@ def until_probabilities(
     fixed = yes.astype(np.float64)
     probs = probabilities(model)
     b = np.zeros(model.num_choices)
-    kw = dict(
-        opt=opt,
-        method=method,
-        epsilon=epsilon,
-        relative=relative,
-        max_iters=max_iters,
-        throw=throw,
-        layout=layout,
-        precision=precision,
-    )
+    kw = dict(opt=opt, method=method, options=options, device_model=device_model)
     upper = np.ones(n)
     if method == "interval_iteration" and model.is_nondeterministic and opt == "max":
         with stage("precompute"):
             labels, count, inside = graph.mecs(model, states=maybe)
             if count:
                 M, rep, keep, _, qprobs = quotient(
-                    model, probs, labels, count, inside, layout
+                    model, probs, labels, count, inside, device_model.kind
                 )
         if count:
             n2 = M.n_states

@@ -31,7 +31,8 @@ class Attempt:
     def describe(self) -> str:
         where = f" on {self.layout}" if self.layout else ""
         what = f"{self.method}{where}: {self.status.name.lower()}"
-        what += f", {self.iterations} iterations, residual {self.residual:.3g}"
+        if self.status != Status.REFUSED:
+            what += f", {self.iterations} iterations, residual {self.residual:.3g}"
         return what + (f" ({self.note})" if self.note else "")
 
 

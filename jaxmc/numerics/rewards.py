@@ -20,30 +20,26 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
+from ..options import SolveOptions, check_options
 from . import graph
 from .bounded import _discrete, masked_steps
 from .bounds import reward_upper_bound_model
+from .device import DeviceModel, device_model_for
 from .fixed_point import solve_fixed
-from .matrices import sparse
 from .methods import check_type, default_method
-from .precision import check_precision
 from .quotient import expand_result, quotient
 from .result import NumericResult
 from .timing import stage
 from .transitions import choice_rewards, exit_rates, probabilities
 
 
-def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision):
-    check_precision(precision, epsilon)
+def _kw(model, opt, options, device_model):
+    options = check_options(options)
     return dict(
         opt=opt,
-        method=default_method(model, method),
-        epsilon=epsilon,
-        relative=relative,
-        max_iters=max_iters,
-        throw=throw,
-        layout=layout,
-        precision=precision,
+        method=default_method(model, options.method),
+        options=options,
+        device_model=device_model_for(model, options, device_model),
     )
 
 
@@ -91,7 +87,7 @@ def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
 
 
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
-    upper = _upper(sparse(model, kw["layout"]), probs, b, maybe, fixed, kw)
+    upper = _upper(kw["device_model"].sparse(), probs, b, maybe, fixed, kw)
     return solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
 
 
@@ -104,7 +100,7 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
         )
         if count:
             M, rep, keep, _, qprobs = quotient(
-                model, probs, labels, count, inside, kw["layout"]
+                model, probs, labels, count, inside, kw["device_model"].kind
             )
     if not count:
         return _solve(model, probs, maybe, fixed, b, kw)
@@ -124,18 +120,13 @@ def reachability_rewards(
     target,
     *,
     opt: str | None = None,
-    method: str | None = None,
-    epsilon: float = 1e-6,
-    relative: bool = True,
-    max_iters: int = 10000,
-    throw: bool = True,
-    layout: str = "auto",
-    precision: str = "fp64",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected reward accumulated until reaching `target`
     (`R=?[F target]`); `inf` where the target is not reached with
     probability 1. For a CTMC, state rewards are rates: on the embedded DTMC
-    state `s` earns `state[s] / E(s)`. `layout`, `precision`: as
+    state `s` earns `state[s] / E(s)`. `options`, `device_model`: as
     `until_probabilities`."""
     check_type(model, opt)
     n = model.num_states
@@ -148,7 +139,7 @@ def reachability_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
+    kw = _kw(model, opt, options, device_model)
     if not model.is_nondeterministic:
         finite = _pre(graph.prob1, model, true, target)
     elif opt == "max":
@@ -172,17 +163,12 @@ def total_rewards(
     reward: RewardStructure,
     *,
     opt: str | None = None,
-    method: str | None = None,
-    epsilon: float = 1e-6,
-    relative: bool = True,
-    max_iters: int = 10000,
-    throw: bool = True,
-    layout: str = "auto",
-    precision: str = "fp64",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected total reward (`R=?[C]`), `inf` where it diverges.
     For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`.
-    `layout`, `precision`: as `until_probabilities`."""
+    `options`, `device_model`: as `until_probabilities`."""
     check_type(model, opt)
     n = model.num_states
     probs = probabilities(model)
@@ -192,7 +178,7 @@ def total_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
+    kw = _kw(model, opt, options, device_model)
     true = np.ones(n, dtype=bool)
     fixed = np.zeros(n)
     if not model.is_nondeterministic:
@@ -254,7 +240,7 @@ def _total_max_collapsed(model, probs, maybe, r, kw) -> NumericResult:
     if not len(keep_ec):
         return _solve(model, probs, maybe, fixed, r, kw)
     M, rep, keep, _, qprobs = _pre(
-        quotient, model, probs, labels, len(keep_ec), inside, kw["layout"]
+        quotient, model, probs, labels, len(keep_ec), inside, kw["device_model"].kind
     )
     n2 = M.n_states
     maybe2 = np.zeros(n2, dtype=bool)
@@ -272,15 +258,17 @@ def cumulative_rewards(
     k: int,
     *,
     opt: str | None = None,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected reward in the first `k` steps (`C<=k`), DTMC/MDP."""
     check_type(model, opt)
     _discrete(model)
     r = choice_rewards(model, reward)
     info = {}
+    dm = device_model_for(model, options, device_model)
     x = masked_steps(
-        model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout, info=info
+        model, np.zeros(model.num_states), k, opt=opt, b=r, device_model=dm, info=info
     )
     return NumericResult(x, method="cumulative", extra=info)
 
@@ -291,7 +279,8 @@ def instantaneous_rewards(
     k: int,
     *,
     opt: str | None = None,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> NumericResult:
     """Per-state expected state reward at step `k` (`I=k`), DTMC/MDP."""
     check_type(model, opt)
@@ -299,5 +288,6 @@ def instantaneous_rewards(
     n = model.num_states
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
     info = {}
-    x = masked_steps(model, st, k, opt=opt, layout=layout, info=info)
+    dm = device_model_for(model, options, device_model)
+    x = masked_steps(model, st, k, opt=opt, device_model=dm, info=info)
     return NumericResult(x, method="instantaneous", extra=info)

@@ -13,7 +13,7 @@ with one equation of each block replaced by its normalisation.
 How the systems are solved (sparse LU, GMRES, on the host or the device,
 then PRISM's Jacobi where those fail) is `jaxmc.numerics.steady_solve`.
 
-With `precision="fp32"` the direct and Krylov solves are skipped (their
+With `SolveOptions(precision="fp32")` the direct and Krylov solves are skipped (their
 stopping test, a relative residual of 1e-13, is below float32's rounding):
 the stationary system and the absorption are solved by PRISM's (damped)
 Jacobi with the matrix and the iterate in float32, which is what fp32 is
@@ -30,16 +30,17 @@ from scipy.sparse import csgraph
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
+from ..options import SolveOptions, check_options
 from ..solvers import Status, jacobi
 from . import graph
+from .device import DeviceModel, device_model_for
 from .fixed_point import solve_fixed
 from .matrices import build_ordered, layout_name, undo_order
-from .precision import check_precision, to_precision
+from .precision import to_precision
 from .result import NumericResult
 from .steady_solve import (
     canonical,
     device_solve,
-    dia_rank,
     host_solve,
     solves_on_device,
     system_kind,
@@ -177,22 +178,19 @@ def _stationary_jacobi(
 def stationary_distributions(
     model: ExplicitModel,
     *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=100000,
-    throw=True,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
     device: bool | None = None,
-    precision: str = "fp64",
 ):
     """Stationary distribution of every BSCC.
 
     Solved by sparse LU or GMRES to rounding accuracy, else (GMRES not
     converged within `max_iters`) by Jacobi with PRISM's criterion
-    (`epsilon`, `relative`, `max_iters`; `throw` raises `ConvergenceError`).
-    GMRES and Jacobi run on the device (matrix in `layout`) when `device`
-    is True, or, for `device=None`, when the system is large on a GPU or
-    `layout` names a layout other than "auto"/"csr" (module docstring).
+    (`options`: `epsilon`, `relative`, `max_iters`; `throw` raises
+    `ConvergenceError`). GMRES and Jacobi run on the device (matrix in
+    `device_model`'s layout) when `device` is True, or, for `device=None`,
+    when the system is large on a GPU or the options name a layout other
+    than "auto"/"csr" (module docstring).
 
     **Returns:** `(pi, labels, count, result)`: `pi[s]` the stationary
     probability of `s` within its BSCC `labels[s]` (0 outside BSCCs; each
@@ -203,7 +201,10 @@ def stationary_distributions(
     (with `precision="fp32"`, Jacobi in float32: module docstring).
     """
     _require_markov(model)
-    check_precision(precision, epsilon)
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
+    layout, precision = dm.requested, options.precision
+    max_iters = options.max_iters
     n = model.num_states
     with stage("precompute"):
         labels, count = graph.bsccs(model)
@@ -231,9 +232,9 @@ def stationary_distributions(
         # BSCCs renumbered 0..nb-1 over the non-trivial ones.
         uniq, lab = np.unique(labels[idx], return_inverse=True)
         reps = np.unique(lab, return_index=True)[1]
-    kw = dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
+    kw = _solver_kw(options)
     on_device = solves_on_device(k, layout, device)
-    rank = dia_rank(model, layout, idx)
+    rank = dm.dia_rank(idx)
     if precision == "fp64":
         with stage("solve"):
             x, info = _stationary_linear(
@@ -329,11 +330,10 @@ def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
     return y, dict(method=method or "gmres", layout="host")
 
 
-def _absorb(
-    model, labels, c_bscc, *, layout="auto", device=None, precision="fp64", **kw
-) -> NumericResult:
+def _absorb(model, labels, c_bscc, *, options, dm, device=None) -> NumericResult:
     """Per-state `sum_B P(reach B) c_B` (with fp32 by `solve_fixed`'s Jacobi
     in float32, else by LU/GMRES first)."""
+    layout, precision = dm.requested, options.precision
     inb = labels >= 0
     fixed = np.where(inb, c_bscc[np.maximum(labels, 0)], 0.0)
     trans = ~inb
@@ -349,11 +349,11 @@ def _absorb(
             else _solve_transient(
                 P,
                 rhs,
-                kw["max_iters"],
+                options.max_iters,
                 False,
                 layout,
                 device,
-                dia_rank(model, layout, idx),
+                dm.dia_rank(idx),
             )
         )
     if y is not None:
@@ -374,14 +374,15 @@ def _absorb(
         b,
         opt=None,
         method="jacobi",
-        layout=layout if solves_on_device(k, layout, device) else "csr",
-        precision=precision,
-        **kw,
+        options=options,
+        device_model=dm if solves_on_device(k, layout, device) else dm.on_csr(),
     )
 
 
-def _solver_kw(epsilon, relative, max_iters, throw):
-    return dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
+def _solver_kw(o: SolveOptions):
+    return dict(
+        epsilon=o.epsilon, relative=o.relative, max_iters=o.max_iters, throw=o.throw
+    )
 
 
 def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
@@ -419,29 +420,25 @@ def steady_state_values(
     model: ExplicitModel,
     phi,
     *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=10000,
-    throw=True,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
     device: bool | None = None,
-    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `S=?[φ]`: the long-run probability of being in φ from each
-    start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`, `precision`:
-    where and how the linear systems are solved (`stationary_distributions`)."""
-    kw = _solver_kw(epsilon, relative, max_iters, throw)
+    start state, `sum_B P(reach B) pi_B(φ)`. `options`, `device_model`,
+    `device`: where and how the linear systems are solved
+    (`stationary_distributions`)."""
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
     pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, precision=precision, **kw
+        model, options=options, device_model=dm, device=device
     )
     phi = np.asarray(phi, dtype=bool)
     inb = labels >= 0
     c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
     return _combine(
         stat,
-        _absorb(
-            model, labels, c, layout=layout, device=device, precision=precision, **kw
-        ),
+        _absorb(model, labels, c, options=options, dm=dm, device=device),
     )
 
 
@@ -449,21 +446,18 @@ def long_run_rewards(
     model: ExplicitModel,
     reward: RewardStructure,
     *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=10000,
-    throw=True,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
     device: bool | None = None,
-    precision: str = "fp64",
 ) -> NumericResult:
     """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
     expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
-    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `layout`,
-    `device`, `precision`: as `steady_state_values`."""
-    kw = _solver_kw(epsilon, relative, max_iters, throw)
+    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `options`,
+    `device_model`, `device`: as `steady_state_values`."""
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
     pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, precision=precision, **kw
+        model, options=options, device_model=dm, device=device
     )
     n = model.num_states
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
@@ -477,9 +471,7 @@ def long_run_rewards(
     c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
     return _combine(
         stat,
-        _absorb(
-            model, labels, c, layout=layout, device=device, precision=precision, **kw
-        ),
+        _absorb(model, labels, c, options=options, dm=dm, device=device),
     )
 
 
@@ -487,11 +479,8 @@ def steady_state(
     model: ExplicitModel,
     init=None,
     *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=10000,
-    throw=True,
-    layout: str = "auto",
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
     device: bool | None = None,
 ) -> np.ndarray:
     """The long-run distribution [n] from `init` (a distribution; default
@@ -499,9 +488,11 @@ def steady_state(
 
     The absorption probabilities come from one transposed solve for the
     expected visits `y = init_T + P_TT^T y` of the transient states."""
-    kw = _solver_kw(epsilon, relative, max_iters, throw)
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
+    layout, max_iters, kw = dm.requested, options.max_iters, _solver_kw(options)
     pi, labels, count, _ = stationary_distributions(
-        model, layout=layout, device=device, **kw
+        model, options=options, device_model=dm, device=device
     )
     n = model.num_states
     if init is None:
@@ -514,7 +505,7 @@ def steady_state(
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
         y, _ = _solve_transient(
-            P, init[idx], max_iters, True, layout, device, dia_rank(model, layout, idx)
+            P, init[idx], max_iters, True, layout, device, dm.dia_rank(idx)
         )
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
@@ -526,13 +517,15 @@ def steady_state(
                 init,
                 trans,
                 kw,
-                layout if solves_on_device(len(idx), layout, device) else "csr",
+                dm if solves_on_device(len(idx), layout, device) else None,
             )
     return np.where(inb, reach[np.maximum(labels, 0)] * pi, 0.0)
 
 
-def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
-    """`P_init(reach B)` per BSCC by Jacobi on `y = init_T + P_TT^T y`."""
+def _reach_jacobi(model, labels, count, init, trans, kw, dm=None):
+    """`P_init(reach B)` per BSCC by Jacobi on `y = init_T + P_TT^T y`, on
+    `dm`'s layout (CSR without one)."""
+    layout = "csr" if dm is None else dm.requested
     n = model.num_states
     inb = ~trans
     rows = state_of_entry(model)
@@ -542,7 +535,7 @@ def _reach_jacobi(model, labels, count, init, trans, kw, layout="csr"):
     off = np.where(tt & ~diag_e, p, 0.0)
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
     At = canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
-    rank = dia_rank(model, layout)
+    rank = None if dm is None else dm.dia_rank()
     kind, fallback = system_kind(At, layout, rank)
     mat, order = build_ordered(
         At.indptr, At.indices, At.data, (n, n), kind, rank, fallback

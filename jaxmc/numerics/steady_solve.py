@@ -46,7 +46,6 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..explore.model import ExplicitModel
 from ..layout import layout_kind
 from ..solvers import Status
 from .krylov import Operator, bicgstab as device_bicgstab, gmres as device_gmres
@@ -55,7 +54,6 @@ from .matrices import (
     check_layout,
     host_csr,
     layout_name,
-    lex_rank,
     on_gpu,
     undo_order,
 )
@@ -117,15 +115,6 @@ def system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
     if rank is not None:
         return "dia", "auto"
     return layout_kind(host_csr(A.indptr, A.indices, A.data, A.shape), "gpu"), "compact"
-
-
-def dia_rank(model: ExplicitModel, layout: str, states=None):
-    """The lexicographic ranks of `states` (`lex_rank`) where `layout` can
-    end up as the diagonal layout ("dia", or "auto" on a GPU), else None:
-    no O(n) pass on the CPU's default path."""
-    if layout == "dia" or (layout == "auto" and on_gpu()):
-        return lex_rank(model, states)
-    return None
 
 
 def canonical(A) -> sp.csr_matrix:

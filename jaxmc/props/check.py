@@ -22,6 +22,7 @@ PRISM's rules implemented here:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from typing import Any
@@ -33,11 +34,15 @@ from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp
+from ..numerics.device import DeviceModel, note_layout
+from ..numerics.result import Attempt
 from ..numerics.timing import collect
+from ..options import SolveOptions, check_options
+from ..solvers import Status
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
-from .result import CheckOptions, CheckResult
+from .result import CheckResult, located
 from .rewards import describe_state, require_nonnegative
 from .threshold import compare, undecided_error
 from .timebounds import normalise_time_bound
@@ -46,25 +51,24 @@ from .timebounds import normalise_time_bound
 _FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
 
 
-def _located(e: JaxmcError, prop: Any, properties: Any) -> JaxmcError:
-    """`e` located at the property being checked, if it has no place of its
-    own (a numerical failure, a limit reached): the user sees which property
-    of which file it came from."""
-    span = getattr(prop, "span", None)
-    if e.span is None and span is not None:
-        e.span = span
-        source = getattr(properties, "source", None)
-        if source is not None:
-            return e.with_source(source, getattr(properties, "file", None))
-        e.args = (e._render(),)
-    return e
-
-
 def check_property(
-    model: ExplicitModel, prop: Any, properties: Any, options: CheckOptions
+    model: ExplicitModel,
+    prop: Any,
+    properties: Any,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
 ) -> CheckResult:
-    """Check one property (from `jaxmc.semantics.check_properties`)."""
-    checker = _Checker(model, properties, options)
+    """Check one property (from `jaxmc.semantics.check_properties`) with
+    `options` (`None`: the defaults), its solves on `device_model` (made
+    from `options` if not given; the API keeps one per model and options).
+
+    A solve that does not converge raises nothing here: its status is in
+    the result (`status`, `failure`), and the API raises
+    (`raise_on_failure`) if the options say `throw`."""
+    options = check_options(options)
+    if device_model is None:
+        device_model = DeviceModel.of(model, options)
+    checker = _Checker(model, properties, options, device_model)
     start = time.perf_counter()
     expr = prop.expr
     text = getattr(prop, "text", None) or _format(expr)
@@ -85,7 +89,7 @@ def check_property(
                 checker.active[np.asarray(model.initial_states)] = True
                 values, value, is_filter = checker.eval(expr), None, False
     except JaxmcError as e:
-        raise _located(e, prop, properties) from None
+        raise located(e, prop, properties) from None
     checker.stats["total"] = time.perf_counter() - start
     for name in ("precompute", "layout", "solve"):
         checker.stats[name] = stages.get(name, 0.0)
@@ -105,6 +109,9 @@ def check_property(
         method=checker.method,
         layout=checker.layout,
         precision=checker.precision,
+        attempts=checker.attempts,
+        bound=checker.bound,
+        failure=checker.failure,
     )
 
 
@@ -115,10 +122,17 @@ def _format(expr: ast.Expr) -> str:
 
 
 class _Checker:
-    def __init__(self, model: ExplicitModel, properties: Any, options: CheckOptions):
+    def __init__(
+        self,
+        model: ExplicitModel,
+        properties: Any,
+        options: SolveOptions,
+        device_model: DeviceModel,
+    ):
         self.model = model
         self.properties = properties
         self.options = options
+        self.device_model = device_model
         self.n = model.num_states
         self.is_mdp = model.model_type == ast.ModelType.MDP
         self.is_ctmc = model.model_type == ast.ModelType.CTMC
@@ -130,6 +144,10 @@ class _Checker:
         self.method: str | None = None
         self.layout: str | None = None
         self.precision: str | None = None
+        self.attempts: tuple[Attempt, ...] = ()
+        self.bound: float | None = None
+        #: The first solve that did not converge, as an `Attempt`.
+        self.failure: Attempt | None = None
         #: (lower, upper) of the last solve, if it was interval iteration.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
         #: The states whose value of the formula being evaluated matters; a
@@ -311,7 +329,18 @@ class _Checker:
     # --------------------------------------------------------------- numerics
 
     def _record(self, res: numerics.NumericResult) -> np.ndarray:
-        """Keep the statistics of an iterative solve; return its values."""
+        """Keep the statistics of an iterative solve (its fallbacks, bound
+        and, for the first that failed, the failure); return its values."""
+        res = note_layout(res, self.device_model)
+        self.attempts, self.bound = tuple(res.attempts), res.bound
+        if res.status != Status.CONVERGED and self.failure is None:
+            self.failure = Attempt(
+                res.method,
+                res.status,
+                int(res.iterations),
+                float(res.residual),
+                (res.extra or {}).get("layout"),
+            )
         self.method = res.method
         if res.extra and "layout" in res.extra:
             self.layout = res.extra["layout"]
@@ -323,6 +352,8 @@ class _Checker:
             self.status = res.status.name.lower()
         elif self.status is None:
             self.status = res.status.name.lower()
+        if self.failure is not None:
+            self.status = self.failure.status.name.lower()
         self.bounds = None
         if res.extra and "lower" in res.extra:
             lo, hi = np.asarray(res.extra["lower"]), np.asarray(res.extra["upper"])
@@ -340,6 +371,8 @@ class _Checker:
         return 1.0 - values
 
     def _solver_kwargs(self) -> dict[str, Any]:
+        """The options and device model of the numerics calls: the method
+        mapped to the model type, and no throw (`check_property`)."""
         o = self.options
         method = o.method
         if method in ("jacobi", "gauss_seidel", "power", "bicgstab") and self.is_mdp:
@@ -347,19 +380,12 @@ class _Checker:
             method = "value_iteration"
         elif method == "value_iteration" and not self.is_mdp:
             method = "jacobi" if self.n else method
-        return dict(
-            method=method,
-            epsilon=o.epsilon,
-            relative=o.relative,
-            max_iters=o.max_iters,
-            throw=o.throw,
-            layout=o.layout,
-            precision=o.precision,
-        )
+        options = dataclasses.replace(o, method=method, throw=False)
+        return dict(options=options, device_model=self.device_model)
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
         res = numerics.next_probabilities(
-            self.model, phi, opt=opt, layout=self.options.layout
+            self.model, phi, opt=opt, device_model=self.device_model
         )
         return self._record(res)
 
@@ -432,7 +458,6 @@ class _Checker:
                         "long-run average rewards R [ S ] on MDPs", path.span
                     )
                 kw = self._solver_kwargs()
-                kw.pop("method")
                 return self._record(numerics.long_run_rewards(m, reward, **kw))
             low, high = self._bound_values(path.bound)
             cumulative = kind == ast.RewardPathKind.CUMULATIVE
@@ -443,20 +468,14 @@ class _Checker:
                     if cumulative
                     else numerics.ctmc_instantaneous_rewards
                 )
-                res = fn(
-                    m,
-                    reward,
-                    float(t),
-                    epsilon=self.options.epsilon,
-                    layout=self.options.layout,
-                )
+                res = fn(m, reward, float(t), **self._solver_kwargs())
             else:
                 fn = (
                     numerics.cumulative_rewards
                     if cumulative
                     else numerics.instantaneous_rewards
                 )
-                res = fn(m, reward, int(t), opt=opt, layout=self.options.layout)
+                res = fn(m, reward, int(t), opt=opt, device_model=self.device_model)
             return self._record(res)
         raise UnsupportedError(
             "this reward path formula (expected F, C, C<=t, I=t or S)", path.span
@@ -466,7 +485,6 @@ class _Checker:
         if self.is_mdp:
             raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
         kw = self._solver_kwargs()
-        kw.pop("method")
         with self._needing():
             phi = self.bool(op.operand)
         values = self._record(numerics.steady_state_values(self.model, phi, **kw))

@@ -1,4 +1,5 @@
-"""What checking a property returns: `CheckResult`, and the options it takes."""
+"""What checking a property returns: `CheckResult`; and `raise_on_failure`,
+the one place a failed solve becomes an error (`ConvergenceError`)."""
 
 from __future__ import annotations
 
@@ -7,33 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelCheckingError
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    """Numerical options, as PRISM's switches (`-epsilon`, `-relative` /
-    `-absolute`, `-maxiters`, `-jacobi`, `-power`, `-bicgstab`, `-valiter`,
-    `-ii`), `layout`, the device matrix of the iterative solves
-    (`jaxmc.numerics.LAYOUTS`: "auto" is CSR on a CPU, a warp-segment layout
-    run by the Pallas kernels on a GPU), and `precision`, their float type
-    ("fp64" or "fp32"; fp32 refuses an `epsilon` below
-    `jaxmc.numerics.precision.FP32_MIN_EPSILON`, 1e-6, which it cannot reach)."""
-
-    method: str | None = None
-    epsilon: float = 1e-6
-    relative: bool = True
-    max_iters: int = 10000
-    throw: bool = True
-    layout: str = "auto"
-    precision: str = "fp64"
-
-    def __post_init__(self):
-        from ..numerics.matrices import check_layout
-        from ..numerics.precision import check_precision
-
-        check_layout(self.layout)
-        check_precision(self.precision, self.epsilon)
+from ..errors import JaxmcError, ModelCheckingError
+from ..numerics.result import Attempt
+from ..solvers import Status, convergence_error
 
 
 @dataclass
@@ -49,7 +26,15 @@ class CheckResult:
       boolean properties and an error for numerical ones (PRISM reports the
       range, which is in `range`).
     - `status`, `iterations`, `residual`: from the last iterative solve
-      (`"converged"`, `"max_iters"`, ...), where there was one.
+      (`"converged"`, `"max_iters"`, ...), where there was one; `status` is
+      that of the first solve that failed, if one did (then `failure`
+      describes it).
+    - `attempts`: what the last solve tried before the method and layout
+      that produced its values (fallbacks: a layout that could not hold the
+      system, a method handed over to another), oldest first, as
+      `jaxmc.numerics.Attempt`s; empty when the first try succeeded.
+    - `bound`: a certified bound on the absolute error of the last solve's
+      values (None where its method certifies none).
     - `lower`, `upper`, `bound_gap`: with interval iteration, the certified
       bounds on every state's value and their largest gap.
     - `method`, `layout`: the numerical method and the device layout of the
@@ -81,6 +66,10 @@ class CheckResult:
     method: str | None = None
     layout: str | None = None
     precision: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    bound: float | None = None
+    #: The first solve that did not converge (None if all did).
+    failure: Attempt | None = field(default=None, repr=False)
 
     @property
     def at_initial(self) -> np.ndarray:
@@ -110,3 +99,31 @@ class CheckResult:
             hint="use `CheckResult.at_initial` or `.range`, or a filter such as "
             'filter(max, P=? [ ... ], "init")',
         )
+
+
+def raise_on_failure(
+    result: CheckResult, prop: Any = None, properties: Any = None
+) -> CheckResult:
+    """`result`, or the `ConvergenceError` of its first failed solve,
+    located at `prop` (of `properties`): the API's one throw
+    (`SolveOptions.throw`); the solves below it report their status as
+    data."""
+    f = result.failure
+    if f is not None and f.status not in (Status.CONVERGED, Status.REFUSED):
+        e = convergence_error(f.method, f.status, f.iterations, f.residual)
+        raise located(e, prop, properties)
+    return result
+
+
+def located(e: JaxmcError, prop: Any, properties: Any) -> JaxmcError:
+    """`e` located at the property being checked, if it has no place of its
+    own (a numerical failure, a limit reached): the user sees which property
+    of which file it came from."""
+    span = getattr(prop, "span", None)
+    if e.span is None and span is not None:
+        e.span = span
+        source = getattr(properties, "source", None)
+        if source is not None:
+            return e.with_source(source, getattr(properties, "file", None))
+        e.args = (e._render(),)
+    return e

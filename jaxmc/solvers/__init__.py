@@ -33,5 +33,6 @@ from ._results import (  # noqa: E402
     Solution as Solution,
     Status as Status,
     check_solution as check_solution,
+    convergence_error as convergence_error,
     sup_norm as sup_norm,
 )

@@ -26,6 +26,9 @@ class Status(enum.IntEnum):
     BREAKDOWN = 2
     #: The iterate contains NaN or infinity.
     NONFINITE = 3
+    #: Not run: the layout (or method) asked for cannot take this system,
+    #: and another one took over (an `Attempt` of a fallback, not a failure).
+    REFUSED = 4
 
 
 #: Loop-internal status: still iterating.
@@ -91,11 +94,32 @@ def check_solution(sol: Solution, throw: bool, method: str = "solver") -> Soluti
         return eqx.tree_at(lambda s: s.value, sol, value)
     status = Status(int(np.asarray(sol.status)))
     if status != Status.CONVERGED:
-        raise ConvergenceError(
-            f"{method} "
-            + _MESSAGES[status].format(
-                iters=int(sol.iterations), res=float(sol.residual)
-            ),
-            hint=_HINTS[status],
+        raise convergence_error(
+            method, status, int(sol.iterations), float(sol.residual)
         )
     return sol
+
+
+#: How `convergence_error` names the methods of `jaxmc.SolveOptions`.
+METHOD_NAMES = {
+    "jacobi": "Jacobi",
+    "gauss_seidel": "Gauss–Seidel",
+    "power": "Power method",
+    "bicgstab": "BiCGStab",
+    "value_iteration": "Value iteration",
+    "interval_iteration": "Interval iteration",
+    "gmres": "GMRES",
+}
+
+
+def convergence_error(
+    method: str, status: Status, iterations: int, residual: float
+) -> ConvergenceError:
+    """The error of a solve by `method` (a name of `METHOD_NAMES` or a
+    display name) that stopped with `status` (not CONVERGED)."""
+    name = METHOD_NAMES.get(method, method)
+    return ConvergenceError(
+        f"{name} "
+        + _MESSAGES[Status(status)].format(iters=int(iterations), res=float(residual)),
+        hint=_HINTS[Status(status)],
+    )

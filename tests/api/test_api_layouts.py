@@ -7,7 +7,7 @@ the timing breakdown of `CheckResult`; the automatic choice."""
 import pytest
 
 import jaxmc
-from jaxmc.numerics import resolve_layout
+from jaxmc.numerics import DeviceModel
 
 
 DTMC = """
@@ -158,7 +158,7 @@ def test_pallas_interpret_through_check(monkeypatch):
 
 def test_auto_is_csr_on_cpu_and_bad_names_refused():
     em = jaxmc.build(jaxmc.load_model_string(DTMC))
-    assert resolve_layout(em, "auto") == "csr"
+    assert DeviceModel(em, "auto").kind == "csr"
     r = jaxmc.check(jaxmc.load_model_string(DTMC), 'P=? [ F "goal" ]')
     assert r.layout == "csr" and r.method == "jacobi"
     with pytest.raises(ValueError, match="layout"):

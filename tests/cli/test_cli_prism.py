@@ -4,6 +4,7 @@ note for what jaxmc does instead, -nofixdl, --prop errors located in the text
 as typed, --max-states and exploration progress, and the last-resort handler
 (exit 3, a crash report, no traceback)."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -31,12 +32,15 @@ def run(capsys, *argv):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The keyword arguments of every `jaxmc.check` call."""
+    """The keyword arguments of every `jaxmc.check` call, the fields of its
+    `options` included."""
     seen = []
     real = jaxmc.check
 
     def spy(*a, **kw):
-        seen.append(kw)
+        options = kw.get("options")
+        fields = dataclasses.asdict(options) if options is not None else {}
+        seen.append({**fields, **kw})
         return real(*a, **kw)
 
     monkeypatch.setattr(jaxmc, "check", spy)

@@ -14,9 +14,9 @@ from jax import lax
 
 import jaxmc
 from jaxmc.diff._iteration import Relevance, _iterate, _jacobi, _sor
-from jaxmc.diff._linear_solve import Options
 from jaxmc.diff._sparsity import Pattern
 from jaxmc.diff._sweep import gs_sweep
+from jaxmc.options import SolveOptions
 
 
 EXAMPLES = (
@@ -184,10 +184,10 @@ def test_columns_choose_their_own_omega():
 
 
 def test_options_validate_omega():
-    assert Options().omega is None and Options(omega=1.0).omega == 1.0
+    assert SolveOptions().omega is None and SolveOptions(omega=1.0).omega == 1.0
     for bad in (0.0, 2.0, -1.0):
         with pytest.raises(ValueError, match="omega"):
-            Options(omega=bad)
+            SolveOptions(omega=bad)
 
 
 def test_solve_and_grad_agree_with_plain_gauss_seidel():

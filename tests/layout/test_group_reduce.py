@@ -226,7 +226,6 @@ def _check_both(monkeypatch, path, prop, consts=None):
     monkeypatch.setattr(layout_model, "group_index", lambda *a, **k: None)
     monkeypatch.setattr(matrices, "group_index", lambda *a, **k: None)
 
-    matrices._CACHE.clear()
     without = jaxmc.check(
         jaxmc.load_model(str(path), consts), prop, method="value_iteration"
     ).value

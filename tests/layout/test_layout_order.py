@@ -29,6 +29,7 @@ from jaxmc.layout import (
     padding,
     window_order,
 )
+from jaxmc.options import SolveOptions
 
 
 MODELS = (
@@ -255,8 +256,12 @@ def test_jacobi_steady_state_with_the_order(monkeypatch):
         lambda *a, **k: (None, dict(method="none", layout="none")),
     )
     kw = dict(epsilon=1e-10, max_iters=100000)
-    ref = steady.stationary_distributions(m, layout="csr", device=True, **kw)[3]
-    got = steady.stationary_distributions(m, layout="warp", device=True, **kw)[3]
+    ref = steady.stationary_distributions(
+        m, device=True, options=SolveOptions(layout="csr", **kw)
+    )[3]
+    got = steady.stationary_distributions(
+        m, device=True, options=SolveOptions(layout="warp", **kw)
+    )[3]
     assert calls == [False, True]
     assert got.method == ref.method == "jacobi"
     assert got.iterations == ref.iterations

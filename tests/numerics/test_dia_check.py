@@ -15,8 +15,11 @@ import scipy.sparse as sp
 
 import jaxmc
 from jaxmc.layout import CSR, CompactDIA, dia_order, ordered_dia
-from jaxmc.numerics import steady_solve
-from jaxmc.numerics.matrices import lex_rank
+from jaxmc.numerics import DeviceModel, steady_solve
+
+
+def lex_rank(model, states=None):
+    return DeviceModel(model).lex_rank(states)
 
 
 EXAMPLES = (

@@ -18,6 +18,7 @@ from jaxmc import numerics as nm
 from jaxmc.errors import ModelCheckingError
 from jaxmc.explore.model import RewardStructure
 from jaxmc.numerics.bounds import reward_upper_bound
+from jaxmc.options import SolveOptions
 
 
 def _one_step(m, P=None):
@@ -62,7 +63,10 @@ def test_interval_iteration_dtmc(seed):
         assert u >= ref[fin].max() - 1e-12
     eps = 1e-8
     res = nm.reachability_rewards(
-        m, m.rewards[0], target, method="interval_iteration", epsilon=eps
+        m,
+        m.rewards[0],
+        target,
+        options=SolveOptions(method="interval_iteration", epsilon=eps),
     )
     assert (np.isinf(res.values) == ~fin).all()
     np.testing.assert_allclose(res.values[fin], ref[fin], rtol=2 * eps)
@@ -79,9 +83,14 @@ def test_interval_iteration_ctmc():
     m, rng = random_model("ctmc", 20, 3, absorbing=2)
     target = np.zeros(20, bool)
     target[-2:] = True
-    vi = nm.reachability_rewards(m, m.rewards[0], target, epsilon=1e-12)
+    vi = nm.reachability_rewards(
+        m, m.rewards[0], target, options=SolveOptions(epsilon=1e-12)
+    )
     ii = nm.reachability_rewards(
-        m, m.rewards[0], target, method="interval_iteration", epsilon=1e-9
+        m,
+        m.rewards[0],
+        target,
+        options=SolveOptions(method="interval_iteration", epsilon=1e-09),
     )
     fin = np.isfinite(vi.values)
     assert (np.isinf(ii.values) == ~fin).all()
@@ -110,7 +119,11 @@ def test_interval_iteration_mdp_against_policies(opt, seed):
     )
     eps = 1e-9
     res = nm.reachability_rewards(
-        m, rew, target, opt=opt, method="interval_iteration", epsilon=eps
+        m,
+        rew,
+        target,
+        opt=opt,
+        options=SolveOptions(method="interval_iteration", epsilon=eps),
     )
     assert (np.isinf(res.values) == np.isinf(ref)).all(), (res.values, ref)
     fin = np.isfinite(ref)
@@ -155,17 +168,26 @@ def test_interval_iteration_total_rewards():
     parts (for MDP max after collapsing zero-reward end components), so
     interval iteration certifies them."""
     m, _ = random_model("dtmc", 6, 0, absorbing=1)
-    ref = nm.total_rewards(m, m.rewards[0], epsilon=1e-12)
-    ii = nm.total_rewards(m, m.rewards[0], method="interval_iteration", epsilon=1e-9)
+    ref = nm.total_rewards(m, m.rewards[0], options=SolveOptions(epsilon=1e-12))
+    ii = nm.total_rewards(
+        m,
+        m.rewards[0],
+        options=SolveOptions(method="interval_iteration", epsilon=1e-09),
+    )
     finite = np.isfinite(ref.values)
     np.testing.assert_allclose(ii.values[finite], ref.values[finite], rtol=1e-6)
     assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))
     for seed in range(4):
         mdp, _ = random_model("mdp", 8, seed, absorbing=1)
         for opt in ("min", "max"):
-            ref = nm.total_rewards(mdp, mdp.rewards[0], opt=opt, epsilon=1e-12)
+            ref = nm.total_rewards(
+                mdp, mdp.rewards[0], opt=opt, options=SolveOptions(epsilon=1e-12)
+            )
             ii = nm.total_rewards(
-                mdp, mdp.rewards[0], opt=opt, method="interval_iteration", epsilon=1e-9
+                mdp,
+                mdp.rewards[0],
+                opt=opt,
+                options=SolveOptions(method="interval_iteration", epsilon=1e-09),
             )
             ok = np.isfinite(ref.values)
             assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))

@@ -9,6 +9,7 @@ import scipy.stats
 from test_numerics_helpers import dense, expm_transient, make_model, random_model
 
 from jaxmc import numerics as nm
+from jaxmc.options import SolveOptions
 
 
 @pytest.mark.parametrize("lam", [0.05, 1.0, 7.5, 24.99, 25.0, 150.0, 2500.0, 40000.0])
@@ -36,7 +37,7 @@ def test_fox_glynn_rejects_zero():
 def test_two_state_transient_closed_form():
     a, b, t = 2.0, 3.0, 0.7
     m = make_model("ctmc", [[{1: a}], [{0: b}]])
-    pi = nm.transient_probabilities(m, t, epsilon=1e-12)
+    pi = nm.transient_probabilities(m, t, options=SolveOptions(epsilon=1e-12))
     p01 = a / (a + b) * (1 - np.exp(-(a + b) * t))
     np.testing.assert_allclose(pi, [1 - p01, p01], atol=1e-10)
 
@@ -57,13 +58,15 @@ def test_ctmc_bounded_until_against_expm(seed):
     absorb = psi | ~phi
     Q1 = np.where(absorb[:, None], 0.0, Q)
     ref = expm_transient(Q1, t2) @ psi.astype(float)
-    res = nm.ctmc_bounded_until(m, phi, psi, t2, epsilon=1e-10)
+    res = nm.ctmc_bounded_until(m, phi, psi, t2, options=SolveOptions(epsilon=1e-10))
     np.testing.assert_allclose(res.values, ref, atol=1e-9)
     # U[t1,t2]: t2-t1 with absorb, then t1 with ~phi absorbing and phi-masked start
     v = expm_transient(Q1, t2 - t1) @ psi.astype(float)
     Q2 = np.where(~phi[:, None], 0.0, Q)
     ref2 = expm_transient(Q2, t1) @ np.where(phi, v, 0.0)
-    res2 = nm.ctmc_bounded_until(m, phi, psi, t2, lower=t1, epsilon=1e-10)
+    res2 = nm.ctmc_bounded_until(
+        m, phi, psi, t2, lower=t1, options=SolveOptions(epsilon=1e-10)
+    )
     np.testing.assert_allclose(res2.values, ref2, atol=1e-9)
     del n
 
@@ -75,13 +78,15 @@ def test_ctmc_transient_instantaneous_cumulative():
     init = np.zeros(len(Q))
     init[0] = 1
     np.testing.assert_allclose(
-        nm.transient_probabilities(m, t, epsilon=1e-12),
+        nm.transient_probabilities(m, t, options=SolveOptions(epsilon=1e-12)),
         init @ expm_transient(Q, t),
         atol=1e-10,
     )
     st = m.rewards[0].state
     np.testing.assert_allclose(
-        nm.ctmc_instantaneous_rewards(m, m.rewards[0], t, epsilon=1e-12).values,
+        nm.ctmc_instantaneous_rewards(
+            m, m.rewards[0], t, options=SolveOptions(epsilon=1e-12)
+        ).values,
         expm_transient(Q, t) @ st,
         atol=1e-9,
     )
@@ -91,7 +96,9 @@ def test_ctmc_transient_instantaneous_cumulative():
     ref = scipy.integrate.quad_vec(
         lambda u: expm_transient(Q, u) @ r, 0, t, epsabs=1e-12
     )[0]
-    res = nm.ctmc_cumulative_rewards(m, m.rewards[0], t, epsilon=1e-12)
+    res = nm.ctmc_cumulative_rewards(
+        m, m.rewards[0], t, options=SolveOptions(epsilon=1e-12)
+    )
     np.testing.assert_allclose(res.values, ref, atol=1e-8)
 
 
@@ -107,11 +114,11 @@ def _dense_stationary(P):
 def test_steady_state_periodic_dtmc():
     # states 0 -> {1: .5, 3: .5}; BSCC {1,2} periodic; BSCC {3} absorbing.
     m = make_model("dtmc", [[{1: 0.5, 3: 0.5}], [{2: 1.0}], [{1: 1.0}], [{3: 1.0}]])
-    dist = nm.steady_state(m, epsilon=1e-12)
+    dist = nm.steady_state(m, options=SolveOptions(epsilon=1e-12))
     np.testing.assert_allclose(dist, [0, 0.25, 0.25, 0.5], atol=1e-9)
     phi = np.array([0, 1, 0, 0], bool)
     np.testing.assert_allclose(
-        nm.steady_state_values(m, phi, epsilon=1e-12).values,
+        nm.steady_state_values(m, phi, options=SolveOptions(epsilon=1e-12)).values,
         [0.25, 0.5, 0.5, 0],
         atol=1e-9,
     )
@@ -138,19 +145,29 @@ def test_steady_state_random(kind, seed):
     for b in range(count):
         idx = np.nonzero(labels == b)[0]
         ref_pi[idx] = _dense_stationary(P[np.ix_(idx, idx)])
-    pi, lab2, count2, _ = nm.stationary_distributions(m, epsilon=1e-13)
+    pi, lab2, count2, _ = nm.stationary_distributions(
+        m, options=SolveOptions(epsilon=1e-13)
+    )
     assert count2 == count
     np.testing.assert_allclose(pi, ref_pi, atol=1e-9)
     # long-run limit of the (aperiodic) chain from state 0 equals steady_state
     lim = np.linalg.matrix_power(0.5 * (np.eye(len(P)) + P), 20000)
-    np.testing.assert_allclose(nm.steady_state(m, epsilon=1e-12), lim[0], atol=1e-8)
+    np.testing.assert_allclose(
+        nm.steady_state(m, options=SolveOptions(epsilon=1e-12)), lim[0], atol=1e-8
+    )
     phi = rng.random(len(P)) < 0.5
     np.testing.assert_allclose(
-        nm.steady_state_values(m, phi, epsilon=1e-12).values, lim @ phi, atol=1e-8
+        nm.steady_state_values(m, phi, options=SolveOptions(epsilon=1e-12)).values,
+        lim @ phi,
+        atol=1e-8,
     )
     r = m.rewards[0].state + (dense(m) * _trans(m)).sum(1)
     np.testing.assert_allclose(
-        nm.long_run_rewards(m, m.rewards[0], epsilon=1e-12).values, lim @ r, atol=1e-7
+        nm.long_run_rewards(
+            m, m.rewards[0], options=SolveOptions(epsilon=1e-12)
+        ).values,
+        lim @ r,
+        atol=1e-7,
     )
     del Pemb
 

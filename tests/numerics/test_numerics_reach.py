@@ -13,6 +13,7 @@ from test_numerics_helpers import (
 )
 
 from jaxmc import numerics as nm
+from jaxmc.options import SolveOptions
 
 
 def _masks(rng, n):
@@ -60,7 +61,9 @@ def test_until_dtmc(method, seed):
     m, rng = random_model("dtmc", 30, seed, absorbing=3)
     phi, psi = _masks(rng, 30)
     ref = dtmc_until(dense(m), phi, psi)
-    res = nm.until_probabilities(m, phi, psi, method=method, epsilon=1e-10)
+    res = nm.until_probabilities(
+        m, phi, psi, options=SolveOptions(method=method, epsilon=1e-10)
+    )
     assert res.status == nm.NumericResult(None).status
     np.testing.assert_allclose(res.values, ref, rtol=1e-7, atol=1e-9)
     assert (res.values[ref == 0] == 0).all() and (res.values[ref == 1] == 1).all()
@@ -71,7 +74,9 @@ def test_until_ctmc_uses_embedded_dtmc():
     phi, psi = _masks(rng, 20)
     ref = dtmc_until(embedded(m), phi, psi)
     np.testing.assert_allclose(
-        nm.until_probabilities(m, phi, psi, epsilon=1e-10).values, ref, rtol=1e-7
+        nm.until_probabilities(m, phi, psi, options=SolveOptions(epsilon=1e-10)).values,
+        ref,
+        rtol=1e-7,
     )
 
 
@@ -84,7 +89,11 @@ def test_until_mdp_against_policies(method, opt, seed):
     psi[3] = True
     ref = by_policy(m, lambda Pp, _: dtmc_until(Pp, phi, psi), opt)
     res = nm.until_probabilities(
-        m, phi, psi, opt=opt, method=method, epsilon=1e-9, relative=False
+        m,
+        phi,
+        psi,
+        opt=opt,
+        options=SolveOptions(method=method, epsilon=1e-09, relative=False),
     )
     np.testing.assert_allclose(res.values, ref, atol=1e-7)
 
@@ -98,7 +107,11 @@ def test_interval_iteration_collapses_end_components():
     )
     psi = np.array([0, 0, 1, 0], bool)
     res = nm.until_probabilities(
-        m, np.ones(4, bool), psi, opt="max", method="interval_iteration"
+        m,
+        np.ones(4, bool),
+        psi,
+        opt="max",
+        options=SolveOptions(method="interval_iteration"),
     )
     np.testing.assert_allclose(res.values, [0.5, 0.5, 1, 0], atol=1e-6)
     assert res.values[0] <= 0.5 + 1e-6
@@ -113,7 +126,9 @@ def test_gamblers_ruin():
     psi[N] = True
     r = (1 - p) / p
     ref = (1 - r ** np.arange(N + 1)) / (1 - r**N)
-    res = nm.until_probabilities(m, np.ones(N + 1, bool), psi, epsilon=1e-12)
+    res = nm.until_probabilities(
+        m, np.ones(N + 1, bool), psi, options=SolveOptions(epsilon=1e-12)
+    )
     np.testing.assert_allclose(res.values, ref, rtol=1e-9)
 
 
@@ -172,7 +187,9 @@ def test_until_lower_bound_dtmc():
     x = dtmc_until(P, phi, psi)
     for _ in range(3):
         x = np.where(phi, P @ x, 0.0)
-    res = nm.bounded_until(m, phi, psi, None, lower=3, epsilon=1e-10)
+    res = nm.bounded_until(
+        m, phi, psi, None, lower=3, options=SolveOptions(epsilon=1e-10)
+    )
     np.testing.assert_allclose(res.values, x, rtol=1e-7)
 
 

@@ -15,6 +15,7 @@ from test_numerics_helpers import (
 
 from jaxmc import numerics as nm
 from jaxmc.explore.model import RewardStructure
+from jaxmc.options import SolveOptions
 
 
 def _one_step(m, P=None):
@@ -29,7 +30,9 @@ def test_reach_rewards_dtmc(method, seed):
     target = rng.random(25) < 0.2
     target[-1] = True
     ref = dtmc_reach_reward(dense(m), _one_step(m), target)
-    res = nm.reachability_rewards(m, m.rewards[0], target, method=method, epsilon=1e-11)
+    res = nm.reachability_rewards(
+        m, m.rewards[0], target, options=SolveOptions(method=method, epsilon=1e-11)
+    )
     assert (np.isinf(res.values) == np.isinf(ref)).all()
     fin = np.isfinite(ref)
     np.testing.assert_allclose(res.values[fin], ref[fin], rtol=1e-7)
@@ -68,7 +71,7 @@ def test_reach_rewards_mdp_against_policies(opt, seed):
         m, lambda Pp, pol: dtmc_reach_reward(Pp, r_choice[pol], target), opt
     )
     res = nm.reachability_rewards(
-        m, rew, target, opt=opt, epsilon=1e-10, relative=False
+        m, rew, target, opt=opt, options=SolveOptions(epsilon=1e-10, relative=False)
     )
     assert (np.isinf(res.values) == np.isinf(ref)).all(), (res.values, ref)
     fin = np.isfinite(ref)
@@ -134,7 +137,9 @@ def test_total_rewards_mdp_against_policies(opt, seed):
         return np.where(y - x > 1e-9, np.inf, x)
 
     ref = by_policy(m, total, opt)
-    res = nm.total_rewards(m, rew, opt=opt, epsilon=1e-12, relative=False)
+    res = nm.total_rewards(
+        m, rew, opt=opt, options=SolveOptions(epsilon=1e-12, relative=False)
+    )
     assert (np.isinf(res.values) == np.isinf(ref)).all(), (res.values, ref)
     fin = np.isfinite(ref)
     np.testing.assert_allclose(res.values[fin], ref[fin], atol=1e-6)
@@ -174,7 +179,9 @@ def test_ctmc_reach_rewards_embedded():
     r = np.divide(m.rewards[0].state, e, out=np.zeros(15), where=e > 0)
     r = r + (P * dense_trans_reward(m)).sum(1)
     ref = dtmc_reach_reward(P, r, target)
-    res = nm.ctmc_reachability_rewards(m, m.rewards[0], target, epsilon=1e-11)
+    res = nm.ctmc_reachability_rewards(
+        m, m.rewards[0], target, options=SolveOptions(epsilon=1e-11)
+    )
     fin = np.isfinite(ref)
     assert (np.isinf(res.values) == ~fin).all()
     np.testing.assert_allclose(res.values[fin], ref[fin], rtol=1e-7)

@@ -11,6 +11,7 @@ from test_numerics_helpers import make_model
 
 from jaxmc import numerics as nm
 from jaxmc.numerics import steady_solve
+from jaxmc.options import SolveOptions
 
 
 @pytest.fixture(params=["direct", "gmres", "jacobi"])
@@ -33,7 +34,7 @@ def test_periodic_every_path(path):
     # a periodic CTMC jump chain (ring 0 -> 1 -> 2 -> 0 of rates 1, 2, 4):
     # plain Jacobi would oscillate; pi ~ 1/rate.
     m = make_model("ctmc", [[{1: 1.0}], [{2: 2.0}], [{0: 4.0}]])
-    pi, _, _, res = nm.stationary_distributions(m, epsilon=1e-12)
+    pi, _, _, res = nm.stationary_distributions(m, options=SolveOptions(epsilon=1e-12))
     np.testing.assert_allclose(pi, np.array([1, 0.5, 0.25]) / 1.75, rtol=1e-9)
     assert res.method == path
 
@@ -111,14 +112,14 @@ def device_path(request, monkeypatch):
 def test_device_random_chains(device_path, kind):
     test_steady_state_random(kind, 1)
     m, _ = __import__("test_numerics_ctmc").random_model(kind, 15, 1, absorbing=1)
-    *_, res = nm.stationary_distributions(m, epsilon=1e-12)
+    *_, res = nm.stationary_distributions(m, options=SolveOptions(epsilon=1e-12))
     assert res.method == ("bicgstab" if device_path == "device" else "jacobi")
     assert res.extra["layout"] in ("warp", "warp2") and res.iterations > 0
 
 
 def test_device_periodic(device_path):
     m = make_model("ctmc", [[{1: 1.0}], [{2: 2.0}], [{0: 4.0}]])
-    pi, _, _, res = nm.stationary_distributions(m, epsilon=1e-12)
+    pi, _, _, res = nm.stationary_distributions(m, options=SolveOptions(epsilon=1e-12))
     np.testing.assert_allclose(pi, np.array([1, 0.5, 0.25]) / 1.75, rtol=1e-9)
 
 
@@ -132,7 +133,9 @@ def test_device_gmres_slowly_mixing_matches_host():
         [[{1: fast}], [{0: fast, 2: slow}], [{3: fast, 1: 3 * slow}], [{2: fast}]],
     )
     for layout in ("csr", "warp", "ell"):
-        pi, _, _, res = nm.stationary_distributions(m, device=True, layout=layout)
+        pi, _, _, res = nm.stationary_distributions(
+            m, device=True, options=SolveOptions(layout=layout)
+        )
         np.testing.assert_allclose(pi, np.array([3, 3, 1, 1]) / 8, rtol=1e-9)
         assert res.method == "bicgstab" and res.extra["layout"] == layout
     rng = np.random.default_rng(3)
@@ -148,7 +151,9 @@ def test_device_gmres_slowly_mixing_matches_host():
     ]
     m = make_model("ctmc", rows)
     host, *_ = nm.stationary_distributions(m, device=False)
-    dev, _, _, res = nm.stationary_distributions(m, device=True, layout="warp")
+    dev, _, _, res = nm.stationary_distributions(
+        m, device=True, options=SolveOptions(layout="warp")
+    )
     np.testing.assert_allclose(dev, host, rtol=1e-9, atol=1e-15)
     assert res.method == "bicgstab" and res.residual < 1e-9
 

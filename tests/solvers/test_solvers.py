@@ -12,6 +12,7 @@ from jaxmc import numerics as nm, solvers
 from jaxmc.errors import ConvergenceError
 from jaxmc.kernels import spmv
 from jaxmc.layout import CSR, from_model
+from jaxmc.options import SolveOptions
 from jaxmc.solvers import Status
 
 
@@ -108,9 +109,14 @@ def test_until_throw_and_status():
     psi = np.zeros(30, bool)
     psi[-1] = True
     with pytest.raises(ConvergenceError):
-        nm.until_probabilities(m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14)
+        nm.until_probabilities(
+            m, np.ones(30, bool), psi, options=SolveOptions(max_iters=2, epsilon=1e-14)
+        )
     res = nm.until_probabilities(
-        m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, throw=False
+        m,
+        np.ones(30, bool),
+        psi,
+        options=SolveOptions(max_iters=2, epsilon=1e-14, throw=False),
     )
     assert res.status == Status.MAX_ITERS
 
@@ -160,7 +166,12 @@ def test_numerics_do_not_recompile_across_properties(monkeypatch):
     for seed in range(3):
         psi = np.random.default_rng(seed).random(27) < 0.3
         psi[-1] = True
-        nm.until_probabilities(m, np.ones(27, bool), psi, epsilon=10.0 ** -(6 + seed))
+        nm.until_probabilities(
+            m,
+            np.ones(27, bool),
+            psi,
+            options=SolveOptions(epsilon=10.0 ** (-(6 + seed))),
+        )
     assert len(traces) == 1
 
 
@@ -173,18 +184,16 @@ def test_interval_iteration_brackets_value():
         np.ones(30, bool),
         psi,
         opt="min",
-        method="interval_iteration",
-        epsilon=1e-8,
-        relative=False,
+        options=SolveOptions(
+            method="interval_iteration", epsilon=1e-08, relative=False
+        ),
     )
     ref = nm.until_probabilities(
         m,
         np.ones(30, bool),
         psi,
         opt="min",
-        epsilon=1e-14,
-        relative=False,
-        max_iters=10**6,
+        options=SolveOptions(epsilon=1e-14, relative=False, max_iters=10**6),
     )
     assert (res.extra["lower"] <= ref.values + 1e-12).all()
     assert (res.extra["upper"] >= ref.values - 1e-12).all()
@@ -194,9 +203,11 @@ def test_interval_iteration_brackets_value():
 def test_ell_layout_in_numerics():
     m, rng = random_model("dtmc", 40, 8, absorbing=3)
     psi = rng.random(40) < 0.2
-    a = nm.until_probabilities(m, np.ones(40, bool), psi, epsilon=1e-12).values
+    a = nm.until_probabilities(
+        m, np.ones(40, bool), psi, options=SolveOptions(epsilon=1e-12)
+    ).values
     b = nm.until_probabilities(
-        m, np.ones(40, bool), psi, epsilon=1e-12, layout="sell"
+        m, np.ones(40, bool), psi, options=SolveOptions(epsilon=1e-12, layout="sell")
     ).values
     np.testing.assert_allclose(a, b, rtol=1e-12)
 

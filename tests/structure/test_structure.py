@@ -30,8 +30,8 @@ LAYERS = (
     "lang",
 )
 
-#: Private modules every package may import.
-SHARED_PRIVATE = {"jaxmc._config", "jaxmc.errors"}
+#: Shared modules every package may import (settings, errors, options).
+SHARED_PRIVATE = {"jaxmc._config", "jaxmc.errors", "jaxmc.options"}
 
 
 def _top_package(module: str) -> str:
