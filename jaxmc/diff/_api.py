@@ -324,6 +324,8 @@ def solve_params(model, prop, params: Mapping[str, Any], **kwargs):
             return rebuild_solve(model, prop, point)
     out = problem(params)
     raise_if_nan(out, "the parametric solve")
+    if problem.result_type is not None and _concrete(params):
+        out = out.astype(problem.result_type)
     return out
 
 
@@ -572,4 +574,6 @@ def sweep(
             f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",
             hint="raise `max_iters` or check that every point gives a valid model",
         )
+    if problem.result_type is not None:
+        out = out.astype(problem.result_type)
     return out.reshape(shape)
