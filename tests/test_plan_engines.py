@@ -229,3 +229,25 @@ def test_gradients_of_planned_properties(models, tmp_path, kind, prop):
 
     fd = (eager(POINT + h) - eager(POINT - h)) / (2 * h)
     assert g == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+def test_sweep_of_a_threshold_and_a_filter(models, tmp_path):
+    """A sweep executes the same plan: a threshold's truth (bool) and a
+    filter's value at each point equal the eager checker's there."""
+    _, parametric = models["dtmc"]
+    path = tmp_path / "m.prism"
+    path.write_text(DTMC)
+    ps = np.array([0.1, 0.3, 0.6, 0.9])
+    for prop in ["P>0.45 [ F<=4 s=3 ]", "filter(max, P=? [ F<=4 s=3 ], s<3)"]:
+        swept = jaxmc.sweep(parametric, prop, params={"p": ps})
+        eager = [
+            np.asarray(
+                jaxmc.solve(
+                    jaxmc.load_model(str(path), f"p={float(p)!r}"), prop, epsilon=1e-12
+                )
+            )
+            for p in ps
+        ]
+        assert swept.dtype == np.asarray(eager[0]).dtype
+        np.testing.assert_allclose(swept, eager, rtol=1e-9)
+    assert swept.shape == ps.shape
