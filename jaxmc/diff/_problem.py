@@ -252,7 +252,8 @@ class Problem(
         )
 
     def values_fn(self):
-        """The pure function `(arrays, theta) -> values at all states`."""
+        """The pure function `(arrays, theta) -> values at all states` (the
+        one value of a filter, where the property is one)."""
         return self._plan
 
     def _put(self, key, value):
