@@ -28,6 +28,7 @@ from ..options import SolveOptions
 from ..props import check_property, raise_on_failure
 from ..props.resolve import property_to_check, resolve_property
 from ._linear_solve import raise_if_nan
+from ._params import check_values, concrete
 from ._problem import Problem
 from ._structure import generic_points
 from ._values import VanishingAtBuildPoint
@@ -35,53 +36,6 @@ from ._values import VanishingAtBuildPoint
 
 _PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _RECHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def concrete(v) -> float | None:
-    """`float(v)` for a concrete scalar, None for an abstract tracer. Under
-    eager `jax.grad`/`jax.jvp` the tracer's primal is concrete and used (only
-    to choose where to build the state space; nothing is differentiated
-    through it)."""
-    for _ in range(16):
-        try:
-            return float(np.asarray(v))
-        except (
-            TypeError,
-            jax.errors.ConcretizationTypeError,
-            jax.errors.TracerArrayConversionError,
-        ):
-            pass
-        v = getattr(v, "primal", None)
-        if v is None:
-            return None
-    return None
-
-
-def check_values(params, batch: bool = False) -> None:
-    """Every value of `params` is a number (or, with `batch`, an array of
-    numbers), a JAX tracer included."""
-    if not isinstance(params, Mapping):
-        raise SemanticError(
-            f"`params` should be a mapping name -> value, not {type(params).__name__}",
-            hint='e.g. params={"p": 0.3}',
-        )
-    for k, v in params.items():
-        if isinstance(v, jax.core.Tracer):
-            ok = jnp.issubdtype(v.dtype, jnp.number) and not jnp.issubdtype(
-                v.dtype, jnp.bool_
-            )
-        elif isinstance(v, (str, bytes, bool, np.bool_)) or v is None:
-            ok = False
-        else:
-            try:
-                a = np.asarray(v)
-            except Exception:  # noqa: BLE001 - anything numpy cannot read is not a number
-                ok = False
-            else:
-                ok = a.dtype.kind in "iuf" and (batch or a.ndim == 0)
-        if not ok:
-            what = "a number or an array of numbers" if batch else "a number"
-            raise SemanticError(f"parameter `{k}`: expected {what}, got {v!r}")
 
 
 def _parameter_names(checked) -> list[str]:
@@ -344,6 +298,8 @@ def solve_params(
     out = problem(params)
     if options.throw:
         raise_if_nan(out, "the parametric solve")
+    if problem.result_type is not None and _concrete(params):
+        out = out.astype(problem.result_type)
     return out
 
 
@@ -597,4 +553,6 @@ def sweep(
             f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",
             hint="raise `max_iters` or check that every point gives a valid model",
         )
+    if problem.result_type is not None:
+        out = out.astype(problem.result_type)
     return out.reshape(shape)

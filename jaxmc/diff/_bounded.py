@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..lang import ast
 from ..numerics import graph
 from ._expr import evaluate_scalar
 from ._sparsity import spmv
@@ -79,7 +80,36 @@ class BoundedSolves:
 
         return plan
 
+    def _steps(self, first, k, opt, active=None):
+        """`k` steps `x <- opt(P x)` from `first(arrays, theta)`, kept at 0
+        outside `active` (a mask; None: everywhere)."""
+        tag = self._put(
+            f"steps{len(self.host)}",
+            {
+                "active": np.ones(self.n, bool) if active is None else active,
+                "row": self.row.astype(np.int32),
+                "col": self.col.astype(np.int32),
+            },
+        )
+        nc = self.model.num_choices
+
+        def plan(arrays, theta):
+            h = arrays[tag]
+            P, _ = self._probs(arrays, theta)
+
+            def step(x, _):
+                q = jax.ops.segment_sum(
+                    P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True
+                )
+                return jnp.where(h["active"], self._group(arrays, q, opt), 0.0)
+
+            return _checkpointed_scan(step, first(arrays, theta), None, k)
+
+        return plan
+
     def _ctmc_bounded(self, phi, psi, high):
+        """`φ U<=t ψ` on a CTMC; `high` (t) a number or an expression of the
+        parameters."""
         no = self.graph(graph.prob0, phi, psi)
         maybe = phi & ~psi & ~no
         km = np.flatnonzero(maybe[self.soe])
@@ -96,7 +126,18 @@ class BoundedSolves:
         # Static number of Poisson terms, from the build point with margin.
         val0 = self.model.val
         e0 = np.bincount(self.soe[km], weights=val0[km], minlength=n)
-        t0 = float(np.asarray(evaluate_scalar(high, self.params, self.build_params)))
+        if isinstance(high, ast.Node):
+
+            def time(theta):
+                return evaluate_scalar(high, self.params, theta, what="the time bound")
+
+        else:
+            t_fixed = float(high)
+
+            def time(theta):
+                return jnp.asarray(t_fixed, jnp.float64)
+
+        t0 = float(np.asarray(time(self.build_params)))
         lam0 = 1.02 * max(float(e0.max(initial=0.0)), 1e-300) * t0
         self.statics["cap"] = 1.5 * lam0
         self.statics["K"] = _poisson_terms(1.5 * lam0)
@@ -107,7 +148,7 @@ class BoundedSolves:
             E = jax.ops.segment_sum(
                 R, h["rows"], num_segments=n, indices_are_sorted=True
             )
-            t = evaluate_scalar(high, self.params, theta, what="the time bound")
+            t = time(theta)
             return 1.02 * jnp.max(E, initial=0.0) * t
 
         self.statics["lam_fn"] = lam_fn
@@ -120,7 +161,7 @@ class BoundedSolves:
                 R, h["rows"], num_segments=n, indices_are_sorted=True
             )
             q = lax.stop_gradient(1.02 * jnp.maximum(jnp.max(E), 1e-300))
-            t = evaluate_scalar(high, self.params, theta, what="the time bound")
+            t = time(theta)
             lam = q * t
             K = self.statics["K"]
             i = jnp.arange(K + 1, dtype=jnp.float64)

@@ -1,11 +1,14 @@
 """A property compiled into a pure, jittable function of the parameters.
 
 `Problem(...)` does everything that depends on the structure only, once, on
-the host: it evaluates the state sub-formulas to masks, runs the qualitative
-precomputation (prob0/prob1, BSCCs; Storm's `graph.h`) on the graph built at
-the build point, and picks the numerical scheme. `Problem.__call__(theta)`
-is then a pure function of the parameter values (`jax.grad`, `jax.jvp`,
-`jax.jacrev` and `jax.vmap` apply), compiled once: new values never retrace.
+the host: it executes the property's plan (`jaxmc.props.plan`, the one the
+eager checker executes too: dualities, bounds, min/max, reward structures,
+thresholds, filters), evaluating the state sub-formulas to masks, running the
+qualitative precomputation (prob0/prob1, BSCCs; Storm's `graph.h`) on the
+graph built at the build point, and picking the numerical scheme.
+`Problem.__call__(theta)` is then a pure function of the parameter values
+(`jax.grad`, `jax.jvp`, `jax.jacrev` and `jax.vmap` apply), compiled once:
+new values never retrace.
 
 How each property is differentiated:
 
@@ -38,25 +41,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import cpu_solver_options
-from ..errors import ModelCheckingError, SemanticError, UnsupportedError
+from ..errors import SemanticError
 from ..explore.model import ExplicitModel
-from ..lang import ast
-from ..lang.ast import ModelType, TemporalOp, TimeBoundKind
+from ..lang.ast import ModelType
 from ..numerics import graph
-from ..numerics.device import DeviceModel
-from ..options import SolveOptions, check_options
-from ..props.check import _Checker
-from ..props.rewards import require_nonnegative
+from ..options import SolveOptions
+from ..props import state_formulas
 from ._bounded import BoundedSolves, _poisson_terms
-from ._expr import mentions
+from ._execute import PlanExecution
 from ._rewards import RewardSolves
 from ._steady import SteadySolves
 from ._structure import GraphLog
 from ._unbounded import UnboundedSolves
 from ._values import TransitionValues
-
-
-_DYNAMIC = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.Filter, ast.PathQuantifier)
 
 
 def _concrete(tree) -> bool:
@@ -66,7 +63,9 @@ def _concrete(tree) -> bool:
     )
 
 
-class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
+class Problem(
+    PlanExecution, UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves
+):
     """One property on one parametric model.
 
     **Arguments:**
@@ -98,9 +97,8 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         self.opts = (options or SolveOptions()).resolved("params")
         self.build_params = {k: float(build_params[k]) for k in self.names}
         self.tv = TransitionValues(checked, model, build_params)
-        self.checker = _Checker(
-            model, properties, check_options(None), DeviceModel(model)
-        )
+        #: state formulas (labels, named properties) as vectors over the states
+        self.formula = state_formulas(model, properties)
         #: the qualitative precomputations, recorded to compare other points' graphs
         self.graph = GraphLog(model)
         m = model
@@ -130,6 +128,8 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
     def _run(self, arrays, theta):
         self.traces += 1  # Python side effect: counts traces, not calls
         x = self._plan(arrays, theta)
+        if self.reduced:  # a filter: one value for the model
+            return x
         return x[arrays["init"][0]] if self.init.size == 1 else x[arrays["init"]]
 
     def _make_jits(self):
@@ -253,27 +253,13 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
         )
 
     def values_fn(self):
-        """The pure function `(arrays, theta) -> values at all states`."""
+        """The pure function `(arrays, theta) -> values at all states` (the
+        one value of a filter, where the property is one)."""
         return self._plan
 
     def _put(self, key, value):
         self.host[key] = value
         return key
-
-    def _mask(self, e: ast.Expr) -> np.ndarray:
-        for node in ast.walk(e):
-            if isinstance(node, _DYNAMIC):
-                raise UnsupportedError(
-                    "nested P/R/S operators and filters are not supported with "
-                    "parameters (their thresholds would change the structure)",
-                    node.span,
-                )
-        p = mentions(e, self.params)
-        if p is not None:
-            raise UnsupportedError(
-                f"parameter `{p}` in a state formula of the property", e.span
-            )
-        return np.asarray(self.checker.bool(e), dtype=bool)
 
     def _probs(self, arrays, theta):
         """Entry probabilities (embedded DTMC for a CTMC) and raw values."""
@@ -287,83 +273,6 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
 
     def _need_soe(self):
         self.host["soe"] = self.soe.astype(np.int32)
-
-    # ------------------------------------------------------------ dispatch
-
-    def _compile(self, e: ast.Expr):
-        self._need_soe()
-        if self.is_mdp:
-            self.host["coc"] = self.coc.astype(np.int32)
-        if isinstance(e, ast.ProbOp):
-            self._no_threshold(e)
-            opt = self._opt(e.opt)
-            return self._path(e.path, opt)
-        if isinstance(e, ast.RewardOp):
-            self._no_threshold(e)
-            opt = self._opt(e.opt)
-            key = e.structure
-            if isinstance(key, ast.Node):
-                key = int(self.checker._scalar(key))
-            rs = self.model.reward_structure(key)
-            require_nonnegative(self.model, rs, e.span)
-            ridx = next(i for i, r in enumerate(self.model.rewards) if r is rs)
-            return self._reward(e.path, ridx, opt)
-        if isinstance(e, ast.SteadyOp):
-            self._no_threshold(e)
-            if self.is_mdp:
-                raise UnsupportedError("S on MDPs", e.span)
-            phi = self._mask(e.operand)
-            return self._steady(
-                lambda arrays, theta, P, val: jnp.asarray(phi, jnp.float64)
-            )
-        raise UnsupportedError(
-            "with parameters, the property must be a P=?, R=? or S=? operator "
-            "(no filters or arithmetic at the top level)",
-            getattr(e, "span", None),
-        )
-
-    def _no_threshold(self, e):
-        if e.threshold is not None:
-            raise UnsupportedError(
-                "a property with a threshold (P>=0.5 [...]) is not differentiable",
-                e.span,
-                hint="use the numerical query form, P=? [ ... ]",
-            )
-
-    def _opt(self, opt):
-        if not self.is_mdp:
-            return None
-        if opt is None:
-            raise ModelCheckingError(
-                "an MDP property needs min or max", hint="write Pmin=?/Pmax=?"
-            )
-        return opt.value
-
-    def _path(self, path, opt):
-        n = self.n
-        true = np.ones(n, bool)
-        if not isinstance(path, ast.Temporal):
-            raise UnsupportedError(
-                "expected a temporal path formula", getattr(path, "span", None)
-            )
-        flip = {None: None, "min": "max", "max": "min"}[opt]
-        op, bound = path.op, path.bound
-        if op == TemporalOp.NEXT:
-            if bound is not None:
-                raise UnsupportedError("bounded X", path.span)
-            return self._next(self._mask(path.right), opt)
-        if op == TemporalOp.EVENTUALLY:
-            return self._until(true, self._mask(path.right), bound, opt)
-        if op == TemporalOp.UNTIL:
-            return self._until(
-                self._mask(path.left), self._mask(path.right), bound, opt
-            )
-        if op == TemporalOp.GLOBALLY:
-            inner = self._until(true, ~self._mask(path.right), bound, flip)
-            return lambda a, t: 1.0 - inner(a, t)
-        raise UnsupportedError(
-            f"temporal operator {op.value} with parameters", path.span
-        )
 
     # ------------------------------------------------------------ next
 
@@ -391,33 +300,10 @@ class Problem(UnboundedSolves, BoundedSolves, RewardSolves, SteadySolves):
 
     # ------------------------------------------------------------ until
 
-    def _bound(self, bound):
-        """`(kind, high_expr)` of an upper time bound; others unsupported."""
-        if (
-            bound.kind not in (TimeBoundKind.LE, TimeBoundKind.LT)
-            or bound.low is not None
-        ):
-            raise UnsupportedError(
-                "with parameters, only upper time bounds (<=, <) are supported",
-                bound.span,
-            )
-        return bound.high
-
-    def _until(self, phi, psi, bound, opt):
-        if bound is not None:
-            high = self._bound(bound)
-            if self.is_ctmc:
-                return self._ctmc_bounded(phi, psi, high)
-            if mentions(high, self.params):
-                raise UnsupportedError(
-                    "a step bound cannot depend on a parameter", high.span
-                )
-            k = int(self.checker._scalar(high))
-            if bound.kind == TimeBoundKind.LT:
-                k -= 1
-            if k < 0:
-                raise ModelCheckingError("the bound admits no step", bound.span)
-            return self._bounded(phi, psi, k, opt)
+    def _until(self, phi, psi, opt):
+        """Unbounded `φ U ψ`: the qualitative precomputation, then one
+        linear solve (DTMC, CTMC's embedded DTMC) or the optimal scheduler's
+        system (MDP)."""
         if self.is_mdp:
             no, yes = self.graph(
                 graph.prob01_max if opt == "max" else graph.prob01_min, phi, psi

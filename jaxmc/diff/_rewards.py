@@ -1,6 +1,6 @@
 """Reward properties of a `Problem`: the reward vectors as functions of
-the parameters, and reachability, cumulative, instantaneous and
-long-run rewards."""
+the parameters, and reachability, cumulative and instantaneous rewards
+(long-run rewards: `jaxmc.diff._steady`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..lang import ast
-from ..lang.ast import TemporalOp, TimeBoundKind
 from ..numerics import graph
 from ._bounded import _checkpointed_scan
 from ._unbounded import _row_bound
@@ -67,87 +64,65 @@ class RewardSolves:
         r.bound = _row_bound(self.soe, sr.transition, n) if has_t else np.zeros(n)
         return r
 
-    def _reward(self, path, ridx, opt):
+    def _reach_reward(self, ridx, target, opt):
+        """`R [F target]`: infinite where the target is reached with
+        probability below 1 (below 1 for some scheduler, with `max`)."""
         m, n = self.model, self.n
         true = np.ones(n, bool)
-        if (
-            isinstance(path, ast.Temporal)
-            and path.op == TemporalOp.EVENTUALLY
-            and path.bound is None
-        ):
-            target = self._mask(path.right)
-            if self.is_mdp:
-                self.host.setdefault("coc", self.coc.astype(np.int32))
-                finite = self.graph(
-                    graph.prob1A if opt == "max" else graph.prob1E, true, target
-                )
-                inf = ~finite
-                maybe = ~target & finite
-                disabled = None
-                if opt == "min":
-                    keep = m.val > 0
-                    leaves = (
-                        np.bincount(
-                            self.row[keep][inf[self.col[keep]]], minlength=m.num_choices
-                        )
-                        > 0
+        if self.is_mdp:
+            self.host.setdefault("coc", self.coc.astype(np.int32))
+            finite = self.graph(
+                graph.prob1A if opt == "max" else graph.prob1E, true, target
+            )
+            inf = ~finite
+            maybe = ~target & finite
+            disabled = None
+            if opt == "min":
+                keep = m.val > 0
+                leaves = (
+                    np.bincount(
+                        self.row[keep][inf[self.col[keep]]], minlength=m.num_choices
                     )
-                    disabled = leaves & maybe[self.coc]
-                inner = self._mdp(
-                    maybe, np.zeros(n), self._reward_fn(ridx, True), disabled, opt
+                    > 0
                 )
-            else:
-                finite = self.graph(graph.prob1, true, target)
-                inf = ~finite
-                maybe = ~target & finite
-                inner = self._dtmc_linear(
-                    maybe, np.zeros(n), self._reward_fn(ridx, False)
-                )
-            key = self._put(f"inf{len(self.host)}", inf)
-            return lambda a, t: jnp.where(a[key], jnp.inf, inner(a, t))
-        if isinstance(path, ast.RewardPath):
-            if path.kind == ast.RewardPathKind.LONG_RUN:
-                if self.is_mdp:
-                    raise UnsupportedError("R [ S ] on MDPs", path.span)
-                return self._steady_reward(ridx)
-            if (
-                path.kind == ast.RewardPathKind.CUMULATIVE
-                and path.bound is not None
-                and not self.is_ctmc
-            ):
-                high = self._bound(path.bound)
-                k = int(self.checker._scalar(high))
-                if path.bound.kind == TimeBoundKind.LT:
-                    k -= 1
-                rf = self._reward_fn(ridx, self.is_mdp)
-                tag = self._put(
-                    f"cum{len(self.host)}",
-                    {
-                        "row": self.row.astype(np.int32),
-                        "col": self.col.astype(np.int32),
-                    },
-                )
-                nc = m.num_choices
+                disabled = leaves & maybe[self.coc]
+            inner = self._mdp(
+                maybe, np.zeros(n), self._reward_fn(ridx, True), disabled, opt
+            )
+        else:
+            finite = self.graph(graph.prob1, true, target)
+            inf = ~finite
+            maybe = ~target & finite
+            inner = self._dtmc_linear(maybe, np.zeros(n), self._reward_fn(ridx, False))
+        key = self._put(f"inf{len(self.host)}", inf)
+        return lambda a, t: jnp.where(a[key], jnp.inf, inner(a, t))
 
-                def plan(arrays, theta):
-                    h = arrays[tag]
-                    P, val = self._probs(arrays, theta)
-                    r = rf(arrays, theta, P, val)
-
-                    def step(x, _):
-                        q = r + jax.ops.segment_sum(
-                            P * x[h["col"]],
-                            h["row"],
-                            num_segments=nc,
-                            indices_are_sorted=True,
-                        )
-                        return self._group(arrays, q, opt)
-
-                    return _checkpointed_scan(step, jnp.zeros(n), None, max(k, 0))
-
-                return plan
-        raise UnsupportedError(
-            "with parameters, reward properties R=? [F φ], R=? [C<=k] (DTMC/MDP) "
-            "and R=? [S] are supported",
-            getattr(path, "span", None),
+    def _cumulative(self, ridx, k, opt):
+        """`R [C<=k]` (DTMC, MDP): `k` steps of `x <- opt(r + P x)`."""
+        n, nc = self.n, self.model.num_choices
+        rf = self._reward_fn(ridx, self.is_mdp)
+        tag = self._put(
+            f"cum{len(self.host)}",
+            {"row": self.row.astype(np.int32), "col": self.col.astype(np.int32)},
         )
+
+        def plan(arrays, theta):
+            h = arrays[tag]
+            P, val = self._probs(arrays, theta)
+            r = rf(arrays, theta, P, val)
+
+            def step(x, _):
+                q = r + jax.ops.segment_sum(
+                    P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True
+                )
+                return self._group(arrays, q, opt)
+
+            return _checkpointed_scan(step, jnp.zeros(n), None, max(k, 0))
+
+        return plan
+
+    def _instant(self, ridx, k, opt):
+        """`R [I=k]` (DTMC, MDP): the state rewards after `k` steps."""
+        sr = StateRewards(self.checked, self.model, ridx)
+        key = self._put(f"inst{len(self.host)}", sr.arrays)
+        return self._steps(lambda a, t: sr(a[key], t), k, opt)

@@ -1,30 +1,21 @@
-"""Checking a property: walk the property's AST and call the numerics.
+"""Checking a property: execute its plan (`jaxmc.props.plan`) eagerly.
 
 This is Storm's `SparseDtmcPrctlModelChecker` layer: it knows formulas, and
 hands plain matrices and boolean masks to `jaxmc.numerics`, which knows none.
 Every sub-formula evaluates to a vector over all states (numpy: bool, int or
 float). A `filter` reduces a vector to one value, which then stands for every
-state.
-
-PRISM's rules implemented here:
-- `G`, `W`, `R` reduce to `U` by duality (`P(G φ) = 1 − P(F ¬φ)`, with
-  min and max swapped);
-- discrete step bounds: `<k` is `<=k-1`, `>k` is `>=k+1`, `=k` is `[k,k]`;
-  continuous time bounds: `<t` is `<=t`, `>t` is `>=t`;
-- `P~p` without `min`/`max` on an MDP quantifies over all schedulers: `>=`,
-  `>` use the minimum, `<`, `<=` the maximum (and the same for `R`);
-- `Pmin`/`Pmax` on a DTMC or CTMC are plain `P` (there is nothing to
-  optimise), as in PRISM;
-- `E [ψ]` is `P>0 [ψ]` (`Pmax>0` on an MDP) and `A [ψ]` is `P>=1 [ψ]`
-  (`Pmin>=1`).
+state. What a property means (dualities, bounds, min/max, reward structures)
+is decided by the plan, which the traced executor (`jaxmc.diff`) shares;
+`E [ψ]` is `P>0 [ψ]` and `A [ψ]` is `P>=1 [ψ]`, checked on the graph
+(`jaxmc.props.ctl`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,22 +24,18 @@ from .. import numerics
 from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
-from ..lang.ast import BinaryOp, TemporalOp
 from ..numerics.device import DeviceModel, note_layout
 from ..numerics.result import Attempt
 from ..numerics.timing import collect
 from ..options import SolveOptions, check_options
 from ..solvers import Status
+from . import plan as P
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
 from .result import CheckResult, located
-from .rewards import describe_state, require_nonnegative
+from .rewards import describe_state
 from .threshold import compare, undecided_error
-from .timebounds import normalise_time_bound
-
-
-_FLIP = {None: None, ast.Opt.MIN: ast.Opt.MAX, ast.Opt.MAX: ast.Opt.MIN}
 
 
 def check_property(
@@ -166,23 +153,8 @@ class _Checker:
     def eval(self, e: ast.Expr) -> np.ndarray:
         """The value of `e` in every state."""
         active, self.active = self.active, None  # only for the top-level `e`
-        if isinstance(e, ast.ProbOp):
-            return self.prob_op(e)
-        if isinstance(e, ast.RewardOp):
-            return self.reward_op(e)
-        if isinstance(e, ast.SteadyOp):
-            return self.steady_op(e)
-        if isinstance(e, ast.PathQuantifier):
-            return self.path_quantifier(e)
-        if isinstance(e, ast.Filter):
-            value = self.filter(e)
-            if isinstance(value, np.ndarray):
-                return value
-            if isinstance(value, tuple):
-                raise UnsupportedError(
-                    "a `range` filter cannot be used inside an expression", e.span
-                )
-            return np.full(self.n, value)
+        if isinstance(e, P.OPERATORS):
+            return self.run(self._plan(e))
         if isinstance(e, ast.LabelRef):
             return self.label(e)
         if isinstance(e, (ast.Temporal, ast.RewardPath)):
@@ -238,36 +210,68 @@ class _Checker:
 
     # -------------------------------------------------------------- operators
 
-    def _opt(self, opt: ast.Opt | None, threshold: ast.Threshold | None):
-        """The optimisation direction for an MDP operator (None otherwise)."""
-        if not self.is_mdp:
-            return None
-        if opt is not None:
-            return opt.value
-        if threshold is None:
-            raise ModelCheckingError(
-                "for an MDP, use Pmin=?/Pmax=? (or Rmin/Rmax): the value depends "
-                "on the scheduler",
-                hint="write Pmax=? [ ... ] or Pmin=? [ ... ]",
-            )
-        if threshold.cmp in (BinaryOp.GE, BinaryOp.GT):
-            return "min"
-        return "max"
+    def _plan(self, e: ast.Expr):
+        return P.plan(e, self.model, self._scalar)
 
-    def _apply_threshold(self, values: np.ndarray, op: Any):
-        """`values ~ bound` for `op`'s threshold, refusing a comparison that
-        the bounds of `op`'s own solve (`self.bounds`) leave undecided in a
-        state that matters."""
-        threshold = op.threshold
-        if threshold is None:
+    def run(self, node) -> np.ndarray:
+        """The values of a plan node in every state."""
+        if isinstance(node, P.Formula):
+            return self.eval(node.expr)
+        if isinstance(node, P.Filter):
+            value = self._filter(node)
+            if isinstance(value, np.ndarray):
+                return value
+            if isinstance(value, tuple):
+                raise UnsupportedError(
+                    "a `range` filter cannot be used inside an expression",
+                    node.node.span,
+                )
+            return np.full(self.n, value)
+        if isinstance(node, P.Threshold):
+            return self._apply_threshold(self.run(node.value), node)
+        # An operator's operands matter in every state.
+        with self._needing():
+            if isinstance(node, P.Ctl):
+                return path_quantifier(node, self.model, self.mask)
+            return self._value(node)
+
+    def mask(self, f) -> np.ndarray:
+        """A state formula of a plan as a boolean vector."""
+        if isinstance(f, P.Formula):
+            return self.bool(f.expr)
+        if isinstance(f, P.AllStates):
+            return np.ones(self.n, dtype=bool)
+        if isinstance(f, P.Not):
+            return ~self.mask(f.arg)
+        return self.mask(f.left) & self.mask(f.right)
+
+    def _value(self, node) -> np.ndarray:
+        if isinstance(node, P.Holds):
+            # A state formula as a path formula holds at time 0 or not at all.
+            values = self.mask(node.phi).astype(np.float64)
+            self.bounds = None  # exact
             return values
+        if isinstance(node, P.Next):
+            return self._next(self.mask(node.phi), node.opt)
+        if isinstance(node, (P.Until, P.BoundedUntil, P.TimeBoundedUntil)):
+            return self._until(node)
+        if isinstance(node, P.Complement):
+            before = self.bounds
+            return self._dual(self._value(node.value), before)
+        if isinstance(node, P.Steady):
+            return self._steady(node)
+        return self.reward_path(node)
+
+    def _apply_threshold(self, values: np.ndarray, node: P.Threshold):
+        """`values ~ bound` for a threshold node, refusing a comparison that
+        the bounds of the operator's own solve (`self.bounds`) leave
+        undecided in a state that matters."""
         bounds = self.bounds
-        bound = self._scalar(threshold.value)
-        result, undecided = compare(values, threshold.cmp, bound, bounds, self.needed)
+        result, undecided = compare(values, node.cmp, node.bound, bounds, self.needed)
         if undecided.any():
             o = self.options
             raise undecided_error(
-                op, _format(op), bound, bounds, undecided,
+                node.op, _format(node.op), node.bound, bounds, undecided,
                 lambda s: describe_state(self.model, s), o.epsilon, o.relative,
             )  # fmt: skip
         return result
@@ -275,56 +279,6 @@ class _Checker:
     def _scalar(self, e: ast.Expr) -> float:
         v = self.eval(e)
         return v.flat[0].item() if isinstance(v, np.ndarray) else v
-
-    def prob_op(self, op: ast.ProbOp) -> np.ndarray:
-        opt = self._opt(op.opt, op.threshold)
-        with self._needing():
-            values = self.path_probs(op.path, opt)
-        return self._apply_threshold(values, op)
-
-    def path_quantifier(self, q: ast.PathQuantifier) -> np.ndarray:
-        """CTL `E`/`A` (see `jaxmc.numerics.ctl`), reduced to E X, E U, E G,
-        A X, A U, A G by the usual dualities."""
-        with self._needing():
-            return path_quantifier(q, self.model, self.bool)
-
-    def path_probs(self, path: ast.Expr, opt: str | None) -> np.ndarray:
-        """P(path) in every state, optimised with `opt` on MDPs."""
-        if not isinstance(path, ast.Temporal):
-            # A state formula as a path formula holds at time 0 or not at all.
-            values = self.bool(path).astype(np.float64)
-            self.bounds = None  # exact
-            return values
-        flip = {None: None, "min": "max", "max": "min"}[opt]
-        op, bound = path.op, path.bound
-        if op == TemporalOp.NEXT:
-            return self._next(self.bool(path.right), opt)
-        if op == TemporalOp.EVENTUALLY:
-            return self._until(np.ones(self.n, bool), self.bool(path.right), bound, opt)
-        if op == TemporalOp.UNTIL:
-            return self._until(self.bool(path.left), self.bool(path.right), bound, opt)
-        before = self.bounds
-        if op == TemporalOp.GLOBALLY:
-            phi = self.bool(path.right)
-            return self._dual(
-                self._until(np.ones(self.n, bool), ~phi, bound, flip), before
-            )
-        if op == TemporalOp.WEAK_UNTIL:
-            phi, psi = self.bool(path.left), self.bool(path.right)
-            return self._dual(self._until(~psi, ~phi & ~psi, bound, flip), before)
-        if op == TemporalOp.RELEASE:
-            phi, psi = self.bool(path.left), self.bool(path.right)
-            return self._dual(self._until(~phi, ~psi, bound, flip), before)
-        raise UnsupportedError(f"temporal operator {op.value}", path.span)
-
-    # ----------------------------------------------------------------- bounds
-
-    def _bound_values(self, bound: ast.TimeBound) -> tuple[float, float]:
-        """(low, high) of a bound; high may be inf. Discrete bounds are
-        normalised to inclusive integer bounds."""
-        low = self._scalar(bound.low) if bound.low is not None else 0
-        high = self._scalar(bound.high) if bound.high is not None else math.inf
-        return normalise_time_bound(bound, low, high, self.is_ctmc)
 
     # --------------------------------------------------------------- numerics
 
@@ -389,22 +343,15 @@ class _Checker:
         )
         return self._record(res)
 
-    def _until(
-        self,
-        phi: np.ndarray,
-        psi: np.ndarray,
-        bound: ast.TimeBound | None,
-        opt: str | None,
-    ) -> np.ndarray:
+    def _until(self, node) -> np.ndarray:
+        phi, psi = self.mask(node.phi), self.mask(node.psi)
+        opt = getattr(node, "opt", None)
         kw = self._solver_kwargs()
-        if bound is None:
+        if isinstance(node, P.Until):
             return self._record(
                 numerics.until_probabilities(self.model, phi, psi, opt=opt, **kw)
             )
-        low, high = self._bound_values(bound)
-        if low == 0 and math.isinf(high):  # U>=0 is plain U
-            return self._until(phi, psi, None, opt)
-        upper = None if math.isinf(high) else high
+        upper, low = node.high, node.low
         if self.is_ctmc:
             res = numerics.ctmc_bounded_until(
                 self.model, phi, psi, upper, lower=float(low), **kw
@@ -416,92 +363,77 @@ class _Checker:
             )  # fmt: skip
         return self._record(res)
 
-    def reward_op(self, op: ast.RewardOp) -> np.ndarray:
-        key = op.structure
-        if isinstance(key, ast.Node):
-            idx = self._scalar(key)
-            if float(idx) != int(idx):
-                raise ModelCheckingError("reward structure index must be an integer")
-            key = int(idx)
-        try:
-            reward = self.model.reward_structure(key)
-        except ModelCheckingError as err:
-            err.span = op.span
-            raise
-        require_nonnegative(self.model, reward, op.span)
-        opt = self._opt(op.opt, op.threshold)
-        with self._needing():
-            values = self.reward_path(op.path, reward, opt)
-        return self._apply_threshold(values, op)
-
-    def reward_path(self, path: ast.Expr, reward: Any, opt: str | None) -> np.ndarray:
+    def reward_path(self, node) -> np.ndarray:
+        """An `R` operator's plan node in every state."""
         m = self.model
-        if isinstance(path, ast.Temporal) and path.op == TemporalOp.EVENTUALLY:
-            if path.bound is not None:
-                raise UnsupportedError(
-                    "bounded reachability rewards (R [ F<=k ... ])", path.span
-                )
+        reward = m.rewards[node.reward]
+        opt = getattr(node, "opt", None)
+        if isinstance(node, P.ReachReward):
+            target = self.mask(node.target)
             return self._record(
                 numerics.reachability_rewards(
-                    m, reward, self.bool(path.right), opt=opt, **self._solver_kwargs()
+                    m, reward, target, opt=opt, **self._solver_kwargs()
                 )
             )
-        if isinstance(path, ast.RewardPath):
-            kind = path.kind
-            if kind == ast.RewardPathKind.CUMULATIVE and path.bound is None:
-                return self._record(
-                    numerics.total_rewards(m, reward, opt=opt, **self._solver_kwargs())
-                )
-            if kind == ast.RewardPathKind.LONG_RUN:
-                if self.is_mdp:
-                    raise UnsupportedError(
-                        "long-run average rewards R [ S ] on MDPs", path.span
-                    )
-                kw = self._solver_kwargs()
-                return self._record(numerics.long_run_rewards(m, reward, **kw))
-            low, high = self._bound_values(path.bound)
-            cumulative = kind == ast.RewardPathKind.CUMULATIVE
-            t = high if cumulative else low
-            if self.is_ctmc:
-                fn = (
-                    numerics.ctmc_cumulative_rewards
-                    if cumulative
-                    else numerics.ctmc_instantaneous_rewards
-                )
-                res = fn(m, reward, float(t), **self._solver_kwargs())
-            else:
-                fn = (
-                    numerics.cumulative_rewards
-                    if cumulative
-                    else numerics.instantaneous_rewards
-                )
-                res = fn(m, reward, int(t), opt=opt, device_model=self.device_model)
-            return self._record(res)
-        raise UnsupportedError(
-            "this reward path formula (expected F, C, C<=t, I=t or S)", path.span
-        )
+        if isinstance(node, P.TotalReward):
+            return self._record(
+                numerics.total_rewards(m, reward, opt=opt, **self._solver_kwargs())
+            )
+        if isinstance(node, P.LongRunReward):
+            kw = self._solver_kwargs()
+            return self._record(numerics.long_run_rewards(m, reward, **kw))
+        cumulative = isinstance(node, P.CumulativeReward)
+        t = node.horizon if cumulative else node.at
+        if self.is_ctmc:
+            fn = (
+                numerics.ctmc_cumulative_rewards
+                if cumulative
+                else numerics.ctmc_instantaneous_rewards
+            )
+            res = fn(m, reward, float(t), **self._solver_kwargs())
+        else:
+            fn = (
+                numerics.cumulative_rewards
+                if cumulative
+                else numerics.instantaneous_rewards
+            )
+            res = fn(m, reward, int(t), opt=opt, device_model=self.device_model)
+        return self._record(res)
 
-    def steady_op(self, op: ast.SteadyOp) -> np.ndarray:
-        if self.is_mdp:
-            raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
+    def _steady(self, node: P.Steady) -> np.ndarray:
         kw = self._solver_kwargs()
-        with self._needing():
-            phi = self.bool(op.operand)
-        values = self._record(numerics.steady_state_values(self.model, phi, **kw))
-        return self._apply_threshold(values, op)
+        phi = self.mask(node.phi)
+        return self._record(numerics.steady_state_values(self.model, phi, **kw))
 
     # ---------------------------------------------------------------- filters
 
     def filter(self, f: ast.Filter) -> Any:
+        """The value of filter `f`."""
+        return self._filter(self._plan(f))
+
+    def _filter(self, node: P.Filter) -> Any:
         """The filter's value; its operand matters only in its states."""
+        f = node.node
         with self._needing():
             states = (
-                np.ones(self.n, dtype=bool) if f.states is None else self.bool(f.states)
+                np.ones(self.n, dtype=bool)
+                if node.states is None
+                else self.mask(node.states)
             )
         if not states.any():
             raise ModelCheckingError(
                 "the filter's set of states is empty", (f.states or f).span
             )
         with self._needing(states):
-            values = self.eval(f.operand)
+            values = self.run(node.operand)
         return reduce_filter(f, values, states)
+
+
+def state_formulas(
+    model: ExplicitModel, properties: Any = None
+) -> Callable[[ast.Expr], np.ndarray]:
+    """`expr -> values in every state` for the state formulas of a property
+    of `model` (labels, properties referred to by name), for executors of a
+    plan other than this one (`jaxmc.diff`)."""
+    options = check_options(None)
+    return _Checker(model, properties, options, DeviceModel.of(model, options)).eval

@@ -20,7 +20,7 @@ from jaxmc.options import DEFAULTS, OptionsError, SolveOptions
 from jaxmc.solvers import Status
 
 
-DIE = str(Path(__file__).resolve().parents[1] / "examples/models/die.pm")
+DIE = str(Path(__file__).resolve().parents[2] / "examples/models/die.pm")
 SIX = "P=? [ F s=7 & d=6 ]"
 
 RUIN = """
