@@ -46,8 +46,8 @@ from ..numerics import graph
 from ..props.check import _Checker
 from ..props.result import CheckOptions
 from ..props.rewards import require_nonnegative
+from ..semantics.rewrite import mentions
 from ._bounded import BoundedSolves, _poisson_terms
-from ._expr import mentions
 from ._linear_solve import Options
 from ._rewards import RewardSolves
 from ._steady import SteadySolves
