@@ -10,11 +10,12 @@ transition entry, which updates produced it (see `jaxmc.explore.builder`):
 `TransitionValues` re-evaluates exactly this sum as a jittable function of the
 parameters: parameter-free update probabilities are multiplied into a host
 array once, and each parameter-dependent one is a small `jnp` expression on
-the states where it fires (`jaxmc.explore.lower.lower_parametric`). Their values go into one
-small table (one slot for a state-independent factor such as `(1-f)*p`, one
-per state otherwise), and each contribution gathers its factor from it: one
-pass over the contributions per column of the provenance, whatever the
-number of parameters or updates. Why: multiplying each update's values into
+the states where it fires (`jaxmc.explore.lower_parametric`, the builder's
+evaluator on jax.numpy). Their values go into one small table (one slot
+for a state-independent factor such as `(1-f)*p`, one per state otherwise),
+and each contribution gathers its factor from it: one pass over the
+contributions per column of the provenance, whatever the number of
+parameters or updates. Why: multiplying each update's values into
 the `[c]` array in turn (a scatter-multiply per update) made the gradient's
 forward pass keep a `[c]` copy per update for the backward pass (residuals
 growing with the number of updates; see benchmarks/RESULTS.md).

@@ -31,6 +31,7 @@ from ..errors import UnsupportedError
 from ..lang import ast
 from ._lower_runtime import runtime
 
+
 #: Binary operators allowed on a parameter, and their runtime names.
 _SMOOTH = {
     ast.BinaryOp.ADD: "_add",

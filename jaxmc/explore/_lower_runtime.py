@@ -28,7 +28,7 @@ def _mand(m, x):
     return x if m is None else np.logical_and(m, x)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def runtime(xp) -> dict:
     """The names the generated code calls, bound to the array namespace `xp`
     (numpy for the builder, jax.numpy for the parametric path): PRISM's

@@ -319,7 +319,7 @@ def binary(op: ast.BinaryOp, a: Value, b: Value, node: ast.Node) -> Value:
         if op == B.SUB:
             return _check_int(a - b, node)
         if op == B.MUL:
-                return _check_int(a * b, node)
+            return _check_int(a * b, node)
     else:
         x, y = float(a), float(b)
         if op == B.ADD:

@@ -31,6 +31,7 @@ value is needed (PRISM's lazy `| & => ? :`).
 
 from __future__ import annotations
 
+
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
 
