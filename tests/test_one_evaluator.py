@@ -53,6 +53,12 @@ TABLE = [
     ("pow(a, b)", 2, -1, Err("negative exponent")),
     ("pow({x}*a, b)", 2, -1, 0.5),  # a double base: Math.pow
     ("pow(a, b/2)", 4, 1, 2.0),
+    ("pow(a, b/2)", 0, -2, INF),
+    ("pow(a/1, b/0)", 1, 1, NAN),  # Math.pow: (±1)^Infinity is NaN (C: 1)
+    ("pow(a/1, b/0)", -1, -1, NAN),
+    ("pow(a/1, (b-b)/(b-b))", 1, 0, NAN),  # a NaN exponent: NaN (C: 1)
+    ("pow({x}*a, (b-b)/(b-b))", 1, 0, NAN),
+    ("pow((a-a)/(a-a), b)", 1, 0, 1.0),  # NaN^0 = 1
     # mod: non-negative for a positive divisor; a divisor <= 0 is an error
     ("mod(a, b)", -7, 3, 2),
     ("mod(a, b)", 7, 3, 1),

@@ -12,7 +12,8 @@ The semantics are those of PRISM's floating-point evaluation
 - `/` is always IEEE double division (`x/0` is `±Infinity` or `NaN`);
 - `pow(a, b)` of ints is `Math.pow` on the doubles, then an exact conversion
   to int: a negative exponent or a result outside the 32-bit range is an
-  error (`ipow`). With a double operand it is `Math.pow` (`fpow`);
+  error (`ipow`). With a double operand it is `Math.pow` (`fpow`: C's `pow`
+  but for a NaN exponent and `(±1)^±Infinity`, which are NaN);
 - `mod(i, j)` is the non-negative remainder (`rem < 0 ? rem + j : rem`); a
   divisor `j <= 0` is an error (`imod`);
 - `floor`, `ceil`, `round` give ints (`round(x) = floor(x + 0.5)`); a
@@ -115,8 +116,11 @@ def fdiv(xp, a, b):
 
 
 def fpow(xp, a, b):
-    """`pow(a, b)` with a double operand: `Math.pow`."""
-    return xp.power(_f64(xp, a), _f64(xp, b))
+    """`pow(a, b)` with a double operand: Java's `Math.pow`, which is C's
+    `pow` except that a NaN exponent, and `(±1)^±Infinity`, give NaN."""
+    a, b = _f64(xp, a), _f64(xp, b)
+    nan = xp.isnan(b) | ((xp.abs(a) == 1.0) & xp.isinf(b))
+    return xp.where(nan, xp.nan, xp.power(a, b))
 
 
 def flog(xp, x, b):
