@@ -23,9 +23,9 @@ INT_MIN = F.INT_MIN
 INT_MAX = F.INT_MAX
 
 
-def _mand(m, x):
+def _mand(xp, m, x):
     """The active mask `m` (None: all states) restricted to `x`."""
-    return x if m is None else np.logical_and(m, x)
+    return x if m is None else xp.logical_and(m, x)
 
 
 @functools.cache
@@ -35,12 +35,12 @@ def runtime(xp) -> dict:
     operators from `jaxmc.semantics.functions`, the plain ones as `xp`'s own
     functions."""
 
-    def bind(f):
-        return lambda *args: f(xp, *args)
+    def bind(f, *args):
+        return functools.partial(f, xp, *args)
 
     ns = {
         "np": xp,
-        "_mand": _mand,
+        "_mand": bind(_mand),
         "_ovf": F.int_out_of_range,
         "_imod": bind(F.imod),
         "_ipow": bind(F.ipow),
@@ -71,8 +71,8 @@ def runtime(xp) -> dict:
         "_max": xp.maximum,
     }
     for f in F.ROUNDING:
-        ns[f"_{f}"] = (lambda f: lambda x: F.rounding(xp, f, x))(f)
-        ns[f"_{f}_bad"] = (lambda f: lambda x: F.rounding_bad(xp, f, x))(f)
+        ns[f"_{f}"] = bind(F.rounding, f)
+        ns[f"_{f}_bad"] = bind(F.rounding_bad, f)
     return ns
 
 
