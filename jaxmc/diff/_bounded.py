@@ -11,10 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..explore.lower import lower_parametric
 from ..lang import ast
 from ..numerics import graph
-from ._expr import evaluate_scalar
 from ._sparsity import spmv
+
+
+def evaluate_scalar(e, params, theta, *, what: str = "expression"):
+    """A state-independent expression (a time bound) as a jnp scalar."""
+    c = lower_parametric(e, params, (), (), 1, xp=jnp, what=what)
+    return jnp.asarray(c(c.leaves, theta), jnp.float64).reshape(())
 
 
 def _checkpointed_scan(step, x0, xs, length: int):

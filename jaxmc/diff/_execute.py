@@ -16,7 +16,7 @@ from ..errors import ModelCheckingError, UnsupportedError
 from ..lang import ast
 from ..lang.ast import BinaryOp
 from ..props import plan as P
-from ._expr import mentions
+from ..semantics.rewrite import mentions
 
 
 _COMPARE = {

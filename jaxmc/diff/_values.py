@@ -10,11 +10,12 @@ transition entry, which updates produced it (see `jaxmc.explore.builder`):
 `TransitionValues` re-evaluates exactly this sum as a jittable function of the
 parameters: parameter-free update probabilities are multiplied into a host
 array once, and each parameter-dependent one is a small `jnp` expression on
-the states where it fires (`jaxmc.diff._expr`). Their values go into one
-small table (one slot for a state-independent factor such as `(1-f)*p`, one
-per state otherwise), and each contribution gathers its factor from it: one
-pass over the contributions per column of the provenance, whatever the
-number of parameters or updates. Why: multiplying each update's values into
+the states where it fires (`jaxmc.explore.lower_parametric`, the builder's
+evaluator on jax.numpy). Their values go into one small table (one slot
+for a state-independent factor such as `(1-f)*p`, one per state otherwise),
+and each contribution gathers its factor from it: one pass over the
+contributions per column of the provenance, whatever the number of
+parameters or updates. Why: multiplying each update's values into
 the `[c]` array in turn (a scatter-multiply per update) made the gradient's
 forward pass keep a `[c]` copy per update for the backward pass (residuals
 growing with the number of updates; see benchmarks/RESULTS.md).
@@ -43,10 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..explore.lower import lower
+from ..explore.lower import lower, lower_parametric
 from ..explore.model import ExplicitModel
 from ..semantics.program import CheckedProgram
-from ._expr import compile_expr, mentions
+from ..semantics.rewrite import mentions
 
 
 class VanishingAtBuildPoint(UnsupportedError):
@@ -121,13 +122,14 @@ class _Ctx:
         return np.asarray(lo.on_columns(self.cols(rows), len(rows)))
 
     def compile(self, e, rows, what):
-        return compile_expr(
+        return lower_parametric(
             e,
             self.params,
             self.variables,
-            self.bools,
             self.cols(rows),
             len(rows),
+            xp=jnp,
+            bools=self.bools,
             what=what,
             error=self.err,
         )

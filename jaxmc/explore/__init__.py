@@ -12,7 +12,12 @@ from .formats import (
     format_trew as format_trew,
 )
 from .growth import BuildProgress as BuildProgress
-from .lower import Lowered as Lowered, lower as lower
+from .lower import (
+    Lowered as Lowered,
+    Parametric as Parametric,
+    lower as lower,
+    lower_parametric as lower_parametric,
+)
 from .model import (
     ExplicitModel as ExplicitModel,
     RewardStructure as RewardStructure,

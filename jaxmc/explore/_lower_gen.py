@@ -385,7 +385,10 @@ class _Gen:
             if op == B.IFF:
                 return self.emit(f"_eq({a}, {b})")
             if op in _CMP:
-                return self.emit(f"{_CMP[op]}({a}, {b})")
+                fn = _CMP[op]
+                if op in (B.EQ, B.NE) and Kind.DOUBLE in (kids[0].kind, kids[1].kind):
+                    fn = "_deq" if op == B.EQ else "_dne"  # Java's Double.equals
+                return self.emit(f"{fn}({a}, {b})")
             if op in _ARITH:
                 if nfo.kind == Kind.DOUBLE:
                     a, b = (
@@ -440,11 +443,13 @@ class _Gen:
     ) -> str:
         f = e.func
         if f in ("min", "max"):
+            fn = f"_{f}"
             if nfo.kind == Kind.DOUBLE:
                 args = [self.as_double(c, k.kind) for c, k in zip(args, kids)]
+                fn = f"_f{f}"  # PRISM's left fold, NaN-ignoring after the first
             out = args[0]
             for c in args[1:]:
-                out = self.emit(f"_{f}({out}, {c})")
+                out = self.emit(f"{fn}({out}, {c})")
             return self.emit(f"np.asarray({out})") if len(args) == 1 else out
         if f in ("floor", "ceil", "round"):
             (x,) = args

@@ -1,134 +1,82 @@
 """The numpy functions that lowered expressions call (`jaxmc.explore.lower`),
 and the located errors they raise.
 
-Functions that PRISM makes fail for some arguments come in pairs: `_ipow`
-computes a value on every state (0 where it fails), `_ipow_bad` says where it
-fails; the generated code passes the failures through `Checks.check`, which
-raises only for states where the expression is evaluated (its active mask).
+The operators are PRISM's, defined once in `jaxmc.semantics.functions` and
+bound here to an array namespace (`runtime`). Functions that PRISM makes fail
+for some arguments come in pairs: `_ipow` computes a value on every state (0
+where it fails), `_ipow_bad` says where it fails; the generated code passes
+the failures through `Checks.check`, which raises only for states where the
+expression is evaluated (its active mask).
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..lang import ast
+from ..semantics import functions as F
 
 
-INT_MIN = -(2**31)
-INT_MAX = 2**31 - 1
+INT_MIN = F.INT_MIN
+INT_MAX = F.INT_MAX
 
 
-def _mand(m, x):
+def _mand(xp, m, x):
     """The active mask `m` (None: all states) restricted to `x`."""
-    return x if m is None else np.logical_and(m, x)
+    return x if m is None else xp.logical_and(m, x)
 
 
-def _ovf(x):
-    return (x < INT_MIN) | (x > INT_MAX)
+@functools.cache
+def runtime(xp) -> dict:
+    """The names the generated code calls, bound to the array namespace `xp`
+    (numpy for the builder, jax.numpy for the parametric path): PRISM's
+    operators from `jaxmc.semantics.functions`, the plain ones as `xp`'s own
+    functions."""
+
+    def bind(f, *args):
+        return functools.partial(f, xp, *args)
+
+    ns = {
+        "np": xp,
+        "_mand": bind(_mand),
+        "_ovf": F.int_out_of_range,
+        "_imod": bind(F.imod),
+        "_ipow": bind(F.ipow),
+        "_ipow_bad": bind(F.ipow_bad),
+        "_fpow": bind(F.fpow),
+        "_div": bind(F.fdiv),
+        "_log": bind(F.flog),
+        "_fmin": bind(F.fmin),
+        "_fmax": bind(F.fmax),
+        "_deq": bind(F.deq),
+        "_dne": bind(F.dne),
+        "_f64": lambda x: xp.asarray(x, dtype=xp.float64),
+        "_where": xp.where,
+        "_and": xp.logical_and,
+        "_or": xp.logical_or,
+        "_not": xp.logical_not,
+        "_eq": xp.equal,
+        "_ne": xp.not_equal,
+        "_lt": xp.less,
+        "_le": xp.less_equal,
+        "_gt": xp.greater,
+        "_ge": xp.greater_equal,
+        "_add": xp.add,
+        "_sub": xp.subtract,
+        "_mul": xp.multiply,
+        "_neg": xp.negative,
+        "_min": xp.minimum,
+        "_max": xp.maximum,
+    }
+    for f in F.ROUNDING:
+        ns[f"_{f}"] = bind(F.rounding, f)
+        ns[f"_{f}_bad"] = bind(F.rounding_bad, f)
+    return ns
 
 
-def _ipow_raw(a, b):
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    # PRISM: `Math.pow` on the doubles, then an exact conversion to int
-    return b, np.power(a.astype(np.float64), b.astype(np.float64))
-
-
-def _ipow_bad(a, b):
-    b, res = _ipow_raw(a, b)
-    return (b < 0) | ~(np.abs(res) <= INT_MAX)
-
-
-def _ipow(a, b):
-    b, res = _ipow_raw(a, b)
-    bad = (b < 0) | ~(np.abs(res) <= INT_MAX)
-    return np.where(bad, 0, res).astype(np.int64)
-
-
-def _imod(a, b):
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    return np.mod(a, np.where(b <= 0, 1, b))
-
-
-def _to_int(x):
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(_int_bad(x), 0, x).astype(np.int64)
-
-
-def _int_bad(x):
-    return ~((x >= INT_MIN) & (x <= INT_MAX))  # NaN compares false
-
-
-def _floor(x):
-    return _to_int(np.floor(x))
-
-
-def _ceil(x):
-    return _to_int(np.ceil(x))
-
-
-def _round(x):
-    return _to_int(np.floor(np.add(x, 0.5)))
-
-
-def _floor_bad(x):
-    return _int_bad(np.floor(np.asarray(x, dtype=np.float64)))
-
-
-def _ceil_bad(x):
-    return _int_bad(np.ceil(np.asarray(x, dtype=np.float64)))
-
-
-def _round_bad(x):
-    return _int_bad(np.floor(np.add(np.asarray(x, dtype=np.float64), 0.5)))
-
-
-def _fpow(a, b):
-    return np.power(np.asarray(a, dtype=np.float64), b)
-
-
-def _div(a, b):
-    return np.true_divide(np.asarray(a, dtype=np.float64), b)
-
-
-def _log(x, b):
-    return np.log(np.asarray(x, dtype=np.float64)) / np.log(np.asarray(b, np.float64))
-
-
-RUNTIME = {
-    "np": np,
-    "_mand": _mand,
-    "_ovf": _ovf,
-    "_floor": _floor,
-    "_ceil": _ceil,
-    "_round": _round,
-    "_floor_bad": _floor_bad,
-    "_ceil_bad": _ceil_bad,
-    "_round_bad": _round_bad,
-    "_imod": _imod,
-    "_ipow": _ipow,
-    "_ipow_bad": _ipow_bad,
-    "_fpow": _fpow,
-    "_div": _div,
-    "_log": _log,
-    "_where": np.where,
-    "_and": np.logical_and,
-    "_or": np.logical_or,
-    "_not": np.logical_not,
-    "_eq": np.equal,
-    "_ne": np.not_equal,
-    "_lt": np.less,
-    "_le": np.less_equal,
-    "_gt": np.greater,
-    "_ge": np.greater_equal,
-    "_add": np.add,
-    "_sub": np.subtract,
-    "_mul": np.multiply,
-    "_neg": np.negative,
-    "_min": np.minimum,
-    "_max": np.maximum,
-}
+RUNTIME = runtime(np)
 
 
 class Checks:

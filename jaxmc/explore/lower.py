@@ -8,7 +8,8 @@ assignment this way on a whole BFS frontier. The compiler walks the tree with
 an explicit stack and the generated code has no nesting, so expressions of
 any size or depth (`s=0|s=1|...|s=99999`, 2,000 nested `? :`) compile.
 
-PRISM's semantics (`parser.ast.Expression.evaluate`, floating-point mode):
+PRISM's semantics (`parser.ast.Expression.evaluate`, floating-point mode),
+with the operators defined once in `jaxmc.semantics.functions`:
 
 - `/` is always real (IEEE) division: `1/2` is `0.5`, `x/0` is `±Infinity`
   or `NaN`, never an error;
@@ -21,6 +22,8 @@ PRISM's semantics (`parser.ast.Expression.evaluate`, floating-point mode):
 - `floor`, `ceil`, `round` return ints (`round(x) = floor(x + 0.5)`); a
   non-finite argument or a result outside the 32-bit range is an error;
 - `log(x, b) = ln(x) / ln(b)` (never an error);
+- double `min`/`max` fold as `(d < acc) ? d : acc` (a NaN after the first
+  argument is ignored); `=` on doubles is `Double.equals`;
 - `a | b`, `a & b`, `a => b` and `c ? a : b` are lazy, per state: an error
   in an operand that PRISM would not evaluate in that state is no error.
 
@@ -32,6 +35,10 @@ state's variable values) only if an active state hits it. Checks are emitted
 only where they can fire: int ranges of variables (`ranges`) and constants are
 propagated through the arithmetic, so `s+1` with `s` in `[0..7]` costs no
 overflow check.
+
+`lower_parametric` is the same evaluator with parameters left symbolic: the
+parameter-free parts run here on numpy, the rest on another array namespace
+(jax.numpy, traced by `jax.grad`/`vmap`) with the same operators.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import numpy as np
 from ..errors import ExplorationError
 from ..lang import ast
 from ._lower_gen import Kind as Kind, _Gen
+from ._lower_param import Parametric as Parametric, lower_parametric as _parametric
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +138,41 @@ def lower(
     code, kind = gen.expr(expr)
     fn, source = gen.compile([f"return {code}"])
     return Lowered(expr, kind, tuple(sorted(gen.reads)), source, fn)
+
+
+def lower_parametric(
+    expr: ast.Expr,
+    params: frozenset[str] | set[str],
+    variables: Sequence[str] | Mapping[str, int],
+    cols: Sequence[np.ndarray],
+    n: int,
+    *,
+    xp,
+    bools: frozenset[str] | set[str] = frozenset(),
+    what: str = "expression",
+    error: Callable | None = None,
+) -> Parametric:
+    """Compile `expr`, with the constants `params` left symbolic, into a
+    function of the parameters on the array namespace `xp` (jax.numpy: traced,
+    differentiable in the parameters), for the states whose variable columns
+    are `cols` (length `n` each).
+
+    Parameter-free subtrees are evaluated here, once, by `lower` (numpy,
+    exact integers, located errors; under `c ? a : b` only in the states
+    where their branch is taken) and become the result's `leaves`; the nodes
+    that mention a parameter run on `xp` with the same operators
+    (`jaxmc.semantics.functions`). A parameter outside a smooth position
+    (conditions, comparisons, integer functions) is rejected with
+    `error(message, span, hint)` (default `UnsupportedError`), naming `expr`
+    as `what`.
+
+    **Returns:** a `Parametric`: `p(p.leaves, theta) -> value` (a scalar when
+    `expr` does not depend on the state, else an array `[n]`).
+    """
+    return _parametric(
+        expr, params, variables, cols, n,
+        xp=xp, host=lower, bools=frozenset(bools), what=what, error=error,
+    )  # fmt: skip
 
 
 def _index(variables) -> dict[str, int]:

@@ -1,27 +1,14 @@
 """Evaluation and constant folding of PRISM expressions, with PRISM's exact
 arithmetic (the floating-point mode of `parser.ast.Expression.evaluate`).
 
-The rules, which the builder's vectorised evaluation must reproduce:
-
-- values are Python `bool`, `int` (PRISM's 32-bit Java `int`) or `float`
-  (Java `double`). The type of an expression is static (`types.type_of`) and
-  the Python type of its value matches it;
-- `+ - *` on two ints are int and *raise* on 32-bit overflow (PRISM uses
-  `Math.addExact` & co.); with a double operand they are double;
-- `/` is always double division: `1/2 = 0.5`, `x/0` is `±Infinity` or `NaN`
-  (no error);
-- `pow(i, j)` / `i ^ j` on ints is an int; a negative exponent or a result
-  outside the 32-bit range is an error. On doubles it is Java's `Math.pow`;
-- `mod(i, n)` is on ints only, non-negative: `mod(-1, 3) = 2`; `n <= 0` is an
-  error;
-- `floor`, `ceil` and `round` give ints; `round(x) = floor(x + 0.5)` (Java's
-  `Math.round`); NaN or infinite arguments are errors;
-- `log(x, b) = ln(x) / ln(b)` (`log(0, b) = -Infinity`, negative x → NaN);
-- `min`/`max` are int when all arguments are ints;
-- comparisons of an int with a double compare as doubles; `=` on doubles is
-  Java's `Double.equals` (NaN = NaN, 0.0 ≠ -0.0);
-- `c ? a : b` evaluates only the taken branch; its value is converted to
-  double when the other branch is double.
+Values are Python `bool`, `int` (PRISM's 32-bit Java `int`) or `float`
+(Java `double`); the type of an expression is static (`types.type_of`) and
+the Python type of its value matches it. The operators and functions are
+those of `jaxmc.semantics.functions`, which the builder's vectorised
+evaluation and the parametric path share; what is left here is the walk:
+`& | =>` evaluate their right operand only when needed, `c ? a : b` only the
+taken branch (its value converted to double when the other branch is
+double), comparisons of an int with a double compare as doubles.
 
 Errors are `SemanticError`s located at the offending node.
 """
@@ -31,15 +18,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+import numpy as np
+
 from ..errors import SemanticError
 from ..lang import ast
+from . import functions as F
 from .types import Type
 
 
 Value = int | float | bool
 
-INT_MIN = -(2**31)
-INT_MAX = 2**31 - 1
+INT_MIN = F.INT_MIN
+INT_MAX = F.INT_MAX
 
 
 class _Unknown(Exception):
@@ -47,10 +37,12 @@ class _Unknown(Exception):
 
 
 # ------------------------------------------------------------------- arithmetic
+# The operators are `functions`' (shared with the vectorised evaluators),
+# applied to numpy scalars; the results are turned back into Python values.
 
 
 def _check_int(v: int, node: ast.Node, what: str = "integer arithmetic") -> int:
-    if v < INT_MIN or v > INT_MAX:
+    if F.int_out_of_range(v):
         raise SemanticError(
             f"integer overflow in {what} (result {v} is outside the 32-bit range)",
             node.span,
@@ -60,63 +52,39 @@ def _check_int(v: int, node: ast.Node, what: str = "integer arithmetic") -> int:
     return v
 
 
+def _float(f, *args) -> float:
+    with np.errstate(all="ignore"):
+        return float(f(np, *args))
+
+
 def java_div(a: float, b: float) -> float:
     """IEEE division: `x/0` is ±inf (or NaN for 0/0), never an exception."""
-    a, b = float(a), float(b)
-    if b == 0.0:
-        if a == 0.0 or math.isnan(a):
-            return math.nan
-        sign = math.copysign(1.0, a) * math.copysign(1.0, b)
-        return math.copysign(math.inf, sign)
-    return a / b
+    return _float(F.fdiv, float(a), float(b))
 
 
 def java_pow(a: float, b: float) -> float:
     """Java's `Math.pow` (C `pow`): never raises, never complex."""
-    a, b = float(a), float(b)
-    try:
-        r = math.pow(a, b)
-    except ZeroDivisionError:  # pragma: no cover - math.pow raises ValueError
-        r = math.inf
-    except ValueError:
-        if a == 0.0 and b < 0:
-            # pow(±0, negative): ±inf for odd integer exponents, +inf otherwise
-            odd = b.is_integer() and int(b) % 2 == 1
-            return math.copysign(math.inf, a) if odd else math.inf
-        return math.nan
-    except OverflowError:
-        neg = a < 0 and b.is_integer() and int(b) % 2 == 1
-        return -math.inf if neg else math.inf
-    return r
+    return _float(F.fpow, float(a), float(b))
 
 
 def java_log(x: float, b: float) -> float:
     """`PrismUtils.log(x, b) = Math.log(x) / Math.log(b)`."""
-    return java_div(_ln(float(x)), _ln(float(b)))
-
-
-def _ln(x: float) -> float:
-    if math.isnan(x) or x < 0:
-        return math.nan
-    if x == 0:
-        return -math.inf
-    if math.isinf(x):
-        return math.inf
-    return math.log(x)
+    return _float(F.flog, float(x), float(b))
 
 
 def java_double_equals(a: float, b: float) -> bool:
     """`Double.equals`: NaN equals NaN, and 0.0 differs from -0.0."""
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return bool(F.deq(np, float(a), float(b)))
 
 
-def _to_int_checked(x: float, fname: str, node: ast.Node) -> int:
-    if math.isnan(x) or math.isinf(x):
-        raise SemanticError(f"cannot take {fname}() of {_fmt(x)}", node.span)
-    # Java's (int) cast saturates; values beyond the int range are errors here
-    return _check_int(int(x), node, f"{fname}()")
+def _rounding(func: str, x: float, node: ast.Node) -> int:
+    with np.errstate(all="ignore"):
+        if not F.rounding_bad(np, func, x):
+            return int(F.rounding(np, func, x))
+        if math.isfinite(x):
+            v = int(F.ROUNDING[func](np, x))
+            return _check_int(v, node, f"{func}()")
+    raise SemanticError(f"cannot take {func}() of {_fmt(x)}", node.span)
 
 
 def _fmt(x: float) -> str:
@@ -359,15 +327,8 @@ def binary(op: ast.BinaryOp, a: Value, b: Value, node: ast.Node) -> Value:
         if op == B.SUB:
             return x - y
         if op == B.MUL:
-            return _mul(x, y)
+            return x * y
     raise SemanticError(f"unknown operator `{op.value}`", node.span)  # pragma: no cover
-
-
-def _mul(x: float, y: float) -> float:
-    try:
-        return x * y
-    except OverflowError:  # pragma: no cover - float mul does not raise
-        return math.inf
 
 
 def power(a: Value, b: Value, node: ast.Node) -> Value:
@@ -378,19 +339,10 @@ def power(a: Value, b: Value, node: ast.Node) -> Value:
                 node.span,
                 hint="use a double base, e.g. `pow(2.0, -1)`",
             )
-        if a in (0, 1) or b == 0:
-            return 1 if b == 0 else a
-        if a == -1:
-            return 1 if b % 2 == 0 else -1
-        if b > 64:
-            # |a| >= 2: certainly out of range
-            raise SemanticError("overflow evaluating integer power", node.span)
-        r = a**b
-        if r > INT_MAX:
-            raise SemanticError("overflow evaluating integer power", node.span)
-        if r < INT_MIN:
-            raise SemanticError("underflow evaluating integer power", node.span)
-        return r
+        if F.ipow_bad(np, a, b):
+            what = "overflow" if a > 0 or b % 2 == 0 else "underflow"
+            raise SemanticError(f"{what} evaluating integer power", node.span)
+        return int(F.ipow(np, a, b))
     return java_pow(a, b)
 
 
@@ -401,46 +353,22 @@ def call(func: str, args: list[Value], node: ast.Node) -> Value:
             raise SemanticError(f"`{func}` needs at least one argument", node.span)
         if all(is_int(a) for a in args):
             return min(args) if func == "min" else max(args)
-        xs = [float(a) for a in args]
-        r = xs[0]
-        for x in xs[1:]:
-            # Java: (d < dMin) ? d : dMin  -- NaN never replaces, but a NaN
-            # first argument stays
-            if func == "min" and x < r:
-                r = x
-            elif func == "max" and x > r:
-                r = x
+        step = F.fmin if func == "min" else F.fmax
+        r = float(args[0])
+        for x in args[1:]:
+            r = float(step(np, r, float(x)))
         return r
-    if func == "floor":
-        return _to_int_checked(
-            math.floor(float(args[0]))
-            if math.isfinite(float(args[0]))
-            else float(args[0]),
-            "floor",
-            node,
-        )
-    if func == "ceil":
-        return _to_int_checked(
-            math.ceil(float(args[0]))
-            if math.isfinite(float(args[0]))
-            else float(args[0]),
-            "ceil",
-            node,
-        )
-    if func == "round":
-        x = float(args[0])
-        return _to_int_checked(
-            math.floor(x + 0.5) if math.isfinite(x) else x, "round", node
-        )
+    if func in F.ROUNDING:
+        return _rounding(func, float(args[0]), node)
     if func == "pow":
         return power(args[0], args[1], node)
     if func == "mod":
         i, j = args
-        if j <= 0:
+        if F.imod_bad(np, i, j):
             raise SemanticError(
                 f"attempt to compute modulo with non-positive divisor {j}", node.span
             )
-        return i % j  # Python's % is non-negative for j > 0, as PRISM's mod
+        return int(F.imod(np, i, j))
     if func == "log":
         return java_log(args[0], args[1])
     raise SemanticError(f"unknown function `{func}`", node.span)

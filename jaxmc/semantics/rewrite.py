@@ -77,3 +77,14 @@ def idents(e: ast.Node) -> Iterator[ast.Ident]:
     for n in ast.walk(e):
         if isinstance(n, ast.Ident):
             yield n
+
+
+def mentions(e: ast.Node | None, names: frozenset[str] | set[str]) -> str | None:
+    """The first identifier of `names` (e.g. a parameter) that `e` mentions,
+    or None."""
+    if e is None or not names:
+        return None
+    for node in ast.walk(e):
+        if isinstance(node, ast.Ident) and node.name in names:
+            return node.name
+    return None

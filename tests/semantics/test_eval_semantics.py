@@ -3,20 +3,22 @@ operand PRISM does not evaluate are no errors), located errors naming the
 state, 32-bit ints, one integer `pow`, and no recursion limit on the size or
 depth of an expression.
 
-The four evaluators: `semantics.evaluate`/`fold` (constants), `explore.lower`
-(guards, updates, labels, rewards), `props.evaluate` (properties) and
-`diff._expr` (parametric values)."""
+The entry points of the one evaluator: `semantics.evaluate`/`fold`
+(constants, scalar), `explore.lower` (guards, updates, labels, rewards),
+`props.evaluate` (properties) and `explore.lower_parametric` (parametric
+values, jax.numpy); `test_one_evaluator.py` checks a table of expressions
+through all of them."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxmc
-from jaxmc.diff._expr import compile_expr
 from jaxmc.errors import ExplorationError, JaxmcError, SemanticError
-from jaxmc.explore.lower import Kind, lower
+from jaxmc.explore.lower import Kind, lower, lower_parametric
 from jaxmc.lang import ast as A
 from jaxmc.semantics import evaluate, fold
 
@@ -35,6 +37,11 @@ def _int(v):
 
 def _pow(a, b):
     return A.Call("pow", (a, b))
+
+
+def compile_expr(e, params, variables, bools, cols, n):
+    """The parametric path's evaluator (jax.numpy backend)."""
+    return lower_parametric(e, params, variables, cols, n, xp=jnp, bools=bools)
 
 
 # A chain of s in [0..4]: `y` holds 2^s, written by the update.
