@@ -11,6 +11,7 @@ from ..explore.model import ExplicitModel
 from . import graph
 from .fixed_point import solve_fixed
 from .methods import check_type, default_method
+from .minmax import with_fallback
 from .precision import check_precision
 from .quotient import expand_result, quotient
 from .result import NumericResult
@@ -27,7 +28,23 @@ def prob01_sets(model: ExplicitModel, phi, psi, opt):
     return graph.prob01_min(model, phi, psi)
 
 
-def until_probabilities(
+def until_probabilities(model: ExplicitModel, phi, psi, **kw) -> NumericResult:
+    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs); the arguments are
+    `_until_probabilities`'s. On an MDP, value iteration that does not
+    converge hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    if not model.is_nondeterministic:
+        return _until_probabilities(model, phi, psi, **kw)
+    check_type(model, kw.get("opt"))
+    method = default_method(model, kw.pop("method", None))
+    throw = kw.pop("throw", True)
+
+    def run(method, throw):
+        return _until_probabilities(model, phi, psi, method=method, throw=throw, **kw)
+
+    return with_fallback(run, method, throw)
+
+
+def _until_probabilities(
     model: ExplicitModel,
     phi,
     psi,
@@ -42,14 +59,15 @@ def until_probabilities(
     layout: str = "auto",
     precision: str = "fp64",
 ) -> NumericResult:
-    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
+    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs), one method.
 
     **Arguments:**
     - `model`: a DTMC, CTMC (uses the embedded DTMC) or MDP.
     - `phi`, `psi`: bool [n] masks.
     - `opt`: `"min"`/`"max"` (required for MDPs; ignored otherwise).
     - `method`: `"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
-      `"value_iteration"` (default for MDPs), `"interval_iteration"`; for
+      `"value_iteration"` (default for MDPs), `"interval_iteration"` (on
+      MDPs both topological: `jaxmc.numerics.minmax`); for
       DTMC/CTMC the default `None` picks Gauss-Seidel in topological order
       or Jacobi by the system's components (`methods.AUTO`).
     - `epsilon`, `relative`, `max_iters`: PRISM's termination criterion.

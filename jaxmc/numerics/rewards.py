@@ -15,6 +15,8 @@ a scheduler looping at no cost forever would otherwise count as 0).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import UnsupportedError
@@ -26,6 +28,7 @@ from .bounds import reward_upper_bound_model
 from .fixed_point import solve_fixed
 from .matrices import sparse
 from .methods import check_type, default_method
+from .minmax import with_fallback
 from .precision import check_precision
 from .quotient import expand_result, quotient
 from .result import NumericResult
@@ -85,9 +88,11 @@ def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
         if key in extra:
             extra[key] = np.where(inf, np.inf, extra[key])
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(
-        vals, res.status, res.iterations, res.residual, res.method, extra
-    )
+    bounds = {
+        key: None if v is None else np.where(inf, np.inf, v)
+        for key, v in (("lower", res.lower), ("upper", res.upper))
+    }
+    return replace(res, values=vals, extra=extra, **bounds)
 
 
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
@@ -119,6 +124,25 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
 
 
 def reachability_rewards(
+    model: ExplicitModel, reward: RewardStructure, *args, **kw
+) -> NumericResult:
+    """`_reachability_rewards`; on an MDP, value iteration that does not converge
+    hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    if not model.is_nondeterministic:
+        return _reachability_rewards(model, reward, *args, **kw)
+    check_type(model, kw.get("opt"))
+    method = default_method(model, kw.pop("method", None))
+    throw = kw.pop("throw", True)
+
+    def run(method, throw):
+        return _reachability_rewards(
+            model, reward, *args, method=method, throw=throw, **kw
+        )
+
+    return with_fallback(run, method, throw)
+
+
+def _reachability_rewards(
     model: ExplicitModel,
     reward: RewardStructure,
     target,
@@ -168,6 +192,23 @@ def reachability_rewards(
 
 
 def total_rewards(
+    model: ExplicitModel, reward: RewardStructure, *args, **kw
+) -> NumericResult:
+    """`_total_rewards`; on an MDP, value iteration that does not converge
+    hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    if not model.is_nondeterministic:
+        return _total_rewards(model, reward, *args, **kw)
+    check_type(model, kw.get("opt"))
+    method = default_method(model, kw.pop("method", None))
+    throw = kw.pop("throw", True)
+
+    def run(method, throw):
+        return _total_rewards(model, reward, *args, method=method, throw=throw, **kw)
+
+    return with_fallback(run, method, throw)
+
+
+def _total_rewards(
     model: ExplicitModel,
     reward: RewardStructure,
     *,

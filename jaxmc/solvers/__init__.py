@@ -35,3 +35,8 @@ from ._results import (  # noqa: E402
     check_solution as check_solution,
     sup_norm as sup_norm,
 )
+from ._scc_levels import LevelPlan as LevelPlan, plan_levels as plan_levels  # noqa: E402
+from ._topological import (  # noqa: E402
+    gaps as gaps,
+    topological_iteration as topological_iteration,
+)

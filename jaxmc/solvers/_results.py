@@ -26,6 +26,9 @@ class Status(enum.IntEnum):
     BREAKDOWN = 2
     #: The iterate contains NaN or infinity.
     NONFINITE = 3
+    #: No progress over a window of iterations (the measure stopped
+    #: decreasing: e.g. a gap held open by an end component, or rounding).
+    STALLED = 4
 
 
 #: Loop-internal status: still iterating.
@@ -36,6 +39,8 @@ _MESSAGES = {
     "(last difference {res:.3g})",
     Status.BREAKDOWN: "broke down after {iters} iterations (residual {res:.3g})",
     Status.NONFINITE: "produced a non-finite value after {iters} iterations",
+    Status.STALLED: "stalled after {iters} iterations (no progress; last "
+    "difference {res:.3g})",
 }
 
 _HINTS = {
@@ -43,6 +48,7 @@ _HINTS = {
     Status.BREAKDOWN: "try another method, e.g. method='jacobi' or 'power'",
     Status.NONFINITE: "check the model for non-finite rates/rewards, "
     "or try another method",
+    Status.STALLED: "try another method, or a larger -epsilon",
 }
 
 
