@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, UnsupportedError
 from ..solvers import Status, topological_iteration
+from .bounds import reward_upper_bound
 from .result import Attempt, NumericResult, from_solution
 
 
@@ -54,6 +55,7 @@ def solve_minmax(host, data, bb, maybe, fixed, upper, opt, method, kw) -> Numeri
         fixed,
         opt or "max",
         upper=up,
+        bound=reward_upper_bound,
         **kw,
     )
     extra = dict(info, layout="host+device" if info["device_levels"] else "host")

@@ -65,10 +65,15 @@ def _leaves(model, bad) -> np.ndarray:
 
 def _upper(M, probs, b, maybe, fixed, kw):
     """For interval iteration, the upper start vector: the Baier et al.
-    bound (`jaxmc.numerics.bounds`), which needs the maybe states to reach
+    bound (`jaxmc.numerics.bounds`; for MDPs infinite here, bounded per
+    component by the solver), which needs the maybe states to reach
     the target almost surely (max: under every scheduler), as here."""
     if kw["method"] != "interval_iteration":
         return None
+    if M.nondeterministic:
+        # topological interval iteration bounds each component on its own
+        # (`jaxmc.numerics.minmax`): no product over the whole system
+        return np.full(len(maybe), np.inf)
     with stage("precompute"):
         bound = reward_upper_bound_model(M, probs, b, maybe, fixed, kw["opt"])
     if not np.isfinite(bound):

@@ -70,6 +70,13 @@ def gaps(lo, up, relative) -> np.ndarray:
     return g
 
 
+def _times(p, X):
+    """`p[:, None] * X`, 0 where `p` is 0 (an infinite upper start times a
+    masked entry is 0, not NaN)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(p[:, None] != 0, p[:, None] * X, 0.0)
+
+
 def _reduce(v, starts, opt):
     fn = np.maximum if opt == "max" else np.minimum
     return fn.reduceat(v, starts, axis=0)
@@ -79,8 +86,9 @@ class _Run:
     """The state of one topological solve: the iterate(s) `X` [n, 1 or 2]
     (lower and upper for interval iteration) and the accounting."""
 
-    def __init__(self, plan, cols, data, b, opt, sound, kw):
+    def __init__(self, plan, cols, data, b, opt, sound, kw, bound=None):
         self.plan, self.cols, self.data, self.b = plan, cols, data, b
+        self.bound = bound
         self.opt, self.sound, self.kw = opt, sound, kw
         self.iterations = 0
         self.residual = 0.0
@@ -101,11 +109,11 @@ class _Run:
         ent = p.entries[e0:e1]
         local = p.entry_choice[e0:e1] - c0
         w = np.where(p.entry_self[e0:e1], 0.0, self.data[ent])
-        xs = X[self.cols[ent]]
+        xs = _times(w, X[self.cols[ent]])
         k = c1 - c0
         rest = np.stack(
             [
-                np.bincount(local, weights=w * xs[:, j], minlength=k)
+                np.bincount(local, weights=xs[:, j], minlength=k)
                 for j in range(X.shape[1])
             ],
             axis=1,
@@ -132,9 +140,10 @@ class _Run:
         inside = (where >= s) & (where < e)
         out = ~inside
         k = c1 - c0
+        xs = _times(d[out], X[tgt[out]])
         ext = np.stack(
             [
-                np.bincount(local[out], weights=d[out] * X[tgt[out], j], minlength=k)
+                np.bincount(local[out], weights=xs[:, j], minlength=k)
                 for j in range(X.shape[1])
             ],
             axis=1,
@@ -143,6 +152,8 @@ class _Run:
         starts = p.choice_ptr[s:e] - c0
         Y = X[p.states[s:e]]
         li, ti, di = local[inside], where[inside] - s, d[inside]
+        if self.sound and not np.all(np.isfinite(Y[:, 1])):
+            Y[:, 1] = self._local_upper(ext[:, 1], starts, li, ti, di)
         if e - s >= DEVICE_MIN_STATES:
             Y, it, res, status = self._device(Y, ext, starts, li, ti, di, target)
             self.device_levels += 1
@@ -154,6 +165,28 @@ class _Run:
         self.residual = max(self.residual, res)
         if status != Status.CONVERGED:
             self.status = status
+
+    def _local_upper(self, ext, starts, li, ti, di):
+        """An upper bound on the level's solution from `self.bound` (the
+        Baier et al. bound, `jaxmc.numerics.bounds.reward_upper_bound`) on
+        the level alone: its exits folded into one state of value 0, their
+        upper values into the choices' constants."""
+        if self.bound is None:
+            raise ValueError("interval iteration needs a finite upper start")
+        k, n = len(ext), len(starts)
+        soc = np.repeat(np.arange(n), np.diff(np.append(starts, k)))
+        leave = 1.0 - np.bincount(li, weights=di, minlength=k)
+        out = leave > 0
+        rows = np.concatenate([li, np.flatnonzero(out)])
+        cols = np.concatenate([ti, np.full(int(out.sum()), n)])
+        probs = np.concatenate([di, leave[out]])
+        order = np.argsort(rows, kind="stable")
+        maybe = np.append(np.ones(n, bool), False)
+        u = self.bound(
+            soc, rows[order], cols[order], probs[order], ext, maybe,
+            np.zeros(n + 1), self.opt,
+        )  # fmt: skip
+        return np.full(n, u)
 
     def _host(self, Y, ext, starts, A, target):
         relative = self.kw["relative"]
@@ -225,6 +258,7 @@ def topological_iteration(
     max_iters: int = 10000,
     throw: bool = True,
     plan: LevelPlan | None = None,
+    bound=None,
 ):
     """Solve `x_s = opt_{c in s} (b_c + sum_t P(c,t) x_t)` on `maybe` (`x =
     x0` elsewhere) component by component, bottom first.
@@ -242,6 +276,11 @@ def topological_iteration(
       `jaxmc.solvers.interval_iteration`).
     - `epsilon`, `relative`, `max_iters`: the criterion (per level; the
       limit too).
+    - `bound`: where `upper` is infinite, the upper start of each level of
+      components comes from `bound(soc, rows, cols, probs, b, maybe, fixed,
+      opt)` applied to the level alone (its exits at their upper values):
+      a bound per component, where one bound for the whole system would
+      overflow (a product of probabilities along a long path).
 
     **Returns:** `(solution, lower, upper, info)`: the `Solution` (for
     interval iteration the midpoint and the final gap), the bounds (None
@@ -262,7 +301,7 @@ def topological_iteration(
     X = np.stack([x0, np.asarray(upper, np.float64)], 1) if sound else x0[:, None]
     X = X.copy()
     kw = dict(epsilon=float(epsilon), relative=bool(relative), max_iters=max_iters)
-    run = _Run(plan, cols, data, b, opt, sound, kw)
+    run = _Run(plan, cols, data, b, opt, sound, kw, bound)
     sp_, split = plan.state_ptr, plan.split
     deep = max(int(np.count_nonzero(split < sp_[1:])), 1)
     step = 2.0 * float(epsilon) / deep
