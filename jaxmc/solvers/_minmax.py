@@ -70,7 +70,8 @@ def _ii(M, b, b_up, lo, up, epsilon, max_iters, relative, opt):
         g = up - lo
         if relative:
             mid = 0.5 * jnp.abs(up + lo)
-            g = jnp.where(g == 0, 0.0, g / mid)
+            # (absolute where the lower bound is 0: see `gaps`)
+            g = jnp.where((g == 0) | (lo == 0), g, g / mid)
         return jnp.max(g, initial=0.0)
 
     def cond(c):

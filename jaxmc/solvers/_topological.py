@@ -61,12 +61,14 @@ def _measure(new, old, relative):
 
 def gaps(lo, up, relative) -> np.ndarray:
     """Per-state gap between the bounds, relative to the midpoint's
-    magnitude when `relative` (0 where the bounds agree)."""
+    magnitude when `relative` (0 where the bounds agree; absolute where the
+    lower bound is 0: a value of 0 approached from above never reaches a
+    relative gap below 2)."""
     g = up - lo
     if relative:
         mid = 0.5 * np.abs(up + lo)
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = np.where(g == 0, 0.0, g / mid)
+            g = np.where((g == 0) | (lo == 0), g, g / mid)
     return g
 
 
