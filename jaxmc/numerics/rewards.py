@@ -70,7 +70,7 @@ def _upper(M, probs, b, maybe, fixed, kw):
     the target almost surely (max: under every scheduler), as here."""
     if kw["method"] != "interval_iteration":
         return None
-    if M.nondeterministic:
+    if M.nondeterministic and kw["layout"] == "auto" and kw["precision"] == "fp64":
         # topological interval iteration bounds each component on its own
         # (`jaxmc.numerics.minmax`): no product over the whole system
         return np.full(len(maybe), np.inf)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import UnsupportedError
 from ..layout import from_arrays
 from ._minmax import interval_iteration, value_iteration
 from ._results import Solution, Status, check_solution
@@ -45,8 +46,8 @@ from ._scc_levels import LevelPlan, plan_levels
 #: sweep costs a few numpy calls and nothing compiles.
 DEVICE_MIN_STATES = 1 << 14
 
-#: A host iteration whose measure (change or gap) has not decreased over
-#: this many sweeps stops as `Status.STALLED`.
+#: A host interval iteration whose total gap has not decreased over this
+#: many sweeps stops as `Status.STALLED`.
 STALL_WINDOW = 2000
 
 
@@ -188,6 +189,13 @@ class _Run:
             soc, rows[order], cols[order], probs[order], ext, maybe,
             np.zeros(n + 1), self.opt,
         )  # fmt: skip
+        if not np.isfinite(u):
+            raise UnsupportedError(
+                "interval iteration: the upper bound on the expected reward "
+                "overflows (probabilities too small along the paths to the exits "
+                "of a strongly connected component)",
+                hint="use method='value_iteration'",
+            )
         return np.full(n, u)
 
     def _host(self, Y, ext, starts, A, target):
@@ -201,6 +209,7 @@ class _Run:
             if self.sound:
                 res = float(gaps(new[:, 0], new[:, 1], relative).max(initial=0.0))
                 done = res <= target
+                total = float(np.sum(new[:, 1] - new[:, 0]))
             else:
                 res = _measure(new, Y, relative)
                 done = res < eps
@@ -209,8 +218,12 @@ class _Run:
                 return Y, it, res, Status.NONFINITE
             if done:
                 return Y, it, res, Status.CONVERGED
-            if res < best:
-                best, best_at = res, it
+            if not self.sound:
+                continue
+            # the bounds only move towards each other: a total gap that no
+            # longer shrinks is held open (an end component, rounding)
+            if total < best:
+                best, best_at = total, it
             elif it - best_at >= STALL_WINDOW:
                 return Y, it, res, Status.STALLED
         return Y, max_iters, res, Status.MAX_ITERS
