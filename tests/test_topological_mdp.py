@@ -15,7 +15,7 @@ import pytest
 import jaxmc
 from jaxmc.errors import ConvergenceError
 from jaxmc.numerics import Attempt
-from jaxmc.solvers import Status, plan_levels
+from jaxmc.solvers import Status, _topological, plan_levels
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,8 +176,14 @@ def _reference(n, choices, rew):
     }
 
 
+@pytest.mark.parametrize("policy", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_random_mdps_against_all_schedulers(tmp_path, seed):
+def test_random_mdps_against_all_schedulers(tmp_path, monkeypatch, seed, policy):
+    """Both methods against the dense reference; with `policy`, every
+    level of components switches to policy iteration after one sweep
+    (certified bounds for interval iteration)."""
+    if policy:
+        monkeypatch.setattr(_topological, "POLICY_AFTER", 1)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4, 8))
     text, choices, rew = _random_mdp(rng, n)
@@ -216,19 +222,24 @@ def test_random_mdps_against_all_schedulers(tmp_path, seed):
         'R{"steps"}max=? [ F "finished" ]',
     ],
 )
-def test_consensus_against_storm_sound(prop):
-    """coin2 (K=2): interval iteration's bounds contain Storm's sound value
-    and the midpoint is within 1e-6 (relative) of it."""
+@pytest.mark.parametrize("K", [2, 16])
+def test_consensus_against_storm_sound(prop, K):
+    """coin2: interval iteration's bounds contain Storm's sound value and
+    the midpoint is within 1e-6 (relative) of it; value iteration too. K=16
+    mixes slowly (~10^5 sweeps of value iteration): policy iteration
+    takes over."""
     pytest.importorskip("stormpy")
     from storm_oracle import storm_value
 
-    want = float(storm_value(str(CONSENSUS), "K=2", prop))
-    model = jaxmc.load_model(str(CONSENSUS), "K=2")
+    want = float(storm_value(str(CONSENSUS), f"K={K}", prop))
+    model = jaxmc.load_model(str(CONSENSUS), f"K={K}")
     res = jaxmc.check(model, prop, method="interval_iteration", epsilon=1e-8)
     assert res.value == pytest.approx(want, rel=1e-6)
     i = int(res.initial_states[0])
     # Storm's own value is within its 1e-6 (relative) of the truth
     assert res.lower[i] <= want * (1 + 1e-6) and res.upper[i] >= want * (1 - 1e-6)
+    if K == 16:
+        assert jaxmc.check(model, prop).value == pytest.approx(want, rel=1e-6)
 
 
 # ------------------------------------------------------------ fallback
@@ -267,13 +278,15 @@ def test_value_iteration_falls_back_to_interval_iteration(tmp_path):
     assert res.attempts[0].method == "value_iteration"
     with pytest.raises(ConvergenceError, match="interval iteration.*value_iter"):
         until_probabilities(explicit, phi, psi, **kw)
-    # value iteration's change criterion stops early on the slow leak;
-    # interval iteration's bounds hold the exact value
+    # the slow leak: after a few hundred sweeps both switch to policy
+    # iteration, value iteration to the optimal policy's values, interval
+    # iteration to bounds it certifies
     vi = until_probabilities(explicit, phi, psi, opt="max", max_iters=20000)
     ii = until_probabilities(
         explicit, phi, psi, opt="max", method="interval_iteration", max_iters=20000
     )
-    assert vi.values[i0] < x0 * (1 - 1e-4)
+    assert vi.extra["policy_levels"] == 1 and ii.extra["policy_levels"] == 1
+    assert vi.values[i0] == pytest.approx(x0, rel=1e-12)
     assert ii.lower[i0] <= x0 <= ii.upper[i0]
     assert ii.values[i0] == pytest.approx(x0, rel=1e-6)
     assert ii.bound is not None and ii.bound <= 1e-6

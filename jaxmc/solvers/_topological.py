@@ -16,7 +16,10 @@ the rest of the system.
   of their fixed points).
 - A level's larger components are iterated together: on the host (numpy,
   scipy) when small, on the device (`_minmax`'s jitted loops) from
-  `DEVICE_MIN_STATES` states on.
+  `DEVICE_MIN_STATES` states on. Interval iteration on a host level that
+  converges slowly switches to bounds from policy iteration, certified by
+  one Bellman step (`_policy`); value iteration there to the values of
+  the optimal policy.
 
 Value iteration stops each level on PRISM's criterion. Interval iteration
 (`sound=True`) advances a lower and an upper iterate together; since each
@@ -37,6 +40,7 @@ import scipy.sparse as sp
 from ..errors import UnsupportedError
 from ..layout import from_arrays
 from ._minmax import interval_iteration, value_iteration
+from ._policy import certify, greedy, policy_values
 from ._results import Solution, Status, check_solution
 from ._scc_levels import LevelPlan, plan_levels
 
@@ -45,6 +49,12 @@ from ._scc_levels import LevelPlan, plan_levels
 #: state are iterated on the device; smaller ones on the host, where one
 #: sweep costs a few numpy calls and nothing compiles.
 DEVICE_MIN_STATES = 1 << 14
+
+#: Value or interval iteration on a host level that has not converged after
+#: this many sweeps tries policy iteration (`_policy`), on
+#: levels of at most `POLICY_MAX_STATES` states (one sparse LU per policy).
+POLICY_AFTER = 200
+POLICY_MAX_STATES = 1 << 17
 
 #: A host interval iteration whose total gap has not decreased over this
 #: many sweeps stops as `Status.STALLED`.
@@ -98,6 +108,7 @@ class _Run:
         self.status = Status.CONVERGED
         self.floor = 0.0
         self.device_levels = 0
+        self.policy_levels = 0
 
     def _slices(self, a, e):
         p = self.plan
@@ -162,7 +173,17 @@ class _Run:
             self.device_levels += 1
         else:
             A = sp.csr_matrix((di, (li, ti)), shape=(k, e - s))
-            Y, it, res, status = self._host(Y, ext, starts, A, target)
+            if e - s <= POLICY_MAX_STATES:
+                first = min(POLICY_AFTER, int(self.kw["max_iters"]))
+                Y, it, res, status = self._host(Y, ext, starts, A, target, first)
+                if status == Status.MAX_ITERS and it < self.kw["max_iters"]:
+                    Y = self._certify(Y, ext, starts, A, target)
+                    Y, more, res, status = self._host(
+                        Y, ext, starts, A, target, self.kw["max_iters"] - it
+                    )
+                    it += more
+            else:
+                Y, it, res, status = self._host(Y, ext, starts, A, target)
         X[p.states[s:e]] = Y
         self.iterations += it
         self.residual = max(self.residual, res)
@@ -198,10 +219,33 @@ class _Run:
             )
         return np.full(n, u)
 
-    def _host(self, Y, ext, starts, A, target):
+    def _certify(self, Y, ext, starts, A, target):
+        """`Y`, or from policy iteration (`_policy`): for interval iteration
+        bounds it certifies, for value iteration the optimal policy's
+        values (a fixed point that value iteration from below reaches
+        too: a policy's value is below the optimum for max, and above it
+        for min, where no end components are left; where some are, a
+        policy that stays in one has a singular system and nothing
+        changes)."""
+        if not self.sound:
+            e = ext[:, 0]
+            sigma = greedy(e + A @ Y[:, 0], starts, self.opt, len(e))
+            r = policy_values(A, e, starts, self.opt, sigma)
+            if r is None:
+                return Y
+            self.policy_levels += 1
+            return r[0][:, None]
+        rel = self.kw["relative"]
+        C = certify(A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps)
+        if C is None:
+            return Y
+        self.policy_levels += 1
+        return C
+
+    def _host(self, Y, ext, starts, A, target, limit=None):
         relative = self.kw["relative"]
         eps = self.kw["epsilon"]
-        max_iters = int(self.kw["max_iters"])
+        max_iters = int(self.kw["max_iters"] if limit is None else limit)
         best, best_at = np.inf, 0
         res = np.inf
         for it in range(1, max_iters + 1):
@@ -336,6 +380,7 @@ def topological_iteration(
         components=plan.components,
         largest=plan.largest,
         device_levels=run.device_levels,
+        policy_levels=run.policy_levels,
     )
     if sound:
         lo, up = X[:, 0], X[:, 1]
