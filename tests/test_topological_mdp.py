@@ -176,14 +176,24 @@ def _reference(n, choices, rew):
     }
 
 
-@pytest.mark.parametrize("policy", [False, True])
-@pytest.mark.parametrize("seed", range(12))
-def test_random_mdps_against_all_schedulers(tmp_path, monkeypatch, seed, policy):
+@pytest.mark.parametrize(
+    "seed,policy,device",
+    [(seed, False, False) for seed in range(12)]
+    + [(seed, True, False) for seed in range(12)]
+    + [(seed, p, True) for seed, p in [(0, False), (1, True), (2, False)]],
+)
+def test_random_mdps_against_all_schedulers(
+    tmp_path, monkeypatch, seed, policy, device
+):
     """Both methods against the dense reference; with `policy`, every
     level of components switches to policy iteration after one sweep
-    (certified bounds for interval iteration)."""
+    (certified bounds for interval iteration); with `device`, every level
+    of components is iterated by the jitted device loops."""
     if policy:
         monkeypatch.setattr(_topological, "POLICY_AFTER", 1)
+        monkeypatch.setattr(_topological, "POLICY_AFTER_DEVICE", 2)
+    if device:
+        monkeypatch.setattr(_topological, "DEVICE_MIN_STATES", 1)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4, 8))
     text, choices, rew = _random_mdp(rng, n)

@@ -54,6 +54,8 @@ DEVICE_MIN_STATES = 1 << 14
 #: this many sweeps tries policy iteration (`_policy`), on
 #: levels of at most `POLICY_MAX_STATES` states (one sparse LU per policy).
 POLICY_AFTER = 200
+#: The same for levels iterated on the device (a sweep costs less there).
+POLICY_AFTER_DEVICE = 2000
 POLICY_MAX_STATES = 1 << 17
 
 #: A host interval iteration whose total gap has not decreased over this
@@ -168,22 +170,32 @@ class _Run:
         li, ti, di = local[inside], where[inside] - s, d[inside]
         if self.sound and not np.all(np.isfinite(Y[:, 1])):
             Y[:, 1] = self._local_upper(ext[:, 1], starts, li, ti, di)
-        if e - s >= DEVICE_MIN_STATES:
-            Y, it, res, status = self._device(Y, ext, starts, li, ti, di, target)
+        size = e - s
+        A = None
+        if size >= DEVICE_MIN_STATES:
+            M = self._device_model(starts, k, li, ti, di)
             self.device_levels += 1
+
+            def run(Y, limit):
+                return self._device(Y, ext, M, target, limit)
+
+            after = POLICY_AFTER_DEVICE
         else:
-            A = sp.csr_matrix((di, (li, ti)), shape=(k, e - s))
-            if e - s <= POLICY_MAX_STATES:
-                first = min(POLICY_AFTER, int(self.kw["max_iters"]))
-                Y, it, res, status = self._host(Y, ext, starts, A, target, first)
-                if status == Status.MAX_ITERS and it < self.kw["max_iters"]:
-                    Y = self._certify(Y, ext, starts, A, target)
-                    Y, more, res, status = self._host(
-                        Y, ext, starts, A, target, self.kw["max_iters"] - it
-                    )
-                    it += more
-            else:
-                Y, it, res, status = self._host(Y, ext, starts, A, target)
+            A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
+
+            def run(Y, limit):
+                return self._host(Y, ext, starts, A, target, limit)
+
+            after = POLICY_AFTER
+        max_iters = int(self.kw["max_iters"])
+        Y, it, res, status = run(Y, min(after, max_iters))
+        if status == Status.MAX_ITERS and it < max_iters:
+            if size <= POLICY_MAX_STATES:
+                if A is None:
+                    A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
+                Y = self._certify(Y, ext, starts, A, target)
+            Y, more, res, status = run(Y, max_iters - it)
+            it += more
         X[p.states[s:e]] = Y
         self.iterations += it
         self.residual = max(self.residual, res)
@@ -272,14 +284,15 @@ class _Run:
                 return Y, it, res, Status.STALLED
         return Y, max_iters, res, Status.MAX_ITERS
 
-    def _device(self, Y, ext, starts, li, ti, di, target):
-        k, n = ext.shape[0], Y.shape[0]
+    @staticmethod
+    def _device_model(starts, k, li, ti, di):
         choice_ptr = np.append(starts, k)
         row_ptr = np.concatenate([[0], np.cumsum(np.bincount(li, minlength=k))])
-        M = from_arrays(choice_ptr, row_ptr, ti, di, nondeterministic=True)
-        kw = dict(
-            relative=self.kw["relative"], max_iters=self.kw["max_iters"], throw=False
-        )
+        return from_arrays(choice_ptr, row_ptr, ti, di, nondeterministic=True)
+
+    def _device(self, Y, ext, M, target, limit):
+        n = Y.shape[0]
+        kw = dict(relative=self.kw["relative"], max_iters=limit, throw=False)
         if self.sound:
             sol, lo, up = interval_iteration(
                 M,
