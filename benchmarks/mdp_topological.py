@@ -37,6 +37,7 @@ INSTANCES = [
     ("consensus N=2 K=16", "consensus/coin2.nm", "K=16", COIN),
     ("consensus N=4 K=2", "consensus/coin4.nm", "K=2", COIN),
     ("consensus N=4 K=4", "consensus/coin4.nm", "K=4", COIN),
+    ("consensus N=6 K=2", "consensus/coin6.nm", "K=2", COIN),
     ("csma 2-4", "csma/csma2_4.nm", "",
      ['Pmin=? [ F "all_delivered" ]', 'R{"time"}max=? [ F "all_delivered" ]']),
     ("csma 3-2", "csma/csma3_2.nm", "",
