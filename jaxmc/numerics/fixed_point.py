@@ -41,6 +41,7 @@ from .matrices import (
     valued,
 )
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
+from .minmax import TOPOLOGICAL, solve_minmax
 from .precision import to_precision
 from .result import NumericResult, from_solution
 from .timing import stage
@@ -177,6 +178,13 @@ def _solve_masked(
     elif method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64
+    if M.nondeterministic and method in TOPOLOGICAL and auto_ok:
+        # MDPs: component by component on the host, large components on the
+        # device (`jaxmc.numerics.minmax`), in float64; a layout or precision
+        # asked for explicitly keeps the whole-system device iteration below
+        res = solve_minmax(host, data, bb, maybe, fixed, upper, opt, method, kw)
+        res.extra.update(precision="fp64")
+        return res
     if method == "gauss_seidel":
         pass  # solved above
     elif method in ("jacobi", "power", "bicgstab"):

@@ -13,6 +13,7 @@ from . import graph
 from .device import DeviceModel, device_model_for
 from .fixed_point import solve_fixed
 from .methods import check_type, default_method
+from .minmax import solve_with_fallback
 from .quotient import expand_result, quotient
 from .result import NumericResult
 from .timing import stage
@@ -28,7 +29,14 @@ def prob01_sets(model: ExplicitModel, phi, psi, opt):
     return graph.prob01_min(model, phi, psi)
 
 
-def until_probabilities(
+def until_probabilities(model: ExplicitModel, phi, psi, **kw) -> NumericResult:
+    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs); the arguments are
+    `_until_probabilities`'s. On an MDP, value iteration that does not
+    converge hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    return solve_with_fallback(_until_probabilities, model, phi, psi, **kw)
+
+
+def _until_probabilities(
     model: ExplicitModel,
     phi,
     psi,
@@ -38,7 +46,7 @@ def until_probabilities(
     device_model: DeviceModel | None = None,
     precompute: bool = True,
 ) -> NumericResult:
-    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
+    """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs), one method.
 
     **Arguments:**
     - `model`: a DTMC, CTMC (uses the embedded DTMC) or MDP.
@@ -46,7 +54,8 @@ def until_probabilities(
     - `opt`: `"min"`/`"max"` (required for MDPs; ignored otherwise).
     - `options`: a `jaxmc.SolveOptions` (default: PRISM's): `method`
       (`"jacobi"`, `"gauss_seidel"`, `"power"`, `"bicgstab"`,
-      `"value_iteration"` (default for MDPs), `"interval_iteration"`; for
+      `"value_iteration"` (default for MDPs), `"interval_iteration"` (on
+      MDPs both topological: `jaxmc.numerics.minmax`); for
       DTMC/CTMC the default `None` picks Gauss-Seidel in topological order
       or Jacobi by the system's components, `methods.AUTO`), PRISM's
       termination criterion (`epsilon`, `relative`, `max_iters`), `throw`

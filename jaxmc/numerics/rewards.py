@@ -15,6 +15,8 @@ a scheduler looping at no cost forever would otherwise count as 0).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import UnsupportedError
@@ -27,6 +29,7 @@ from .bounds import reward_upper_bound_model
 from .device import DeviceModel, device_model_for
 from .fixed_point import solve_fixed
 from .methods import check_type, default_method
+from .minmax import solve_with_fallback
 from .quotient import expand_result, quotient
 from .result import NumericResult
 from .timing import stage
@@ -58,10 +61,18 @@ def _leaves(model, bad) -> np.ndarray:
 
 def _upper(M, probs, b, maybe, fixed, kw):
     """For interval iteration, the upper start vector: the Baier et al.
-    bound (`jaxmc.numerics.bounds`), which needs the maybe states to reach
+    bound (`jaxmc.numerics.bounds`; for MDPs infinite here, bounded per
+    component by the solver), which needs the maybe states to reach
     the target almost surely (max: under every scheduler), as here."""
     if kw["method"] != "interval_iteration":
         return None
+    topological = (
+        kw["device_model"].requested == "auto" and kw["options"].precision == "fp64"
+    )
+    if M.nondeterministic and topological:
+        # topological interval iteration bounds each component on its own
+        # (`jaxmc.numerics.minmax`): no product over the whole system
+        return np.full(len(maybe), np.inf)
     with stage("precompute"):
         bound = reward_upper_bound_model(M, probs, b, maybe, fixed, kw["opt"])
     if not np.isfinite(bound):
@@ -81,9 +92,11 @@ def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
         if key in extra:
             extra[key] = np.where(inf, np.inf, extra[key])
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(
-        vals, res.status, res.iterations, res.residual, res.method, extra
-    )
+    bounds = {
+        key: None if v is None else np.where(inf, np.inf, v)
+        for key, v in (("lower", res.lower), ("upper", res.upper))
+    }
+    return replace(res, values=vals, extra=extra, **bounds)
 
 
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
@@ -115,6 +128,14 @@ def _solve_min_collapsed(model, probs, maybe, r, b, fixed, kw) -> NumericResult:
 
 
 def reachability_rewards(
+    model: ExplicitModel, reward: RewardStructure, *args, **kw
+) -> NumericResult:
+    """`_reachability_rewards`; on an MDP, value iteration that does not converge
+    hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    return solve_with_fallback(_reachability_rewards, model, reward, *args, **kw)
+
+
+def _reachability_rewards(
     model: ExplicitModel,
     reward: RewardStructure,
     target,
@@ -159,6 +180,14 @@ def reachability_rewards(
 
 
 def total_rewards(
+    model: ExplicitModel, reward: RewardStructure, *args, **kw
+) -> NumericResult:
+    """`_total_rewards`; on an MDP, value iteration that does not converge
+    hands over to interval iteration (`jaxmc.numerics.minmax`)."""
+    return solve_with_fallback(_total_rewards, model, reward, *args, **kw)
+
+
+def _total_rewards(
     model: ExplicitModel,
     reward: RewardStructure,
     *,

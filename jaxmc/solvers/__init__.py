@@ -36,3 +36,8 @@ from ._results import (  # noqa: E402
     convergence_error as convergence_error,
     sup_norm as sup_norm,
 )
+from ._scc_levels import LevelPlan as LevelPlan, plan_levels as plan_levels  # noqa: E402
+from ._topological import (  # noqa: E402
+    gaps as gaps,
+    topological_iteration as topological_iteration,
+)

@@ -65,12 +65,13 @@ def value_iteration(
 
 
 @eqx.filter_jit
-def _ii(M, b, lo, up, epsilon, max_iters, relative, opt):
+def _ii(M, b, b_up, lo, up, epsilon, max_iters, relative, opt):
     def gap(lo, up):
         g = up - lo
         if relative:
             mid = 0.5 * jnp.abs(up + lo)
-            g = jnp.where(g == 0, 0.0, g / mid)
+            # (absolute where the lower bound is 0: see `gaps`)
+            g = jnp.where((g == 0) | (lo == 0), g, g / mid)
         return jnp.max(g, initial=0.0)
 
     def cond(c):
@@ -79,7 +80,7 @@ def _ii(M, b, lo, up, epsilon, max_iters, relative, opt):
     def body(c):
         lo, up, it, _, _ = c
         lo = bellman(M, b, bellman(M, b, lo, opt), opt)
-        up = bellman(M, b, bellman(M, b, up, opt), opt)
+        up = bellman(M, b_up, bellman(M, b_up, up, opt), opt)
         it = it + 2
         g = gap(lo, up)
         report(it, g, lo.shape[0], 2)
@@ -117,6 +118,7 @@ def interval_iteration(
     relative=True,
     max_iters=10000,
     throw=True,
+    b_upper=None,
 ) -> tuple[Solution, jnp.ndarray, jnp.ndarray]:
     """Interval iteration (Haddad & Monmege; Baier et al. 2017): value
     iteration from a lower and an upper bound at once, stopping when
@@ -127,15 +129,21 @@ def interval_iteration(
     iterated states: for MDPs the caller must remove end components among
     them (`jaxmc.numerics` does so).
 
+    `b_upper`, if given, is the constant term of the upper iterate (`b` is
+    then the lower one's): a system solved piecewise, whose known part
+    enters through `b` as bounds from below and from above.
+
     **Returns:** `(solution, lower, upper)`; `solution.value` is the midpoint
     and `solution.residual` the final gap.
     """
     if opt not in ("min", "max"):
         raise ValueError(f"`opt` must be 'min' or 'max', not {opt!r}")
     eps, mi = _args(epsilon, max_iters)
+    b = jnp.asarray(b)
     sol, lo, up = _ii(
         M,
-        jnp.asarray(b),
+        b,
+        b if b_upper is None else jnp.asarray(b_upper),
         jnp.asarray(lower),
         jnp.asarray(upper),
         eps,

@@ -29,6 +29,9 @@ class Status(enum.IntEnum):
     #: Not run: the layout (or method) asked for cannot take this system,
     #: and another one took over (an `Attempt` of a fallback, not a failure).
     REFUSED = 4
+    #: No progress over a window of iterations (the measure stopped
+    #: decreasing: e.g. a gap held open by an end component, or rounding).
+    STALLED = 5
 
 
 #: Loop-internal status: still iterating.
@@ -39,6 +42,8 @@ _MESSAGES = {
     "(last difference {res:.3g})",
     Status.BREAKDOWN: "broke down after {iters} iterations (residual {res:.3g})",
     Status.NONFINITE: "produced a non-finite value after {iters} iterations",
+    Status.STALLED: "stalled after {iters} iterations (no progress; last "
+    "difference {res:.3g})",
 }
 
 _HINTS = {
@@ -46,6 +51,7 @@ _HINTS = {
     Status.BREAKDOWN: "try another method, e.g. method='jacobi' or 'power'",
     Status.NONFINITE: "check the model for non-finite rates/rewards, "
     "or try another method",
+    Status.STALLED: "try another method, or a larger -epsilon",
 }
 
 

@@ -167,13 +167,19 @@ def test_mdp_bounds_survive_end_component_collapse(mdp):
     res = jaxmc.check(mdp, 'Pmax=? [ F "goal" ]', **II)
     assert res.lower is not None
     assert res.lower[0] <= 1 / 6 <= res.upper[0]
-    with pytest.raises(UndecidedError):
-        jaxmc.check(mdp, 'Pmax>=1/6 [ F "goal" ]', **II)
+    if res.lower[0] < res.upper[0]:
+        with pytest.raises(UndecidedError):
+            jaxmc.check(mdp, 'Pmax>=1/6 [ F "goal" ]', **II)
+    else:  # (solved exactly: the topological solve's closed forms)
+        assert jaxmc.check(mdp, 'Pmax>=1/6 [ F "goal" ]', **II).value is True
     assert jaxmc.check(mdp, 'Pmax>=1/7 [ F "goal" ]', **II).value is True
     # Rmin collapses the zero-reward end component {0, 4} (looping there
     # never reaches the target, so [b] is taken: 2 expected times).
     res = jaxmc.check(mdp, "Rmin=? [ F s=1|s=2 ]", **II)
     assert res.lower is not None and res.lower[0] <= 2.0 <= res.upper[0]
-    with pytest.raises(UndecidedError):
-        jaxmc.check(mdp, "Rmin>=2 [ F s=1|s=2 ]", **II)
+    if res.lower[0] < res.upper[0]:
+        with pytest.raises(UndecidedError):
+            jaxmc.check(mdp, "Rmin>=2 [ F s=1|s=2 ]", **II)
+    else:
+        assert jaxmc.check(mdp, "Rmin>=2 [ F s=1|s=2 ]", **II).value is True
     assert jaxmc.check(mdp, "Rmin>=3 [ F s=1|s=2 ]", **II).value is False
