@@ -67,6 +67,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ MODELS: list[tuple[str, dict[str, tuple[str, str]], list[str]]] = [
         "firewire",
         {
             "small": (FIREWIRE, "delay=3,deadline=200,fast=0.5"),
-            "cpu": (FIREWIRE, "delay=36,deadline=400,fast=0.5"),
+            "cpu": (FIREWIRE, "delay=3,deadline=800,fast=0.5"),
             "gpu": (FIREWIRE, "delay=36,deadline=800,fast=0.5"),
         },
         [FW_PROP],
@@ -555,6 +556,45 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report(doc: dict, md: Path | None = None, js: Path | None = None) -> str:
+    """Print (and write) the table of a run's records, with its footer."""
+    rows, env, meta = doc["rows"], doc["environment"], doc["meta"]
+    storm_version = next(
+        (r["default"]["storm"] for r in rows if r["default"].get("storm")), "—"
+    )
+    workers = meta.get("storm_workers")
+    how = f"beside jaxmc, {workers} workers" if workers else "after jaxmc"
+    text = table(rows) + (
+        f"\n\n{meta['size']} size, {env.get('date', datetime.date.today())}; "
+        f"host CPU {meta['host_cpu']} ({meta['cores']} cores); "
+        f"jaxmc device {env.get('device', '—')}; Storm {storm_version} ({how})."
+    )
+    print(text, flush=True)
+    if md:
+        md.write_text(text + "\n")
+    if js:
+        js.write_text(json.dumps(doc, indent=1) + "\n")
+    return text
+
+
+def retable(argv: list[str]) -> int:
+    """`table RUN.json`: the table again, with sound values cached since."""
+    p = argparse.ArgumentParser(prog="accuracy.py table")
+    p.add_argument("run", type=Path)
+    p.add_argument("--reference", type=Path, default=REFERENCE)
+    p.add_argument("--md", type=Path)
+    args = p.parse_args(argv)
+    doc = json.loads(args.run.read_text())
+    ref = load_reference(args.reference)
+    for row in doc["rows"]:
+        key = Case(**row["case"]).key
+        if "value" not in row["sound"] and "value" in ref.get(key, {}):
+            row["sound"] = dict(ref[key], cached=True)
+        judge(row)
+    report(doc, args.md, args.run)
+    return 0
+
+
 # ---- the run ---------------------------------------------------------------
 
 
@@ -583,6 +623,7 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, default=float("inf"), help="seconds")
     p.add_argument("--no-jaxmc", action="store_true")
     p.add_argument("--no-default", action="store_true", help="skip Storm's default")
+    p.add_argument("--no-sound", action="store_true", help="cached sound values only")
     p.add_argument(
         "--reference-only",
         action="store_true",
@@ -614,6 +655,8 @@ def main(argv=None) -> int:
     storm = storm_available()
     print(json.dumps({"size": args.size, "host_cpu": cpu, "storm": storm}), flush=True)
 
+    lock = threading.Lock()
+
     def sound_job(case: Case) -> dict:
         cached = ref.get(case.key)
         usable = cached and ("value" in cached or not args.retry_missing)
@@ -621,10 +664,15 @@ def main(argv=None) -> int:
             return dict(cached, cached=True)
         if not storm:
             return {"error": "Storm not available"}
+        if args.no_sound:
+            return {"error": "not cached"}
         out = run_storm(case, "sound", min(args.storm_timeout, left()))
         if "value" in out or "timeout" in out.get("error", ""):
             ref[case.key] = reference_entry(out, cpu)
-            save_reference(ref, ref_out)
+            with lock:  # merged into the file as it is now: runs may overlap
+                save_reference(
+                    {**load_reference(ref_out), case.key: ref[case.key]}, ref_out
+                )
         return out
 
     def default_job(case: Case) -> dict:
@@ -656,30 +704,12 @@ def main(argv=None) -> int:
         judge(row)
         print(json.dumps({"case": c.key, **{k: row[k] for k in ("sound", "default")}}))
     pool.shutdown()
-    text = table(rows)
     env = next(
         (r["jaxmc"]["environment"] for r in rows if "environment" in r["jaxmc"]), {}
     )
-    storm_version = next(
-        (r["default"]["storm"] for r in rows if r["default"].get("storm")), "—"
-    )
-    how = (
-        f"beside jaxmc, {args.storm_workers} workers"
-        if args.storm_workers
-        else "after jaxmc"
-    )
-    text += (
-        f"\n\n{args.size} size, {env.get('date', datetime.date.today())}; "
-        f"host CPU {cpu} ({os.cpu_count()} cores); "
-        f"jaxmc device {env.get('device', '—')}; Storm {storm_version} ({how})."
-    )
-    print(text, flush=True)
-    if args.md:
-        args.md.write_text(text + "\n")
-    if args.json:
-        args.json.write_text(
-            json.dumps({"environment": env, "rows": rows}, indent=1) + "\n"
-        )
+    meta = {"size": args.size, "host_cpu": cpu, "cores": os.cpu_count()}
+    meta["storm_workers"] = args.storm_workers
+    report({"environment": env, "meta": meta, "rows": rows}, args.md, args.json)
     return 0
 
 
@@ -745,6 +775,8 @@ def prepare(argv: list[str]) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["one"]:
         print(json.dumps(jaxmc_one(*sys.argv[2:5]), default=str), flush=True)
+    elif sys.argv[1:2] == ["table"]:
+        sys.exit(retable(sys.argv[2:]))
     elif sys.argv[1:2] == ["prepare"]:
         sys.exit(prepare(sys.argv[2:]))
     else:
