@@ -184,7 +184,7 @@ MODELS: list[tuple[str, dict[str, tuple[str, str]], list[str]]] = [
             "cpu": ("mdps/csma/csma3_4.nm", ""),
             "gpu": ("mdps/csma/csma4_4.nm", ""),
         },
-        ['Pmin=? [ F "all_delivered" ]'],
+        ['Pmin=? [ F "all_delivered" ]', 'R{"time"}max=? [ F "all_delivered" ]'],
     ),
     (
         "firewire",
