@@ -67,7 +67,6 @@ import concurrent.futures as cf
 import datetime
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -394,61 +393,22 @@ def save_reference(ref: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-_TYPE = re.compile(
-    r"^\s*(dtmc|ctmc|mdp|probabilistic|stochastic|nondeterministic|pta|pomdp)\b",
-    re.M,
-)
-_EXT_TYPE = {".pm": "dtmc", ".sm": "ctmc", ".nm": "mdp"}
-
-
-_CONST = re.compile(r"^[ \t]*const\b[^;=]*?(\w+)\s*(?:=([^;]*))?;[^\n]*\n?", re.M)
-
-
-def _constants_in_order(text: str) -> str:
-    """The text with its constant definitions in dependency order, at the
-    place of the first: Storm refuses a definition that refers to a constant
-    defined further down (csma's `slot = 2*sigma`), PRISM accepts it."""
-    found = list(_CONST.finditer(text))
-    names = {m.group(1) for m in found}
-    deps = {
-        m.group(1): set(re.findall(r"\b\w+\b", m.group(2) or "")) & names for m in found
-    }
-    order, done = [], set()
-    while len(order) < len(found):
-        ready = [m for m in found if m not in order and deps[m.group(1)] <= done]
-        if not ready:  # a cycle: Storm reports it
-            return text
-        order.append(ready[0])
-        done.add(ready[0].group(1))
-    if order == found:
-        return text
-    block = "".join(m.group(0).rstrip("\n") + "\n" for m in order)
-    body = _CONST.sub("", text)
-    return body[: found[0].start()] + block + body[found[0].start() :]
-
-
 def storm_path(model: str) -> Path | None:
-    """The model file for Storm, which (unlike PRISM) refuses a file without
-    a model type (firewire's deadline.nm, wlan: given PRISM's default, MDP,
-    or the extension's type), a type after the first declaration (zeroconf)
-    and constants used before their definition (csma); such a file is
-    rewritten (same definitions, comments dropped) into the temp dir."""
+    """The model file for Storm: reprinted by `tests/storm_input.py` (the
+    Storm oracle's input of the test suite; same declarations, model type
+    first, constants and formulas in dependency order), as Storm refuses
+    files PRISM reads (firewire's deadline.nm and wlan have no model type,
+    zeroconf's comes after a constant, csma defines a constant after its use),
+    into the temp dir."""
     path = locate(model)
     if path is None:
         return None
-    text = path.read_text()
-    fixed = _constants_in_order(re.sub(r"//[^\n]*", "", text))
-    kind = _TYPE.search(fixed)  # Storm wants it first, PRISM anywhere
-    if kind is None:
-        fixed = _EXT_TYPE.get(path.suffix, "mdp") + "\n" + fixed
-    elif fixed[: kind.start()].strip():
-        rest = fixed[: kind.start()] + fixed[kind.end() :]
-        fixed = kind.group(1) + "\n" + rest
-    if fixed == re.sub(r"//[^\n]*", "", text):
-        return path
+    sys.path.insert(0, str(ROOT / "tests"))
+    from storm_input import program_text
+
     typed = Path(tempfile.gettempdir()) / "jaxmc-accuracy" / model
     typed.parent.mkdir(parents=True, exist_ok=True)
-    typed.write_text(fixed)
+    typed.write_text(program_text(path))
     return typed
 
 
