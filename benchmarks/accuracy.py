@@ -657,6 +657,18 @@ def main(argv=None) -> int:
     if args.storm_workers > 0:
         for c in todo:
             futures[c] = (pool.submit(sound_job, c), pool.submit(default_job, c))
+    meta = {"size": args.size, "host_cpu": cpu, "cores": os.cpu_count()}
+    meta["storm_workers"] = args.storm_workers
+
+    def collect(row: dict, c: Case) -> None:
+        row["sound"], row["default"] = (f.result() for f in futures[c])
+        judge(row)
+        print(json.dumps({"case": c.key, **{k: row[k] for k in ("sound", "default")}}))
+
+    def document(rows: list[dict]) -> dict:
+        envs = (r["jaxmc"]["environment"] for r in rows if "environment" in r["jaxmc"])
+        return {"environment": next(envs, {}), "meta": meta, "rows": rows}
+
     rows = []
     for c in todo:
         row = {"case": asdict(c), "jaxmc": {"error": "not run"}}
@@ -668,20 +680,16 @@ def main(argv=None) -> int:
             print(json.dumps({"case": c.key, "jaxmc": row["jaxmc"]}), flush=True)
         if c not in futures:
             futures[c] = (pool.submit(sound_job, c), pool.submit(default_job, c))
-            if args.storm_workers == 0:
-                futures[c][0].result(), futures[c][1].result()
         rows.append(row)
+        if args.storm_workers == 0:
+            collect(row, c)
+            if args.json:  # a run cut short still leaves its rows so far
+                args.json.write_text(json.dumps(document(rows), indent=1) + "\n")
     for row, c in zip(rows, todo):
-        row["sound"], row["default"] = (f.result() for f in futures[c])
-        judge(row)
-        print(json.dumps({"case": c.key, **{k: row[k] for k in ("sound", "default")}}))
+        if "sound" not in row:
+            collect(row, c)
     pool.shutdown()
-    env = next(
-        (r["jaxmc"]["environment"] for r in rows if "environment" in r["jaxmc"]), {}
-    )
-    meta = {"size": args.size, "host_cpu": cpu, "cores": os.cpu_count()}
-    meta["storm_workers"] = args.storm_workers
-    report({"environment": env, "meta": meta, "rows": rows}, args.md, args.json)
+    report(document(rows), args.md, args.json)
     return 0
 
 
