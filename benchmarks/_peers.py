@@ -21,7 +21,22 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[1]
-STORM_REF = ROOT.parent / "shared" / "tools" / "storm_ref.py"
+#: `../shared/tools/storm_ref.py`, or the copy in `.bench/` that a device
+#: run carries (`../shared` does not travel); `JAXMC_STORM_REF` overrides.
+STORM_REF = Path(
+    os.environ.get("JAXMC_STORM_REF")
+    or next(
+        (
+            p
+            for p in (
+                ROOT.parent / "shared" / "tools" / "storm_ref.py",
+                ROOT / ".bench" / "storm_ref.py",
+            )
+            if p.exists()
+        ),
+        ROOT.parent / "shared" / "tools" / "storm_ref.py",
+    )
+)
 
 #: The fields of storm_ref.py's JSON answer that the tables use.
 STORM_FIELDS = (
