@@ -61,6 +61,7 @@ def check(
     throw: bool = True,
     layout: str = "auto",
     precision: str = "fp64",
+    criterion: str = "sound",
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -108,6 +109,18 @@ def check(
       precomputation, uniformisation, bounded steps and host solves stay
       fp64, and results are float64 either way. `result.precision` says
       which precision the last solve ran in.
+    - `criterion`: `"sound"` (default): every DTMC/CTMC reachability and
+      reward value is certified: it comes with bounds that contain the exact
+      value, at most `epsilon` apart from it (relative or absolute;
+      `result.bound`, `result.lower`/`upper`); the default method is then
+      Gauss-Seidel in topological order where the graph is nearly acyclic,
+      else sound value iteration (`jaxmc.numerics.sound`), and interval
+      iteration for MDPs. An explicit `method` still certifies (Jacobi and
+      power with a certified stopping rule, Gauss-Seidel and BiCGStab
+      results certified afterwards). `"change"`: PRISM's criterion (the
+      change between iterates below `epsilon`, which bounds the change,
+      not the error) and PRISM's defaults (Jacobi; value iteration for
+      MDPs), for PRISM's numbers; `result.bound` is None.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]).
@@ -124,6 +137,7 @@ def check(
         throw=throw,
         layout=layout,
         precision=precision,
+        criterion=criterion,
     )
     result = check_property(explicit, checked_prop, properties, options)
     if model.build_time is not None:

@@ -114,6 +114,7 @@ def _api_options(args) -> dict[str, Any]:
     for name, value, default in (
         ("layout", args.layout, "auto"),
         ("precision", args.precision, "fp64"),
+        ("criterion", args.criterion, "sound"),
     ):
         if api_supports(name):
             extra[name] = value
@@ -158,6 +159,8 @@ def _result_entry(result) -> dict[str, Any]:
         residual=result.residual,
         timing=dict(result.timing),
     )
+    if getattr(result, "bound", None) is not None:
+        entry["bound"] = result.bound
     for key in ("method", "layout", "precision"):
         if getattr(result, key, None) is not None:
             entry[key] = getattr(result, key)

@@ -15,6 +15,8 @@ choice (`jaxmc.numerics.methods`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,9 +43,17 @@ from .matrices import (
     undo_order,
     valued,
 )
-from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
+from .methods import (
+    AUTO,
+    AUTO_GS_MAX_SWEEPS,
+    MINMAX,
+    auto_linear,
+    check_criterion,
+    host_matrix,
+)
 from .precision import check_precision, to_precision
 from .result import NumericResult, from_solution
+from .sound import solve_sound
 from .timing import stage
 
 
@@ -64,6 +74,7 @@ def solve_fixed(
     layout: str = "auto",
     M: SparseModel | None = None,
     precision: str = "fp64",
+    criterion: str = "change",
 ) -> NumericResult:
     """Solve `x = opt(b + P x)` on `maybe`, `x = fixed` elsewhere.
 
@@ -75,7 +86,12 @@ def solve_fixed(
     `M`, if given, must have been built for the same layout). `precision`:
     the float type of the matrix and the iterate during the solve
     (`jaxmc.numerics.precision`); the values come back as float64.
+    `criterion`: "change" stops the linear methods on PRISM's criterion (the
+    change between iterates); "sound" certifies DTMC/CTMC solves
+    (`jaxmc.numerics.sound`: `bound`, `lower`, `upper` filled). MDP
+    methods are as `method` says (interval iteration is sound).
     """
+    check_criterion(criterion)
     check_precision(precision, epsilon)
     if precision == "fp32" and method == "bicgstab":
         # In float32 BiCGStab can stop "converged" by its recursive residual
@@ -119,6 +135,7 @@ def solve_fixed(
             precision,
             auto_ok=layout == "auto" and precision == "fp64",
             rank=rank,
+            criterion=criterion,
         )
     return out
 
@@ -138,6 +155,7 @@ def _solve_masked(
     precision="fp64",
     auto_ok=False,
     rank=None,
+    criterion="change",
 ):
     soc, rows, cols, indptr = host
     n = M.n_states
@@ -158,6 +176,11 @@ def _solve_masked(
         def mat(A):
             return to_precision(A, precision)
 
+    if criterion == "sound" and not M.nondeterministic and method not in MINMAX:
+        return solve_sound(
+            M, kind, host, probs, data, maybe, fixed, bb, method,
+            dict(kw, precision=precision), vec, mat, rank, auto_ok,
+        )  # fmt: skip
     sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
     if method == AUTO:
         A, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
@@ -220,7 +243,13 @@ def _solve_masked(
         sol, lo, hi = interval_iteration(
             A, vec(bb), vec(x0), vec(up), opt or "max", **kw
         )
-        extra.update(lower=np.asarray(lo, np.float64), upper=np.asarray(hi, np.float64))
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        extra["layout"] = layout_name(A)
+        res = from_solution(sol, method, extra)
+        with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+            half = np.where(lo == hi, 0.0, 0.5 * (hi - lo))
+        bound = float(np.max(half, initial=0.0))
+        return replace(res, lower=lo, upper=hi, bound=bound)
     else:  # pragma: no cover - validated by default_method
         raise ValueError(method)
     if "layout" not in extra:

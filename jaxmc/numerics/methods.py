@@ -59,9 +59,31 @@ AUTO_GS_MAX_SWEEPS = 200
 TOPOLOGICAL_MAX_ENTRIES = 1 << 24
 
 
-def default_method(model, method):
+#: The stopping criteria of the iterative solves: "sound" (the default:
+#: every value within a certified bound of `epsilon`, absolute or relative)
+#: and "change" (PRISM's: the change between successive iterates below
+#: `epsilon`, which bounds the change, not the error).
+CRITERIA = ("sound", "change")
+
+
+def check_criterion(criterion):
+    if criterion not in CRITERIA:
+        raise ValueError(
+            f"unknown `criterion` {criterion!r}; expected one of {CRITERIA}"
+        )
+
+
+def default_method(model, method, criterion="sound"):
+    """The method to run: `method` validated, or the default of the model
+    type under `criterion`. "change" is PRISM's default exactly (Jacobi for
+    DTMC/CTMC linear systems, value iteration for MDPs); "sound" takes
+    `AUTO` for DTMC/CTMC (certified by `jaxmc.numerics.sound`) and interval
+    iteration for MDPs."""
+    check_criterion(criterion)
     if method is None:
-        return "value_iteration" if model.is_nondeterministic else AUTO
+        if model.is_nondeterministic:
+            return "interval_iteration" if criterion == "sound" else "value_iteration"
+        return AUTO if criterion == "sound" else "jacobi"
     if method not in LINEAR + MINMAX:
         raise ValueError(
             f"unknown `method` {method!r}; expected one of {LINEAR + MINMAX}"

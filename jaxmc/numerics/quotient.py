@@ -4,6 +4,8 @@ the original states (`expand_result`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import ModelCheckingError
@@ -21,8 +23,12 @@ def expand_result(res: NumericResult, rep: np.ndarray, **extra) -> NumericResult
         for k, v in (res.extra or {}).items()
     }
     lifted.update(extra)
-    return NumericResult(
-        res.values[rep], res.status, res.iterations, res.residual, res.method, lifted
+    return replace(
+        res,
+        values=res.values[rep],
+        extra=lifted,
+        lower=None if res.lower is None else res.lower[rep],
+        upper=None if res.upper is None else res.upper[rep],
     )
 
 

@@ -41,6 +41,7 @@ def until_probabilities(
     precompute: bool = True,
     layout: str = "auto",
     precision: str = "fp64",
+    criterion: str = "sound",
 ) -> NumericResult:
     """Per-state `P(φ U ψ)` (`Pmin`/`Pmax` for MDPs).
 
@@ -59,6 +60,9 @@ def until_probabilities(
     - `layout`: the device matrix of the solve (`jaxmc.numerics.LAYOUTS`).
     - `precision`: `"fp64"` or `"fp32"`, the float type of the iterative
       solve (`jaxmc.numerics.PRECISIONS`; fp32 needs `epsilon >= 1e-6`).
+    - `criterion`: `"sound"` (certified bounds within `epsilon`: the
+      result's `bound`, `lower`, `upper`) or `"change"` (PRISM's criterion
+      and default methods; `jaxmc.numerics.methods.CRITERIA`).
 
     For `interval_iteration` on an MDP with `max`, the maximal end components
     among the maybe states are collapsed first (Haddad & Monmege), so that the
@@ -66,7 +70,7 @@ def until_probabilities(
     """
     check_type(model, opt)
     check_precision(precision, epsilon)
-    method = default_method(model, method)
+    method = default_method(model, method, criterion)
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
@@ -90,6 +94,7 @@ def until_probabilities(
         throw=throw,
         layout=layout,
         precision=precision,
+        criterion=criterion,
     )
     upper = np.ones(n)
     if method == "interval_iteration" and model.is_nondeterministic and opt == "max":

@@ -15,6 +15,8 @@ a scheduler looping at no cost forever would otherwise count as 0).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import UnsupportedError
@@ -33,11 +35,23 @@ from .timing import stage
 from .transitions import choice_rewards, exit_rates, probabilities
 
 
-def _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision):
+def _kw(
+    model,
+    opt,
+    method,
+    epsilon,
+    relative,
+    max_iters,
+    throw,
+    layout,
+    precision,
+    criterion,
+):
     check_precision(precision, epsilon)
     return dict(
         opt=opt,
-        method=default_method(model, method),
+        method=default_method(model, method, criterion),
+        criterion=criterion,
         epsilon=epsilon,
         relative=relative,
         max_iters=max_iters,
@@ -84,10 +98,10 @@ def _infinite_at(res: NumericResult, inf: np.ndarray) -> NumericResult:
     for key in ("lower", "upper"):
         if key in extra:
             extra[key] = np.where(inf, np.inf, extra[key])
+    lo = None if res.lower is None else np.where(inf, np.inf, res.lower)
+    hi = None if res.upper is None else np.where(inf, np.inf, res.upper)
     vals = np.where(inf, np.inf, res.values)
-    return NumericResult(
-        vals, res.status, res.iterations, res.residual, res.method, extra
-    )
+    return replace(res, values=vals, extra=extra, lower=lo, upper=hi)
 
 
 def _solve(model, probs, maybe, fixed, b, kw) -> NumericResult:
@@ -131,6 +145,7 @@ def reachability_rewards(
     throw: bool = True,
     layout: str = "auto",
     precision: str = "fp64",
+    criterion: str = "sound",
 ) -> NumericResult:
     """Per-state expected reward accumulated until reaching `target`
     (`R=?[F target]`); `inf` where the target is not reached with
@@ -148,7 +163,10 @@ def reachability_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
+    kw = _kw(
+        model, opt, method, epsilon, relative, max_iters, throw, layout, precision,
+        criterion,
+    )  # fmt: skip
     if not model.is_nondeterministic:
         finite = _pre(graph.prob1, model, true, target)
     elif opt == "max":
@@ -179,6 +197,7 @@ def total_rewards(
     throw: bool = True,
     layout: str = "auto",
     precision: str = "fp64",
+    criterion: str = "sound",
 ) -> NumericResult:
     """Per-state expected total reward (`R=?[C]`), `inf` where it diverges.
     For a CTMC, the embedded DTMC with state rewards `state[s] / E(s)`.
@@ -192,7 +211,10 @@ def total_rewards(
         rate_reward = np.divide(st, e, out=np.zeros(n), where=e > 0)
         reward = RewardStructure(reward.name, rate_reward, reward.transition)
     r = choice_rewards(model, reward, probs)
-    kw = _kw(model, opt, method, epsilon, relative, max_iters, throw, layout, precision)
+    kw = _kw(
+        model, opt, method, epsilon, relative, max_iters, throw, layout, precision,
+        criterion,
+    )  # fmt: skip
     true = np.ones(n, dtype=bool)
     fixed = np.zeros(n)
     if not model.is_nondeterministic:

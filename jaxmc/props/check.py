@@ -99,6 +99,7 @@ def check_property(
         iterations=checker.iterations,
         residual=checker.residual,
         bound_gap=checker.bound_gap,
+        bound=checker.reported_bound(expr),
         timing=checker.stats,
         lower=None if checker.bounds is None else checker.bounds[0],
         upper=None if checker.bounds is None else checker.bounds[1],
@@ -130,8 +131,12 @@ class _Checker:
         self.method: str | None = None
         self.layout: str | None = None
         self.precision: str | None = None
-        #: (lower, upper) of the last solve, if it was interval iteration.
+        #: (lower, upper) of the last solve, if it certified per-state bounds.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
+        #: The last solve's certified absolute error bound (None: none).
+        self.bound: float | None = None
+        #: The values the last operator returned (what `bound` is about).
+        self.last: np.ndarray | None = None
         #: The states whose value of the formula being evaluated matters; a
         #: threshold left undecided by interval iteration in one of them is
         #: an error (`jaxmc.props.threshold`).
@@ -275,7 +280,7 @@ class _Checker:
         if not isinstance(path, ast.Temporal):
             # A state formula as a path formula holds at time 0 or not at all.
             values = self.bool(path).astype(np.float64)
-            self.bounds = None  # exact
+            self.bounds, self.bound, self.last = None, 0.0, values  # exact
             return values
         flip = {None: None, "min": "max", "max": "min"}[opt]
         op, bound = path.op, path.bound
@@ -324,20 +329,50 @@ class _Checker:
         elif self.status is None:
             self.status = res.status.name.lower()
         self.bounds = None
-        if res.extra and "lower" in res.extra:
-            lo, hi = np.asarray(res.extra["lower"]), np.asarray(res.extra["upper"])
+        lo, hi = res.lower, res.upper
+        if lo is None and res.extra and "lower" in res.extra:
+            lo, hi = res.extra["lower"], res.extra["upper"]
+        if lo is not None:
+            lo, hi = np.asarray(lo), np.asarray(hi)
             self.bounds = (lo, hi)
             with np.errstate(invalid="ignore"):  # inf - inf where both are inf
                 gap = np.where(lo == hi, 0.0, hi - lo)
             self.bound_gap = float(np.max(gap, initial=0.0))
-        return np.asarray(res.values)
+        self.bound = res.bound
+        self.last = np.asarray(res.values)
+        return self.last
+
+    def reported_bound(self, expr) -> float | None:
+        """A certified bound on the absolute error of the reported value:
+        from the last solve's per-state bounds (or its `bound`) where the
+        top level is that operator's value (or a filter of it), else None."""
+        if self.options.criterion != "sound":
+            return None
+        operand = expr.operand if isinstance(expr, ast.Filter) else expr
+        ops = (ast.ProbOp, ast.RewardOp, ast.SteadyOp)
+        if not isinstance(operand, ops) or operand.threshold is not None:
+            return None
+        if self.last is None:
+            return None
+        if self.bounds is None:
+            return self.bound
+        lo, hi = self.bounds
+        v = self.last
+        with np.errstate(invalid="ignore"):
+            err = np.maximum(hi - v, v - lo)
+            err = np.where((lo == hi) & (v == lo), 0.0, err)
+        if not isinstance(expr, ast.Filter):
+            err = err[np.asarray(self.model.initial_states)]
+        worst = float(np.max(err, initial=0.0))
+        return worst if np.isfinite(worst) else None
 
     def _dual(self, values: np.ndarray, before) -> np.ndarray:
         """`1 - values`, flipping interval-iteration bounds set since `before`."""
         if self.bounds is not None and self.bounds is not before:
             lo, hi = self.bounds
             self.bounds = (1.0 - hi, 1.0 - lo)
-        return 1.0 - values
+        self.last = 1.0 - values
+        return self.last
 
     def _solver_kwargs(self) -> dict[str, Any]:
         o = self.options
@@ -355,6 +390,7 @@ class _Checker:
             throw=o.throw,
             layout=o.layout,
             precision=o.precision,
+            criterion=o.criterion,
         )
 
     def _next(self, phi: np.ndarray, opt: str | None) -> np.ndarray:
@@ -432,7 +468,7 @@ class _Checker:
                         "long-run average rewards R [ S ] on MDPs", path.span
                     )
                 kw = self._solver_kwargs()
-                kw.pop("method")
+                kw.pop("method"), kw.pop("criterion")
                 return self._record(numerics.long_run_rewards(m, reward, **kw))
             low, high = self._bound_values(path.bound)
             cumulative = kind == ast.RewardPathKind.CUMULATIVE
@@ -466,7 +502,7 @@ class _Checker:
         if self.is_mdp:
             raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
         kw = self._solver_kwargs()
-        kw.pop("method")
+        kw.pop("method"), kw.pop("criterion")
         with self._needing():
             phi = self.bool(op.operand)
         values = self._record(numerics.steady_state_values(self.model, phi, **kw))

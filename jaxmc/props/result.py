@@ -18,7 +18,10 @@ class CheckOptions:
     (`jaxmc.numerics.LAYOUTS`: "auto" is CSR on a CPU, a warp-segment layout
     run by the Pallas kernels on a GPU), and `precision`, their float type
     ("fp64" or "fp32"; fp32 refuses an `epsilon` below
-    `jaxmc.numerics.precision.FP32_MIN_EPSILON`, 1e-6, which it cannot reach)."""
+    `jaxmc.numerics.precision.FP32_MIN_EPSILON`, 1e-6, which it cannot reach),
+    and `criterion`: "sound" (every value within a certified bound of
+    `epsilon`) or "change" (PRISM's criterion and default methods exactly;
+    `jaxmc.numerics.methods.CRITERIA`)."""
 
     method: str | None = None
     epsilon: float = 1e-6
@@ -27,11 +30,14 @@ class CheckOptions:
     throw: bool = True
     layout: str = "auto"
     precision: str = "fp64"
+    criterion: str = "sound"
 
     def __post_init__(self):
         from ..numerics.matrices import check_layout
+        from ..numerics.methods import check_criterion
         from ..numerics.precision import check_precision
 
+        check_criterion(self.criterion)
         check_layout(self.layout)
         check_precision(self.precision, self.epsilon)
 
@@ -50,8 +56,12 @@ class CheckResult:
       range, which is in `range`).
     - `status`, `iterations`, `residual`: from the last iterative solve
       (`"converged"`, `"max_iters"`, ...), where there was one.
-    - `lower`, `upper`, `bound_gap`: with interval iteration, the certified
-      bounds on every state's value and their largest gap.
+    - `bound`: a certified bound on the absolute error of `value` (and of
+      every value at the initial states), or None where none is certified
+      (criterion "change", or a value combined from several operators).
+    - `lower`, `upper`, `bound_gap`: the certified bounds on every state's
+      value of the last solve (interval or sound value iteration, certified
+      direct solves) and their largest gap.
     - `method`, `layout`: the numerical method and the device layout of the
       last solve (`"host"` for solves on the host: LU, scipy's GMRES,
       Gauss-Seidel), where there was one.
@@ -72,6 +82,7 @@ class CheckResult:
     iterations: int | None = None
     residual: float | None = None
     bound_gap: float | None = None
+    bound: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
     scheduler: np.ndarray | None = None
     #: Certified lower/upper bounds per state from interval iteration (when

@@ -28,6 +28,9 @@ from ._minmax import (  # noqa: E402
     interval_iteration as interval_iteration,
     value_iteration as value_iteration,
 )
+from ._sound import (  # noqa: E402
+    sound_value_iteration as sound_value_iteration,
+)
 from ._results import (  # noqa: E402
     RUNNING as RUNNING,
     Solution as Solution,
