@@ -28,13 +28,13 @@ from ._minmax import (  # noqa: E402
     interval_iteration as interval_iteration,
     value_iteration as value_iteration,
 )
-from ._sound import (  # noqa: E402
-    sound_value_iteration as sound_value_iteration,
-)
 from ._results import (  # noqa: E402
     RUNNING as RUNNING,
     Solution as Solution,
     Status as Status,
     check_solution as check_solution,
     sup_norm as sup_norm,
+)
+from ._sound import (  # noqa: E402
+    sound_value_iteration as sound_value_iteration,
 )
