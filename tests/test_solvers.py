@@ -108,10 +108,13 @@ def test_until_throw_and_status():
     psi = np.zeros(30, bool)
     psi[-1] = True
     with pytest.raises(ConvergenceError):
-        nm.until_probabilities(m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14)
+        nm.until_probabilities(
+            m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, criterion="change"
+        )
     res = nm.until_probabilities(
-        m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, throw=False
-    )
+        m, np.ones(30, bool), psi, max_iters=2, epsilon=1e-14, throw=False,
+        criterion="change",
+    )  # fmt: skip
     assert res.status == Status.MAX_ITERS
 
 
@@ -160,7 +163,9 @@ def test_numerics_do_not_recompile_across_properties(monkeypatch):
     for seed in range(3):
         psi = np.random.default_rng(seed).random(27) < 0.3
         psi[-1] = True
-        nm.until_probabilities(m, np.ones(27, bool), psi, epsilon=10.0 ** -(6 + seed))
+        nm.until_probabilities(
+            m, np.ones(27, bool), psi, epsilon=10.0 ** -(6 + seed), criterion="change"
+        )
     assert len(traces) == 1
 
 
@@ -186,8 +191,8 @@ def test_interval_iteration_brackets_value():
         relative=False,
         max_iters=10**6,
     )
-    assert (res.extra["lower"] <= ref.values + 1e-12).all()
-    assert (res.extra["upper"] >= ref.values - 1e-12).all()
+    assert (res.lower <= ref.values + 1e-12).all()
+    assert (res.upper >= ref.values - 1e-12).all()
     assert np.abs(res.values - ref.values).max() <= 1e-8
 
 

@@ -90,6 +90,8 @@ def solve_sound(
     elsewhere); arguments as `fixed_point._solve_masked` prepares them
     (`data`: the masked entry values, `bb`: per-state constants)."""
     soc, rows, cols, indptr = host
+    kw = dict(kw)
+    precision = kw.pop("precision", "fp64")
     n = M.n_states
     state_row = soc[rows]
     attempts: list[Attempt] = []
@@ -109,11 +111,9 @@ def solve_sound(
                 order=order,
                 **dict(kw, max_iters=budget, throw=False),
             )
-            warm, pre_iters, name = (
-                np.asarray(sol.value),
-                int(sol.iterations),
-                "gauss_seidel",
-            )
+            warm, pre_iters = np.asarray(sol.value), int(sol.iterations)
+            if Status(int(sol.status)) == Status.CONVERGED:
+                name = "gauss_seidel"  # (else it only gave the start)
     elif method in ("gauss_seidel", "bicgstab"):
         if method == "gauss_seidel":
             A_host = host_matrix(n, data, state_row, cols)
@@ -136,7 +136,7 @@ def solve_sound(
             name = "sound_value_iteration"
     if warm is not None and not np.all(np.isfinite(warm)):
         warm = None
-    extra = {"precision": kw.get("precision", "fp64"), "criterion": "sound"}
+    extra = {"precision": precision, "criterion": "sound"}
     if warm is not None:
         res = _certify_host(
             A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw

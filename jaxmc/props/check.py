@@ -248,7 +248,10 @@ class _Checker:
         threshold = op.threshold
         if threshold is None:
             return values
-        bounds = self.bounds
+        # (only interval iteration, asked for, refuses an undecided
+        # comparison; otherwise the value is compared as PRISM does)
+        asked = self.options.method == "interval_iteration"
+        bounds = self.bounds if asked else None
         bound = self._scalar(threshold.value)
         result, undecided = compare(values, threshold.cmp, bound, bounds, self.needed)
         if undecided.any():
