@@ -5,7 +5,12 @@ step before j), from which the property layer builds `F`, `G` (= 1 - F ¬),
 
 Each is a fixed number of masked Bellman steps `x' = where(active, opt(b + P
 x), const)` in one jitted `lax.fori_loop` whose trip count is traced, so
-changing `k` or any value does not recompile."""
+changing `k` or any value does not recompile.
+
+The step counts are exact, so the results' certified `bound` is 0: it
+covers the method, not floating-point rounding (as the bounds of the
+iterative solves do not). For `U>=k` the unbounded part's bound carries
+over (the masked steps do not increase an error: probabilities weigh it)."""
 
 from __future__ import annotations
 
@@ -93,7 +98,7 @@ def next_probabilities(
     psi = np.asarray(psi, dtype=np.float64)
     info = {}
     x = masked_steps(model, psi, 1, opt=opt, layout=layout, info=info)
-    return NumericResult(x, method="next", extra=info)
+    return NumericResult(x, method="next", extra=info, bound=0.0)
 
 
 def bounded_until(
@@ -120,8 +125,9 @@ def bounded_until(
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
     if upper is not None and upper < lower:
-        return NumericResult(np.zeros(model.num_states), method="bounded")
+        return NumericResult(np.zeros(model.num_states), method="bounded", bound=0.0)
     status, iters, resid = NumericResult(None).status, 0, 0.0
+    bound = 0.0
     info = {}
     if upper is None:
         from .reach import until_probabilities
@@ -129,6 +135,7 @@ def bounded_until(
         res = until_probabilities(model, phi, psi, opt=opt, layout=layout, **solver_kw)
         x, status, iters, resid = res.values, res.status, res.iterations, res.residual
         info["layout"] = res.extra.get("layout")
+        bound = res.bound
     else:
         x = masked_steps(
             model,
@@ -151,4 +158,6 @@ def bounded_until(
             layout=layout,
             info=info,
         )
-    return NumericResult(x, status, iters, resid, method="bounded", extra=info)
+    return NumericResult(
+        x, status, iters, resid, method="bounded", extra=info, bound=bound
+    )

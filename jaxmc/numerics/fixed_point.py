@@ -109,8 +109,10 @@ def solve_fixed(
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
-        return NumericResult(
-            values=fixed.copy(), method="jacobi" if method == AUTO else method
+        return NumericResult(  # (nothing to solve: exact)
+            values=fixed.copy(),
+            method="jacobi" if method == AUTO else method,
+            bound=0.0,
         )
     rank = None
     if kind == "dia":

@@ -304,7 +304,7 @@ def cumulative_rewards(
     x = masked_steps(
         model, np.zeros(model.num_states), k, opt=opt, b=r, layout=layout, info=info
     )
-    return NumericResult(x, method="cumulative", extra=info)
+    return NumericResult(x, method="cumulative", extra=info, bound=0.0)
 
 
 def instantaneous_rewards(
@@ -322,4 +322,4 @@ def instantaneous_rewards(
     st = np.zeros(n) if reward.state is None else np.asarray(reward.state, float)
     info = {}
     x = masked_steps(model, st, k, opt=opt, layout=layout, info=info)
-    return NumericResult(x, method="instantaneous", extra=info)
+    return NumericResult(x, method="instantaneous", extra=info, bound=0.0)

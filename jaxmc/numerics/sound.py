@@ -154,14 +154,14 @@ def solve_sound(
             Attempt(name, status, int(sol.iterations), float(sol.residual),
                     layout_name(A), note="a sparse direct solve took over")
         )  # fmt: skip
+        pre_iters += int(sol.iterations)
         x = _direct(n, data, state_row, cols, bb, maybe, fixed)
         res = _certify_host(
             None, n, data, state_row, cols, bb, x, maybe, host, probs, kw
         )
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
-            return _result(x, *res, maybe, pre_iters + int(sol.iterations), "direct",
-                           extra, attempts)  # fmt: skip
+            return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
         sol, lo, hi, A = _svi(M, kind_sv, data, indptr, cols, state_row, maybe, fixed,
                               bb, x, method, kw, vec, mat, rank)  # fmt: skip
         name = "direct"
