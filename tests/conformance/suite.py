@@ -10,7 +10,6 @@ property) into a `Case` with its expected value.
 from __future__ import annotations
 
 import os
-
 import re
 import shlex
 from dataclasses import dataclass, field
