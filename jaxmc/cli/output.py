@@ -134,7 +134,8 @@ class Printer:
             return
         if "value" in entry:
             bound = entry.get("bound")
-            shown = "" if bound is None else f" (±{bound:.1e})"
+            # (a certified error bound; none printed for exact values)
+            shown = "" if not bound else f" (±{bound:.1e})"
             self.out(f"Result: {fmt(entry['value'])}{shown}")
         else:
             lo, hi = entry["range"]
