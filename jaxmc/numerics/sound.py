@@ -80,7 +80,11 @@ def residual_bounds(A, bb, x, maybe, steps):
     err += 4.0 * np.finfo(np.float64).eps * float(np.max(np.abs(x), initial=0.0))
     if not np.isfinite(err):
         return None
-    return np.where(maybe, x - err, x), np.where(maybe, x + err, x)
+    # (outward by at least one unit in the last place, so that the bounds
+    # are not rounded back onto x)
+    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
+    hi = np.maximum(x + err, np.nextafter(x, np.inf))
+    return np.where(maybe, lo, x), np.where(maybe, hi, x)
 
 
 def solve_sound(
