@@ -89,7 +89,9 @@ def test_slowly_mixing_change_stops_early_sound_does_not():
     assert abs(s.value - exact) <= s.bound <= 1e-6 * exact
 
 
-@pytest.mark.parametrize("method", ["jacobi", "power", "gauss_seidel", "bicgstab"])
+@pytest.mark.parametrize(
+    "method", ["jacobi", "power", "value_iteration", "gauss_seidel", "bicgstab"]
+)
 def test_explicit_methods_still_certify(method):
     m = jaxmc.load_model_string(GAMBLER)
     exact = _gambler_exact()
@@ -248,6 +250,22 @@ def test_cli_prints_the_bound(tmp_path, capsys):
     entry = doc["runs"][0]["properties"][0] if "runs" in doc else doc
     text = json.dumps(entry)
     assert '"bound"' in text
+
+
+def test_mdp_default_is_interval_iteration_with_a_bound():
+    m = jaxmc.load_model_string(
+        """mdp
+module m
+  x : [0..3] init 0;
+  [a] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=0);
+  [b] x<3 -> 0.9 : (x'=x) + 0.1 : (x'=3);
+endmodule
+"""
+    )
+    r = jaxmc.check(m, "Pmin=? [ F x=3 ]")
+    assert r.method == "interval_iteration" and r.value == pytest.approx(1.0)
+    c = jaxmc.check(m, "Pmin=? [ F x=3 ]", criterion="change")
+    assert c.method == "value_iteration" and c.bound is None
 
 
 def test_criterion_is_validated():

@@ -46,7 +46,6 @@ from .matrices import (
 from .methods import (
     AUTO,
     AUTO_GS_MAX_SWEEPS,
-    MINMAX,
     auto_linear,
     check_criterion,
     host_matrix,
@@ -178,7 +177,11 @@ def _solve_masked(
         def mat(A):
             return to_precision(A, precision)
 
-    if criterion == "sound" and not M.nondeterministic and method not in MINMAX:
+    if (
+        criterion == "sound"
+        and not M.nondeterministic
+        and method != "interval_iteration"
+    ):
         return solve_sound(
             M, kind, host, probs, data, maybe, fixed, bb, method,
             dict(kw, precision=precision), vec, mat, rank, auto_ok,

@@ -10,8 +10,9 @@ almost surely (the 0/1 and infinite-reward precomputations make it so).
   topological order on the host (a back-substitution on the acyclic part)
   and its result certified; otherwise sound value iteration on the Jacobi
   splitting (`jaxmc.solvers.sound_value_iteration`), one fused device loop.
-- `jacobi` / `power`: sound value iteration on that splitting (the method
-  asked for, with a certified stopping rule).
+- `jacobi` / `power` (`value_iteration`, the same on a DTMC): sound value
+  iteration on that splitting (the method asked for, with a certified
+  stopping rule).
 - `gauss_seidel` / `bicgstab`: the method as asked, its result then
   certified.
 
@@ -212,7 +213,7 @@ def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method,
     """Sound value iteration on the Jacobi splitting (the power splitting
     for `method="power"`), from `warm` or from `fixed`."""
     n = M.n_states
-    if method == "power":
+    if method in ("power", "value_iteration"):  # (the same on a DTMC)
         diag = np.ones(n)
         A, order = square_matrix(M, kind, data, indptr, cols, rank)
     else:
