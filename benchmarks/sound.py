@@ -106,6 +106,8 @@ def _rel(v, ref) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="run the cases whose name contains this")
+    p.add_argument("--skip", action="append", default=[],
+                   help="leave out the cases whose name contains this")  # fmt: skip
     p.add_argument("--storm-timeout", type=float, default=600.0)
     args = p.parse_args(argv)
     env = environment()
@@ -118,6 +120,8 @@ def main(argv=None) -> int:
     print("|---|---:|---|---|---:|---:|---:|---:|---|")
     for name, model, consts, prop in CASES:
         if args.only and args.only not in name:
+            continue
+        if any(k in name for k in args.skip):
             continue
         ref = storm_sound(model, consts, prop, args.storm_timeout)
         s = run_jaxmc(model, consts, prop, "sound")

@@ -150,8 +150,7 @@ def solve_sound(
             lo, hi = res
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(warm, lo, hi, maybe, pre_iters, name, extra, attempts)
-    kind_sv = kind
-    sol, lo, hi, A = _svi(M, kind_sv, data, indptr, cols, state_row, maybe, fixed, bb,
+    sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb,
                           warm, method, kw, vec, mat, rank)  # fmt: skip
     status = Status(int(sol.status))
     if status == Status.MAX_ITERS and int(maybe.sum()) <= DIRECT_MAX_STATES:
@@ -167,7 +166,7 @@ def solve_sound(
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
-        sol, lo, hi, A = _svi(M, kind_sv, data, indptr, cols, state_row, maybe, fixed,
+        sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed,
                               bb, x, method, kw, vec, mat, rank)  # fmt: skip
         name = "direct"
     sol = check_solution(sol, kw["throw"], "Sound value iteration")
