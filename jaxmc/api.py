@@ -96,6 +96,7 @@ def check(
     throw: bool | None = None,
     layout: str | None = None,
     precision: str | None = None,
+    criterion: str | None = None,
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -149,6 +150,18 @@ def check(
       precomputation, uniformisation, bounded steps and host solves stay
       fp64, and results are float64 either way. `result.precision` says
       which precision the last solve ran in.
+    - `criterion`: `"sound"` (default): every DTMC/CTMC reachability and
+      reward value is certified: it comes with bounds that contain the exact
+      value, at most `epsilon` apart from it (relative or absolute;
+      `result.bound`, `result.lower`/`upper`); the default method is then
+      Gauss-Seidel in topological order where the graph is nearly acyclic,
+      else sound value iteration (`jaxmc.numerics.sound`), and interval
+      iteration for MDPs. An explicit `method` still certifies (Jacobi and
+      power with a certified stopping rule, Gauss-Seidel and BiCGStab
+      results certified afterwards). `"change"`: PRISM's criterion (the
+      change between iterates below `epsilon`, which bounds the change,
+      not the error) and PRISM's defaults (Jacobi; value iteration for
+      MDPs), for PRISM's numbers; `result.bound` is None.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a
@@ -157,6 +170,7 @@ def check(
     options = solve_options(
         options, method=method, epsilon=epsilon, relative=relative,
         max_iters=max_iters, throw=throw, layout=layout, precision=precision,
+        criterion=criterion,
     )  # fmt: skip
     return _check(model, prop, properties, options)
 

@@ -42,6 +42,13 @@ LAYOUTS = (
     "dia",
 )  # fmt: skip
 
+#: `criterion=`: the stopping criteria of the iterative solves: "sound" (the
+#: default: every value within a certified bound of `epsilon`, absolute or
+#: relative) and "change" (PRISM's: the change between successive iterates
+#: below `epsilon`, which bounds the change, not the error, with PRISM's
+#: default methods).
+CRITERIA = ("sound", "change")
+
 #: `precision=`: the float type of the iterative solves.
 PRECISIONS = ("fp64", "fp32")
 
@@ -75,8 +82,7 @@ class SolveOptions:
     """The numerical options, as PRISM's switches.
 
     - `method`: one of `METHODS`, or None for the model type's default
-      (DTMC/CTMC: Gauss-Seidel in topological order where the system is
-      nearly acyclic, else Jacobi; MDP: value iteration).
+      under `criterion` (`jaxmc.numerics.methods.default_method`).
     - `epsilon`, `relative`, `max_iters`: the convergence criterion
       (`-epsilon`, `-relative`/`-absolute`, `-maxiters`); `None` is the
       path's default (`DEFAULTS`).
@@ -86,6 +92,10 @@ class SolveOptions:
     - `throw`: a solve that stops before converging raises
       `ConvergenceError` at the API (one error, located at the property);
       with False the result carries the status and the attempts instead.
+    - `criterion`: "sound" (every DTMC/CTMC/MDP reachability and reward
+      value certified within `epsilon`: the result's `bound`, `lower`,
+      `upper`) or "change" (PRISM's criterion and default methods exactly);
+      `CRITERIA`.
     - `omega`: the differentiable path's over-relaxation of its
       Gauss-Seidel sweeps (None: chosen per solve; 1.0: plain Gauss-Seidel;
       else a starting value in (0, 2)).
@@ -99,12 +109,14 @@ class SolveOptions:
     precision: str = "fp64"
     throw: bool = True
     omega: float | None = None
+    criterion: str = "sound"
 
     def __post_init__(self):
         if self.method is not None:
             _choice("method", self.method, METHODS)
         _choice("layout", self.layout, LAYOUTS)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("criterion", self.criterion, CRITERIA)
         if self.epsilon is not None:
             eps = self.epsilon
             if isinstance(eps, bool) or not isinstance(eps, (int, float)):

@@ -100,6 +100,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="absolute convergence criterion",
     )
+    num.add_argument(
+        "--criterion", choices=("sound", "change"), default="sound",
+        help="sound (default): every result certified, printed with its error "
+        "bound, value (±bound); change: PRISM's criterion (the change between "
+        "iterates below epsilon) and PRISM's default methods, for PRISM's "
+        "numbers",
+    )  # fmt: skip
     meth = num.add_mutually_exclusive_group()
     for flag, method in METHODS.items():
         meth.add_argument(f"-{flag}", f"--{flag}", *_METHOD_ALIASES.get(flag, ()),

@@ -133,7 +133,10 @@ class Printer:
             self.out("Result: Error (see the message on stderr)")
             return
         if "value" in entry:
-            self.out(f"Result: {fmt(entry['value'])}")
+            bound = entry.get("bound")
+            # (a certified error bound; none printed for exact values)
+            shown = "" if not bound else f" (±{bound:.1e})"
+            self.out(f"Result: {fmt(entry['value'])}{shown}")
         else:
             lo, hi = entry["range"]
             self.out(

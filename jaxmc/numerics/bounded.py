@@ -5,7 +5,12 @@ step before j), from which the property layer builds `F`, `G` (= 1 - F ¬),
 
 Each is a fixed number of masked Bellman steps `x' = where(active, opt(b + P
 x), const)` in one jitted `lax.fori_loop` whose trip count is traced, so
-changing `k` or any value does not recompile."""
+changing `k` or any value does not recompile.
+
+The step counts are exact, so the results' certified `bound` is 0: it
+covers the method, not floating-point rounding (as the bounds of the
+iterative solves do not). For `U>=k` the unbounded part's bound carries
+over (the masked steps do not increase an error: probabilities weigh it)."""
 
 from __future__ import annotations
 
@@ -101,7 +106,7 @@ def next_probabilities(
     info = {}
     dm = device_model_for(model, options, device_model)
     x = masked_steps(model, psi, 1, opt=opt, device_model=dm, info=info)
-    return NumericResult(x, method="next", extra=info)
+    return NumericResult(x, method="next", extra=info, bound=0.0)
 
 
 def bounded_until(
@@ -128,8 +133,9 @@ def bounded_until(
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
     if upper is not None and upper < lower:
-        return NumericResult(np.zeros(model.num_states), method="bounded")
+        return NumericResult(np.zeros(model.num_states), method="bounded", bound=0.0)
     status, iters, resid = NumericResult(None).status, 0, 0.0
+    bound = 0.0
     info = {}
     dm = device_model_for(model, options, device_model)
     attempts = ()
@@ -142,6 +148,7 @@ def bounded_until(
         x, status, iters, resid = res.values, res.status, res.iterations, res.residual
         attempts = res.attempts
         info["layout"] = res.extra.get("layout")
+        bound = res.bound
     else:
         x = masked_steps(
             model,
@@ -165,5 +172,12 @@ def bounded_until(
             info=info,
         )
     return NumericResult(
-        x, status, iters, resid, method="bounded", extra=info, attempts=attempts
+        x,
+        status,
+        iters,
+        resid,
+        method="bounded",
+        extra=info,
+        attempts=attempts,
+        bound=bound,
     )

@@ -15,6 +15,8 @@ choice (`jaxmc.numerics.methods`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,6 +46,7 @@ from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
 from .minmax import TOPOLOGICAL, solve_minmax
 from .precision import to_precision
 from .result import NumericResult, from_solution
+from .sound import solve_sound
 from .timing import stage
 
 
@@ -67,15 +70,20 @@ def solve_fixed(
     the per-choice constants (±inf disables a choice of an MDP). `upper` is an
     upper bound on the solution for interval iteration (which also needs the
     maybe states free of end components; see `jaxmc.numerics.reach`).
-    `options`: the criterion (resolved: `epsilon`, `max_iters` set),
-    `throw` and the precision, the float type of the matrix and the iterate
-    during the solve (`jaxmc.numerics.precision`; the values come back as
-    float64). `device_model`: `model`'s device matrix, whose layout the SpMV
-    runs on (`M`, if given, must have been built for the same layout).
+    `options`: the criterion (resolved: `epsilon`, `max_iters` set; `criterion`:
+    "change" stops the linear methods on PRISM's criterion, "sound"
+    certifies DTMC/CTMC solves, `jaxmc.numerics.sound`: `bound`, `lower`,
+    `upper` filled; MDP methods are as `method` says, interval iteration
+    being sound), `throw` and the precision, the float type of the matrix
+    and the iterate during the solve (`jaxmc.numerics.precision`; the values
+    come back as float64). `device_model`: `model`'s device matrix, whose
+    layout the SpMV runs on (`M`, if given, must have been built for the
+    same layout).
     """
     epsilon, relative = options.epsilon, options.relative
     max_iters, throw = options.max_iters, options.throw
     precision, layout = options.precision, device_model.requested
+    criterion = options.criterion
     if precision == "fp32" and method == "bicgstab":
         # In float32 BiCGStab can stop "converged" by its recursive residual
         # at a value of the wrong sign (brp, `benchmarks/RESULTS.md`): the
@@ -92,8 +100,10 @@ def solve_fixed(
     maybe = np.asarray(maybe, dtype=bool)
     fixed = np.where(maybe, 0.0, np.asarray(fixed, dtype=np.float64))
     if not maybe.any():
-        return NumericResult(
-            values=fixed.copy(), method="jacobi" if method == AUTO else method
+        return NumericResult(  # (nothing to solve: exact)
+            values=fixed.copy(),
+            method="jacobi" if method == AUTO else method,
+            bound=0.0,
         )
     rank = None
     if kind == "dia":
@@ -118,6 +128,7 @@ def solve_fixed(
             precision,
             auto_ok=layout == "auto" and precision == "fp64",
             rank=rank,
+            criterion=criterion,
         )
     return note_layout(out, device_model)
 
@@ -137,6 +148,7 @@ def _solve_masked(
     precision="fp64",
     auto_ok=False,
     rank=None,
+    criterion="change",
 ):
     soc, rows, cols, indptr = host
     n = M.n_states
@@ -157,6 +169,15 @@ def _solve_masked(
         def mat(A):
             return to_precision(A, precision)
 
+    if (
+        criterion == "sound"
+        and not M.nondeterministic
+        and method != "interval_iteration"
+    ):
+        return solve_sound(
+            M, kind, host, probs, data, maybe, fixed, bb, method,
+            dict(kw, precision=precision), vec, mat, rank, auto_ok,
+        )  # fmt: skip
     sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
     if method == AUTO:
         A, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
@@ -226,7 +247,13 @@ def _solve_masked(
         sol, lo, hi = interval_iteration(
             A, vec(bb), vec(x0), vec(up), opt or "max", **kw
         )
-        extra.update(lower=np.asarray(lo, np.float64), upper=np.asarray(hi, np.float64))
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        extra["layout"] = layout_name(A)
+        res = from_solution(sol, method, extra)
+        with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+            half = np.where(lo == hi, 0.0, 0.5 * (hi - lo))
+        bound = float(np.max(half, initial=0.0))
+        return replace(res, lower=lo, upper=hi, bound=bound)
     else:  # pragma: no cover - validated by default_method
         raise ValueError(method)
     if "layout" not in extra:

@@ -122,7 +122,7 @@ def solve_with_fallback(fn, model, *args, options=None, **kw) -> NumericResult:
     if not model.is_nondeterministic:
         return fn(model, *args, options=options, **kw)
     check_type(model, kw.get("opt"))
-    method = default_method(model, options.method)
+    method = default_method(model, options.method, options.criterion)
 
     def run(method, throw):
         o = replace(options, method=method, throw=throw)

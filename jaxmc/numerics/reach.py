@@ -72,7 +72,7 @@ def _until_probabilities(
     check_type(model, opt)
     options = check_options(options)
     device_model = device_model_for(model, options, device_model)
-    method = default_method(model, options.method)
+    method = default_method(model, options.method, options.criterion)
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)

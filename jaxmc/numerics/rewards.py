@@ -40,7 +40,7 @@ def _kw(model, opt, options, device_model):
     options = check_options(options)
     return dict(
         opt=opt,
-        method=default_method(model, options.method),
+        method=default_method(model, options.method, options.criterion),
         options=options,
         device_model=device_model_for(model, options, device_model),
     )
@@ -299,7 +299,7 @@ def cumulative_rewards(
     x = masked_steps(
         model, np.zeros(model.num_states), k, opt=opt, b=r, device_model=dm, info=info
     )
-    return NumericResult(x, method="cumulative", extra=info)
+    return NumericResult(x, method="cumulative", extra=info, bound=0.0)
 
 
 def instantaneous_rewards(
@@ -319,4 +319,4 @@ def instantaneous_rewards(
     info = {}
     dm = device_model_for(model, options, device_model)
     x = masked_steps(model, st, k, opt=opt, device_model=dm, info=info)
-    return NumericResult(x, method="instantaneous", extra=info)
+    return NumericResult(x, method="instantaneous", extra=info, bound=0.0)

@@ -97,7 +97,7 @@ def check_property(
         layout=checker.layout,
         precision=checker.precision,
         attempts=checker.attempts,
-        bound=checker.bound,
+        bound=checker.reported_bound(expr),
         failure=checker.failure,
     )
 
@@ -132,7 +132,10 @@ class _Checker:
         self.layout: str | None = None
         self.precision: str | None = None
         self.attempts: tuple[Attempt, ...] = ()
+        #: The last solve's certified absolute error bound (None: none).
         self.bound: float | None = None
+        #: The values the last operator returned (what `bound` is about).
+        self.last: np.ndarray | None = None
         #: The first solve that did not converge, as an `Attempt`.
         self.failure: Attempt | None = None
         #: (lower, upper) of the last solve, if it was interval iteration.
@@ -249,7 +252,7 @@ class _Checker:
         if isinstance(node, P.Holds):
             # A state formula as a path formula holds at time 0 or not at all.
             values = self.mask(node.phi).astype(np.float64)
-            self.bounds = None  # exact
+            self.bounds, self.bound, self.last = None, 0.0, values  # exact
             return values
         if isinstance(node, P.Next):
             return self._next(self.mask(node.phi), node.opt)
@@ -266,7 +269,10 @@ class _Checker:
         """`values ~ bound` for a threshold node, refusing a comparison that
         the bounds of the operator's own solve (`self.bounds`) leave
         undecided in a state that matters."""
-        bounds = self.bounds
+        # (only interval iteration, asked for, refuses an undecided
+        # comparison; otherwise the value is compared as PRISM does)
+        asked = self.options.method == "interval_iteration"
+        bounds = self.bounds if asked else None
         result, undecided = compare(values, node.cmp, node.bound, bounds, self.needed)
         if undecided.any():
             o = self.options
@@ -309,20 +315,49 @@ class _Checker:
         if self.failure is not None:
             self.status = self.failure.status.name.lower()
         self.bounds = None
-        if res.extra and "lower" in res.extra:
-            lo, hi = np.asarray(res.extra["lower"]), np.asarray(res.extra["upper"])
+        lo, hi = res.lower, res.upper
+        if lo is None and res.extra and "lower" in res.extra:
+            lo, hi = res.extra["lower"], res.extra["upper"]
+        if lo is not None:
+            lo, hi = np.asarray(lo), np.asarray(hi)
             self.bounds = (lo, hi)
             with np.errstate(invalid="ignore"):  # inf - inf where both are inf
                 gap = np.where(lo == hi, 0.0, hi - lo)
             self.bound_gap = float(np.max(gap, initial=0.0))
-        return np.asarray(res.values)
+        self.last = np.asarray(res.values)
+        return self.last
+
+    def reported_bound(self, expr) -> float | None:
+        """A certified bound on the absolute error of the reported value:
+        from the last solve's per-state bounds (or its `bound`) where the
+        top level is that operator's value (or a filter of it), else None."""
+        if self.options.criterion != "sound":
+            return None
+        operand = expr.operand if isinstance(expr, ast.Filter) else expr
+        ops = (ast.ProbOp, ast.RewardOp, ast.SteadyOp)
+        if not isinstance(operand, ops) or operand.threshold is not None:
+            return None
+        if self.last is None:
+            return None
+        if self.bounds is None:
+            return self.bound
+        lo, hi = self.bounds
+        v = self.last
+        with np.errstate(invalid="ignore"):
+            err = np.maximum(hi - v, v - lo)
+            err = np.where((lo == hi) & (v == lo), 0.0, err)
+        if not isinstance(expr, ast.Filter):
+            err = err[np.asarray(self.model.initial_states)]
+        worst = float(np.max(err, initial=0.0))
+        return worst if np.isfinite(worst) else None
 
     def _dual(self, values: np.ndarray, before) -> np.ndarray:
         """`1 - values`, flipping interval-iteration bounds set since `before`."""
         if self.bounds is not None and self.bounds is not before:
             lo, hi = self.bounds
             self.bounds = (1.0 - hi, 1.0 - lo)
-        return 1.0 - values
+        self.last = 1.0 - values
+        return self.last
 
     def _solver_kwargs(self) -> dict[str, Any]:
         """The options and device model of the numerics calls: the method

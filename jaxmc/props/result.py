@@ -33,10 +33,12 @@ class CheckResult:
       that produced its values (fallbacks: a layout that could not hold the
       system, a method handed over to another), oldest first, as
       `jaxmc.numerics.Attempt`s; empty when the first try succeeded.
-    - `bound`: a certified bound on the absolute error of the last solve's
-      values (None where its method certifies none).
-    - `lower`, `upper`, `bound_gap`: with interval iteration, the certified
-      bounds on every state's value and their largest gap.
+    - `bound`: a certified bound on the absolute error of `value` (and of
+      every value at the initial states), or None where none is certified
+      (criterion "change", or a value combined from several operators).
+    - `lower`, `upper`, `bound_gap`: the certified bounds on every state's
+      value of the last solve (interval or sound value iteration, certified
+      direct solves) and their largest gap.
     - `method`, `layout`: the numerical method and the device layout of the
       last solve (`"host"` for solves on the host: LU, scipy's GMRES,
       Gauss-Seidel), where there was one.
@@ -57,6 +59,7 @@ class CheckResult:
     iterations: int | None = None
     residual: float | None = None
     bound_gap: float | None = None
+    bound: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
     scheduler: np.ndarray | None = None
     #: Certified lower/upper bounds per state from interval iteration (when
@@ -67,7 +70,6 @@ class CheckResult:
     layout: str | None = None
     precision: str | None = None
     attempts: tuple[Attempt, ...] = ()
-    bound: float | None = None
     #: The first solve that did not converge (None if all did).
     failure: Attempt | None = field(default=None, repr=False)
 

@@ -37,6 +37,9 @@ from ._results import (  # noqa: E402
     sup_norm as sup_norm,
 )
 from ._scc_levels import LevelPlan as LevelPlan, plan_levels as plan_levels  # noqa: E402
+from ._sound import (  # noqa: E402
+    sound_value_iteration as sound_value_iteration,
+)
 from ._topological import (  # noqa: E402
     gaps as gaps,
     topological_iteration as topological_iteration,

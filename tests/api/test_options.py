@@ -193,7 +193,7 @@ def test_cli_prints_the_fallback_and_json_has_it(capsys):
     at = next(i for i, line in enumerate(lines) if line.startswith("Result:"))
     fallback = [line for line in lines[at:] if line.startswith("Fallback:")]
     assert fallback == [
-        "Fallback: jacobi on dia: refused "
+        "Fallback: sound_value_iteration on dia: refused "
         "(layout dia cannot hold this system; ran on compact)"
     ]
     code = main([DIE, "--prop", SIX, "--layout", "dia", "--json"])
@@ -209,20 +209,24 @@ def test_cli_prints_the_fallback_and_json_has_it(capsys):
 def test_a_failed_solve_is_one_error_at_the_api():
     model = jaxmc.load_model(DIE)
     with pytest.raises(jaxmc.ConvergenceError, match="did not converge") as e:
-        jaxmc.check(model, SIX, method="jacobi", max_iters=3)
+        jaxmc.check(model, SIX, method="jacobi", max_iters=3, criterion="change")
     # raised by the API's one throw, not by a solver below it
     frames = traceback.extract_tb(e.value.__traceback__)
     assert frames[-1].name == "raise_on_failure"
     assert e.value.span is not None  # located at the property
-    data = jaxmc.check(model, SIX, method="jacobi", max_iters=3, throw=False)
+    data = jaxmc.check(
+        model, SIX, method="jacobi", max_iters=3, throw=False, criterion="change"
+    )
     assert f"within {data.iterations} iterations" in str(e.value)
     with pytest.raises(jaxmc.ConvergenceError):
-        jaxmc.solve(model, SIX, method="jacobi", max_iters=3)
+        jaxmc.solve(model, SIX, method="jacobi", max_iters=3, criterion="change")
 
 
 def test_throw_false_gives_the_status_as_data():
     model = jaxmc.load_model(DIE)
-    r = jaxmc.check(model, SIX, method="jacobi", max_iters=3, throw=False)
+    r = jaxmc.check(
+        model, SIX, method="jacobi", max_iters=3, throw=False, criterion="change"
+    )
     assert r.status == "max_iters" and r.iterations >= 3
     assert r.failure is not None and r.failure.status == Status.MAX_ITERS
     assert r.failure.method == "jacobi" and r.failure.iterations == r.iterations
@@ -231,7 +235,9 @@ def test_throw_false_gives_the_status_as_data():
 
 
 def test_throw_false_through_the_options_object_on_the_cli(capsys):
-    code = main([DIE, "--prop", SIX, "-maxiters", "3", "-jacobi"])
+    code = main(
+        [DIE, "--prop", SIX, "-maxiters", "3", "-jacobi", "--criterion", "change"]
+    )
     captured = capsys.readouterr()
     assert code == 1
     assert captured.err.count("did not converge within") == 1

@@ -25,8 +25,9 @@ def run(capsys, *argv):
 
 
 def results(out: str) -> list[str]:
+    # (the value, without the certified bound "(±...)" printed after it)
     return [
-        line.split(":", 1)[1].strip()
+        line.split(":", 1)[1].split(" (±")[0].strip()
         for line in out.splitlines()
         if line.startswith("Result:")
     ]
@@ -133,7 +134,9 @@ def test_missing_file_exits_1(capsys, tmp_path):
 
 
 def test_convergence_failure_exits_1_with_iterations_and_residual(capsys):
-    code, out, err = run(capsys, DIE, DIE_PROPS, "-maxiters", "2", "--property", "six")
+    # (PRISM's criterion: the sound default would hand over to a direct solve)
+    code, out, err = run(capsys, DIE, DIE_PROPS, "-maxiters", "2", "--property", "six",
+                         "--criterion", "change")  # fmt: skip
     assert code == 1
     assert "did not converge within 2 iterations" in err
     assert "last difference" in err  # the residual
@@ -186,7 +189,8 @@ def test_layout_and_precision(capsys):
                            "--property", "1", "--json")  # fmt: skip
         entry = json.loads(out)["runs"][0]["properties"][0]
         assert code == 0 and entry["value"] == pytest.approx(1 / 6, rel=1e-5)
-        assert entry["layout"] == layout and entry["method"] == "jacobi"
+        assert entry["layout"] == layout
+        assert entry["method"] == "sound_value_iteration"  # (the default)
     with pytest.raises(SystemExit):
         main([DIE, DIE_PROPS, "--layout", "coo"])
 
@@ -202,7 +206,11 @@ def test_timing_breakdown_json(capsys):
     line = [
         x for x in out.split("Timing (seconds):")[1].splitlines() if "property 1" in x
     ][0]
-    assert "precompute" in line and "solve" in line and "(jacobi / csr)" in line
+    assert (
+        "precompute" in line
+        and "solve" in line
+        and "(sound_value_iteration / csr)" in line
+    )
 
 
 def test_export_then_import(capsys, tmp_path):

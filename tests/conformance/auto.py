@@ -212,6 +212,8 @@ def _numeric_args(config: suite.Config) -> list[str]:
         argv += ["-maxiters", str(config.max_iters)]
     if not config.relative:
         argv.append("-absolute")
+    if suite.criterion() != "sound":
+        argv += ["--criterion", suite.criterion()]
     return argv
 
 

@@ -157,7 +157,7 @@ def run_case(case: suite.Case) -> tuple[str, str]:
             case.props, model, case.consts or None, errors="keep"
         )
         c = case.config
-        kwargs = {"relative": c.relative}
+        kwargs = {"relative": c.relative, "criterion": suite.criterion()}
         if c.method:
             kwargs["method"] = c.method
         if c.epsilon is not None:

@@ -9,6 +9,7 @@ property) into a `Case` with its expected value.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -86,6 +87,21 @@ _CONVERSIONS = {
     "-ctmc": {"ctmc", "stochastic"},
     "-mdp": {"mdp", "nondeterministic"},
 }
+
+
+#: The environment variable that picks the stopping criterion the suite
+#: runs with: "sound" (jaxmc's default) or "change" (PRISM's criterion and
+#: default methods), e.g. `JAXMC_CONFORMANCE_CRITERION=change python -m
+#: pytest tests/conformance`.
+CRITERION_ENV = "JAXMC_CONFORMANCE_CRITERION"
+
+
+def criterion() -> str:
+    """The criterion the suite runs with (see `CRITERION_ENV`)."""
+    value = os.environ.get(CRITERION_ENV, "sound") or "sound"
+    if value not in ("sound", "change"):
+        raise ValueError(f"{CRITERION_ENV}={value!r}: expected sound or change")
+    return value
 
 
 def category(reason: str) -> str:

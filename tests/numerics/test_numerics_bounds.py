@@ -71,7 +71,7 @@ def test_interval_iteration_dtmc(seed):
     assert (np.isinf(res.values) == ~fin).all()
     np.testing.assert_allclose(res.values[fin], ref[fin], rtol=2 * eps)
     if maybe.any():
-        lo, up = res.extra["lower"][maybe], res.extra["upper"][maybe]
+        lo, up = res.lower[maybe], res.upper[maybe]
         assert (lo <= ref[maybe] * (1 + 1e-12)).all() and (
             ref[maybe] <= up * (1 + 1e-12)
         ).all()
@@ -195,6 +195,6 @@ def test_interval_iteration_total_rewards():
             assert np.array_equal(np.isinf(ii.values), np.isinf(ref.values))
             np.testing.assert_allclose(ii.values[ok], ref.values[ok], rtol=1e-6)
             if "lower" in ii.extra:
-                lo, hi = ii.extra["lower"], ii.extra["upper"]
+                lo, hi = ii.lower, ii.upper
                 assert np.all(lo[ok] <= ref.values[ok] + 1e-9)
                 assert np.all(ref.values[ok] <= hi[ok] + 1e-9)

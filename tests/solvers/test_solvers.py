@@ -110,13 +110,18 @@ def test_until_throw_and_status():
     psi[-1] = True
     with pytest.raises(ConvergenceError):
         nm.until_probabilities(
-            m, np.ones(30, bool), psi, options=SolveOptions(max_iters=2, epsilon=1e-14)
+            m,
+            np.ones(30, bool),
+            psi,
+            options=SolveOptions(max_iters=2, epsilon=1e-14, criterion="change"),
         )
     res = nm.until_probabilities(
         m,
         np.ones(30, bool),
         psi,
-        options=SolveOptions(max_iters=2, epsilon=1e-14, throw=False),
+        options=SolveOptions(
+            max_iters=2, epsilon=1e-14, throw=False, criterion="change"
+        ),
     )
     assert res.status == Status.MAX_ITERS
 
@@ -170,7 +175,7 @@ def test_numerics_do_not_recompile_across_properties(monkeypatch):
             m,
             np.ones(27, bool),
             psi,
-            options=SolveOptions(epsilon=10.0 ** (-(6 + seed))),
+            options=SolveOptions(epsilon=10.0 ** (-(6 + seed)), criterion="change"),
         )
     assert len(traces) == 1
 
@@ -195,8 +200,8 @@ def test_interval_iteration_brackets_value():
         opt="min",
         options=SolveOptions(epsilon=1e-14, relative=False, max_iters=10**6),
     )
-    assert (res.extra["lower"] <= ref.values + 1e-12).all()
-    assert (res.extra["upper"] >= ref.values - 1e-12).all()
+    assert (res.lower <= ref.values + 1e-12).all()
+    assert (res.upper >= ref.values - 1e-12).all()
     assert np.abs(res.values - ref.values).max() <= 1e-8
 
 

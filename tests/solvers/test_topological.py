@@ -88,17 +88,26 @@ label "goal" = s=20;
 
 def test_default_method_by_structure():
     """`jaxmc.check` without a method: topological Gauss-Seidel on an
-    acyclic chain (exact in 2 sweeps), Jacobi on a walk (one component)."""
+    acyclic chain (exact in 2 sweeps, then certified in at most one trip of
+    sound value iteration), sound value iteration on a walk (one
+    component); PRISM's Jacobi with criterion "change"."""
+    from jaxmc.solvers._sound import STEPS_PER_TRIP
+
     chain = jaxmc.load_model_string(ACYCLIC)
     r = jaxmc.check(chain, 'P=? [ F "goal" ]')
-    assert r.method == "gauss_seidel" and r.iterations == 2
+    assert r.method == "gauss_seidel" and r.iterations <= 2 + STEPS_PER_TRIP
+    assert r.bound is not None and r.bound <= 1e-6 * r.value
     jac = jaxmc.check(chain, 'P=? [ F "goal" ]', method="jacobi")
     assert jac.method == "jacobi" and jac.iterations > 2
-    np.testing.assert_allclose(r.value, jac.value, rtol=1e-5)
+    np.testing.assert_allclose(r.value, jac.value, rtol=2e-6)
     walk = jaxmc.load_model_string(CYCLIC)
     w = jaxmc.check(walk, 'P=? [ F "goal" ]')
-    assert w.method == "jacobi"
-    np.testing.assert_allclose(w.value, 0.5, rtol=1e-4)  # (Jacobi: PRISM's criterion)
+    assert w.method == "sound_value_iteration"
+    np.testing.assert_allclose(w.value, 0.5, rtol=1e-6)
+    assert abs(w.value - 0.5) <= w.bound
+    c = jaxmc.check(walk, 'P=? [ F "goal" ]', criterion="change")
+    assert c.method == "jacobi" and c.bound is None
+    np.testing.assert_allclose(c.value, 0.5, rtol=1e-4)  # (PRISM's criterion)
 
 
 SLOW_TAIL = """dtmc
@@ -129,5 +138,7 @@ def test_slow_cyclic_part_hands_over_to_jacobi():
     A = np.eye(maybe.sum()) - P[np.ix_(maybe, maybe)]
     x = np.linalg.solve(A, P[np.ix_(maybe, goal)].sum(1))
     ref = x[np.flatnonzero(maybe) == np.flatnonzero(e.labels["init"])[0]][0]
-    assert r.method == "jacobi" and r.iterations > methods.AUTO_GS_MAX_SWEEPS
-    np.testing.assert_allclose(r.value, ref, rtol=1e-7)
+    assert r.method == "sound_value_iteration"
+    assert r.iterations > methods.AUTO_GS_MAX_SWEEPS
+    np.testing.assert_allclose(r.value, ref, rtol=1e-9)
+    assert abs(r.value - ref) <= r.bound

@@ -1,0 +1,249 @@
+"""Certified solves of DTMC/CTMC linear systems, the `criterion="sound"`
+branch of `solve_fixed`: every value comes with per-state bounds that
+contain the exact solution, and the loop stops on those bounds, never on
+the change between iterates (PRISM's criterion, `criterion="change"`).
+
+The system is `x = b + P x` on the `maybe` states, which leave `maybe`
+almost surely (the 0/1 and infinite-reward precomputations make it so).
+
+- By default (`AUTO`): where the graph is nearly acyclic, Gauss-Seidel in
+  topological order on the host (a back-substitution on the acyclic part)
+  and its result certified; otherwise sound value iteration on the Jacobi
+  splitting (`jaxmc.solvers.sound_value_iteration`), one fused device loop.
+- `jacobi` / `power` (`value_iteration`, the same on a DTMC): sound value
+  iteration on that splitting (the method asked for, with a certified
+  stopping rule).
+- `gauss_seidel` / `bicgstab`: the method as asked, its result then
+  certified.
+
+A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first on the
+host from its residual: the error `e = v - x` solves `e = r + P e` with
+`r = b + P x - x`, so `|e| <= max|r| * T` where `T` bounds the expected
+number of steps to leave `maybe` (the Baier et al. bound of
+`jaxmc.numerics.bounds` with reward 1 per step). Where that bound is not
+good enough, sound value iteration runs from `x` (its bounds close in a
+few steps when `x` is accurate).
+
+If sound value iteration reaches `max_iters` on a system small enough,
+a sparse direct solve (scipy's LU) takes over, certified the same way;
+the attempt is recorded in `NumericResult.attempts`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelCheckingError
+from ..solvers import (
+    Status,
+    bicgstab,
+    check_solution,
+    gauss_seidel,
+    sound_value_iteration,
+)
+from .bounds import reward_upper_bound
+from .matrices import layout_name, square_matrix, undo_order
+from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
+from .result import Attempt, NumericResult
+
+
+#: Systems of at most this many unknowns fall back to a sparse direct solve
+#: when sound value iteration runs out of iterations.
+DIRECT_MAX_STATES = 1 << 18
+
+
+def _steps_bound(soc, rows, cols, probs, maybe) -> float:
+    """An upper bound on the expected number of steps to leave `maybe`
+    (inf if the layered bound does not reach every state)."""
+    n = len(maybe)
+    try:
+        return reward_upper_bound(
+            soc, rows, cols, probs, np.ones(len(soc)), maybe, np.zeros(n), None
+        )
+    except ModelCheckingError:
+        return float(np.inf)
+
+
+def _within(lo, hi, maybe, epsilon, relative) -> bool:
+    half = 0.5 * (hi - lo)[maybe]
+    if relative:
+        return bool(np.all(half <= epsilon * np.abs(lo[maybe])))
+    return bool(np.all(half <= epsilon))
+
+
+def residual_bounds(A, bb, x, maybe, steps):
+    """`(lower, upper)` from the residual of `x` (`A` the host matrix of
+    the masked system, with the diagonal), or None if they are not
+    finite."""
+    r = np.where(maybe, bb + A @ x - x, 0.0)
+    err = float(np.max(np.abs(r), initial=0.0)) * steps
+    # (the residual's own rounding: a few units in the last place of x)
+    err += 4.0 * np.finfo(np.float64).eps * float(np.max(np.abs(x), initial=0.0))
+    if not np.isfinite(err):
+        return None
+    # (outward by at least one unit in the last place, so that the bounds
+    # are not rounded back onto x)
+    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
+    hi = np.maximum(x + err, np.nextafter(x, np.inf))
+    return np.where(maybe, lo, x), np.where(maybe, hi, x)
+
+
+def solve_sound(
+    M, kind, host, probs, data, maybe, fixed, bb, method, kw, vec, mat, rank, auto_ok
+) -> NumericResult:
+    """The certified solve of `x = bb + P x` on `maybe` (`fixed`
+    elsewhere); arguments as `fixed_point._solve_masked` prepares them
+    (`data`: the masked entry values, `bb`: per-state constants)."""
+    soc, rows, cols, indptr = host
+    kw = dict(kw)
+    precision = kw.pop("precision", "fp64")
+    n = M.n_states
+    state_row = soc[rows]
+    attempts: list[Attempt] = []
+    name = method
+    warm = None
+    pre_iters = 0
+    A_host = None
+    if method == AUTO:
+        A_host, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
+        name = "sound_value_iteration"
+        if A_host is not None:
+            budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
+            sol = gauss_seidel(
+                A_host,
+                bb,
+                fixed,
+                order=order,
+                **dict(kw, max_iters=budget, throw=False),
+            )
+            warm, pre_iters = np.asarray(sol.value), int(sol.iterations)
+            if Status(int(sol.status)) == Status.CONVERGED:
+                name = "gauss_seidel"  # (else it only gave the start)
+    elif method in ("gauss_seidel", "bicgstab"):
+        if method == "gauss_seidel":
+            A_host = host_matrix(n, data, state_row, cols)
+            sol = gauss_seidel(A_host, bb, fixed, **dict(kw, throw=False))
+        else:
+            A_dev, order = square_matrix(M, kind, data, indptr, cols, rank)
+            at = (lambda v: v) if order is None else order.apply
+            sol = bicgstab(
+                mat(A_dev), vec(np.ones(n)), vec(at(bb)), vec(at(fixed)),
+                **dict(kw, throw=False),
+            )  # fmt: skip
+            sol = undo_order(sol, order)
+        status = Status(int(sol.status))
+        warm, pre_iters = np.asarray(sol.value, np.float64), int(sol.iterations)
+        if status != Status.CONVERGED:
+            attempts.append(
+                Attempt(method, status, pre_iters, float(sol.residual), note="its "
+                        "iterate is the start of sound value iteration")
+            )  # fmt: skip
+            name = "sound_value_iteration"
+    if warm is not None and not np.all(np.isfinite(warm)):
+        warm = None
+    extra = {"precision": precision, "criterion": "sound"}
+    if warm is not None:
+        res = _certify_host(
+            A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
+        )
+        if res is not None:
+            lo, hi = res
+            extra.update(layout="host", precision="fp64", certificate="residual")
+            return _result(warm, lo, hi, maybe, pre_iters, name, extra, attempts)
+    sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb,
+                          warm, method, kw, vec, mat, rank)  # fmt: skip
+    status = Status(int(sol.status))
+    if status == Status.MAX_ITERS and int(maybe.sum()) <= DIRECT_MAX_STATES:
+        attempts.append(
+            Attempt(name, status, int(sol.iterations), float(sol.residual),
+                    layout_name(A), note="a sparse direct solve took over")
+        )  # fmt: skip
+        pre_iters += int(sol.iterations)
+        x = _direct(n, data, state_row, cols, bb, maybe, fixed)
+        res = _certify_host(
+            None, n, data, state_row, cols, bb, x, maybe, host, probs, kw
+        )
+        if res is not None:
+            extra.update(layout="host", precision="fp64", certificate="residual")
+            return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
+        sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed,
+                              bb, x, method, kw, vec, mat, rank)  # fmt: skip
+        name = "direct"
+    sol = check_solution(sol, kw["throw"], "Sound value iteration")
+    extra.update(layout=layout_name(A), certificate="sound_value_iteration")
+    out = _result(
+        np.asarray(sol.value, np.float64), np.asarray(lo, np.float64),
+        np.asarray(hi, np.float64), maybe, pre_iters + int(sol.iterations), name,
+        extra, attempts,
+    )  # fmt: skip
+    return NumericResult(
+        out.values, Status(int(sol.status)), out.iterations, float(sol.residual),
+        out.method, out.extra, out.attempts, out.bound, out.lower, out.upper,
+    )  # fmt: skip
+
+
+def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw):
+    """Residual bounds on `x` if they meet the criterion, else None."""
+    if A_host is None:
+        A_host = host_matrix(n, data, state_row, cols)
+    soc, rows, hcols, _ = host
+    steps = _steps_bound(soc, rows, hcols, probs, maybe)
+    res = residual_bounds(A_host, bb, x, maybe, steps)
+    if res is None or not _within(*res, maybe, kw["epsilon"], kw["relative"]):
+        return None
+    return res
+
+
+def _direct(n, data, state_row, cols, bb, maybe, fixed):
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    idx = np.nonzero(maybe)[0]
+    P = host_matrix(n, data, state_row, cols)
+    rhs = bb[idx] + P[idx][:, ~maybe] @ fixed[~maybe]
+    S = sp.identity(len(idx), format="csc") - P[idx][:, idx].tocsc()
+    x = fixed.copy()
+    x[idx] = spla.spsolve(S, rhs)
+    return x
+
+
+def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method, kw,
+         vec, mat, rank):  # fmt: skip
+    """Sound value iteration on the Jacobi splitting (the power splitting
+    for `method="power"`), from `warm` or from `fixed`."""
+    n = M.n_states
+    if method in ("power", "value_iteration"):  # (the same on a DTMC)
+        diag = np.ones(n)
+        A, order = square_matrix(M, kind, data, indptr, cols, rank)
+    else:
+        on_diag = cols == state_row
+        diag = 1.0 - np.bincount(state_row[on_diag], weights=data[on_diag], minlength=n)
+        off = np.where(on_diag, 0.0, data)
+        A, order = square_matrix(M, kind, off, indptr, cols, rank)
+    at = (lambda v: v) if order is None else order.apply
+    x0 = fixed if warm is None else np.where(maybe, warm, fixed)
+    nonneg = bool(np.all(bb >= 0) and np.all(fixed >= 0))
+    sol, lo, hi = sound_value_iteration(
+        mat(A), vec(at(1.0 / diag)), vec(at(bb)), vec(at(x0)), at(maybe),
+        epsilon=kw["epsilon"], relative=kw["relative"], max_iters=kw["max_iters"],
+        throw=False, nonneg=nonneg,
+    )  # fmt: skip
+    sol = undo_order(sol, order)
+    if order is not None:
+        lo, hi = order.undo(lo), order.undo(hi)
+    return sol, lo, hi, A
+
+
+def _result(x, lo, hi, maybe, iters, name, extra, attempts) -> NumericResult:
+    half = np.where(maybe, 0.5 * (hi - lo), 0.0)
+    return NumericResult(
+        values=np.asarray(x, np.float64),
+        iterations=iters,
+        residual=0.0,
+        method=name,
+        extra=extra,
+        attempts=tuple(attempts),
+        bound=float(np.max(half, initial=0.0)),
+        lower=np.asarray(lo, np.float64),
+        upper=np.asarray(hi, np.float64),
+    )
