@@ -12,7 +12,7 @@ import pytest
 
 import jaxmc
 from jaxmc.cli import main
-from jaxmc.numerics import fixed_point, steady
+from jaxmc.numerics import fixed_point, steady, steady_longrun
 
 
 MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
@@ -58,7 +58,8 @@ def spy(monkeypatch):
         real = getattr(mod, name)
 
         def spied(A, *args, **kw):
-            x0 = args[2] if name == "jacobi" else args[1]
+            at = {"jacobi": 2, "relative_value_iteration": 6}.get(name, 1)
+            x0 = args[at]
             seen.append((name, matrix_of(A).dtype, x0.dtype))
             return real(A, *args, **kw)
 
@@ -67,6 +68,7 @@ def spy(monkeypatch):
     wrap(fixed_point, "jacobi", lambda A: A.data)
     wrap(fixed_point, "value_iteration", lambda M: M.matrix.data)
     wrap(steady, "jacobi", lambda A: A.data)
+    wrap(steady_longrun, "relative_value_iteration", lambda A: A.data)
     return seen
 
 

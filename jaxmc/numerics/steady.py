@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ..errors import ModelCheckingError
-from ..explore.model import ExplicitModel, RewardStructure
+from ..explore.model import ExplicitModel
 from ..lang.ast import ModelType
 from ..solvers import Status, jacobi
 from . import graph
@@ -382,105 +382,6 @@ def _absorb(
 
 def _solver_kw(epsilon, relative, max_iters, throw):
     return dict(epsilon=epsilon, relative=relative, max_iters=max_iters, throw=throw)
-
-
-def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
-    """The absorption result, with the stationary solve's method recorded
-    and the worse status of the two. `method` and `extra["layout"]` are the
-    stationary solve's when there was nothing to absorb (every state in a
-    BSCC), else `"stationary+absorption"` of both."""
-    status = max(stat.status, absorb.status)
-    s_layout = stat.extra.get("layout")
-    extra = dict(
-        absorb.extra,
-        stationary_method=stat.method,
-        stationary_residual=stat.residual,
-        stationary_layout=s_layout,
-    )
-    extra.setdefault("precision", stat.extra.get("precision"))
-    method = stat.method
-    if absorb.method != "none":
-        method = f"{stat.method}+{absorb.method}"
-        a_layout = absorb.extra.get("layout")
-        extra["layout"] = s_layout if a_layout == s_layout else f"{s_layout}+{a_layout}"
-    else:
-        extra["layout"] = s_layout
-    return NumericResult(
-        absorb.values,
-        status,
-        absorb.iterations + stat.iterations,
-        absorb.residual,
-        method,
-        extra,
-    )
-
-
-def steady_state_values(
-    model: ExplicitModel,
-    phi,
-    *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=10000,
-    throw=True,
-    layout: str = "auto",
-    device: bool | None = None,
-    precision: str = "fp64",
-) -> NumericResult:
-    """Per-state `S=?[φ]`: the long-run probability of being in φ from each
-    start state, `sum_B P(reach B) pi_B(φ)`. `layout`, `device`, `precision`:
-    where and how the linear systems are solved (`stationary_distributions`)."""
-    kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, precision=precision, **kw
-    )
-    phi = np.asarray(phi, dtype=bool)
-    inb = labels >= 0
-    c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
-    return _combine(
-        stat,
-        _absorb(
-            model, labels, c, layout=layout, device=device, precision=precision, **kw
-        ),
-    )
-
-
-def long_run_rewards(
-    model: ExplicitModel,
-    reward: RewardStructure,
-    *,
-    epsilon=1e-6,
-    relative=True,
-    max_iters=10000,
-    throw=True,
-    layout: str = "auto",
-    device: bool | None = None,
-    precision: str = "fp64",
-) -> NumericResult:
-    """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
-    expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
-    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `layout`,
-    `device`, `precision`: as `steady_state_values`."""
-    kw = _solver_kw(epsilon, relative, max_iters, throw)
-    pi, labels, count, stat = stationary_distributions(
-        model, layout=layout, device=device, precision=precision, **kw
-    )
-    n = model.num_states
-    r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
-    if reward.transition is not None:
-        r += np.bincount(
-            state_of_entry(model),
-            weights=model.val * np.asarray(reward.transition),
-            minlength=n,
-        )
-    inb = labels >= 0
-    c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
-    return _combine(
-        stat,
-        _absorb(
-            model, labels, c, layout=layout, device=device, precision=precision, **kw
-        ),
-    )
 
 
 def steady_state(

@@ -432,7 +432,6 @@ class _Checker:
                         "long-run average rewards R [ S ] on MDPs", path.span
                     )
                 kw = self._solver_kwargs()
-                kw.pop("method")
                 return self._record(numerics.long_run_rewards(m, reward, **kw))
             low, high = self._bound_values(path.bound)
             cumulative = kind == ast.RewardPathKind.CUMULATIVE
@@ -466,7 +465,6 @@ class _Checker:
         if self.is_mdp:
             raise UnsupportedError("steady-state probabilities S on MDPs", op.span)
         kw = self._solver_kwargs()
-        kw.pop("method")
         with self._needing():
             phi = self.bool(op.operand)
         values = self._record(numerics.steady_state_values(self.model, phi, **kw))

@@ -26,6 +26,8 @@ class Status(enum.IntEnum):
     BREAKDOWN = 2
     #: The iterate contains NaN or infinity.
     NONFINITE = 3
+    #: No progress of the convergence measure over a window of iterations.
+    STALLED = 4
 
 
 #: Loop-internal status: still iterating.
@@ -36,6 +38,7 @@ _MESSAGES = {
     "(last difference {res:.3g})",
     Status.BREAKDOWN: "broke down after {iters} iterations (residual {res:.3g})",
     Status.NONFINITE: "produced a non-finite value after {iters} iterations",
+    Status.STALLED: "stalled after {iters} iterations (residual {res:.3g})",
 }
 
 _HINTS = {
@@ -43,6 +46,7 @@ _HINTS = {
     Status.BREAKDOWN: "try another method, e.g. method='jacobi' or 'power'",
     Status.NONFINITE: "check the model for non-finite rates/rewards, "
     "or try another method",
+    Status.STALLED: "try another method or a larger epsilon",
 }
 
 
