@@ -48,7 +48,8 @@ def test_tandem_against_sparse_lu(layout):
     cust = np.asarray(em.reward_structure("customers").state, float)
     names = [v.name for v in em.variables]
     full = em.states[:, names.index("sc")] == 31
-    for prop, ref in (('R{"customers"}=? [ S ]', pi @ cust), ("S=? [ sc=c ]", pi[full].sum())):
+    refs = {'R{"customers"}=? [ S ]': pi @ cust, "S=? [ sc=c ]": pi[full].sum()}
+    for prop, ref in refs.items():
         got = jaxmc.check(m, prop, layout=layout)
         assert got.value == pytest.approx(ref, rel=1e-6), prop
         if layout == "dia":

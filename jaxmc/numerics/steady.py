@@ -10,6 +10,12 @@
 All BSCCs are solved in one system: their equations are independent blocks,
 with one equation of each block replaced by its normalisation.
 
+This module serves the long-run distribution (`steady_state`,
+`stationary_distributions`); the per-state values of `S=? [phi]` and
+`R=? [S]`, which need only each BSCC's gain and come with a certified error
+bound, are `jaxmc.numerics.steady_values` (which reuses the absorption
+here).
+
 How the systems are solved (sparse LU, GMRES, on the host or the device,
 then PRISM's Jacobi where those fail) is `jaxmc.numerics.steady_solve`.
 

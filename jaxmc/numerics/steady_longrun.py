@@ -105,13 +105,14 @@ class Bsccs:
 
 
 def certify(B: Bsccs, r, h):
-    """`(lo, hi)` per BSCC: the certified bracket `[min D, max D]` of each
-    gain, `D = r + Q h` evaluated in float64 with an allowance for its
+    """`(lo, hi, floor)` per BSCC: the certified bracket `[min D, max D]` of
+    each gain, `D = r + Q h` evaluated in float64 with an allowance for its
     rounding (`(m + 3) u` times the sum of the magnitudes of a row's
-    `m + 2` terms). Non-finite `h` gives `(-inf, inf)`."""
+    `m + 2` terms), and the largest allowance (what float64 can certify at
+    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`."""
     if not np.all(np.isfinite(h)):
         inf = np.full(B.nb, np.inf)
-        return -inf, inf
+        return -inf, inf, inf
     terms = B.val * h[B.dst]
     D = r + np.bincount(B.src, weights=terms, minlength=B.k) - B.d * h
     mag = (
@@ -120,7 +121,8 @@ def certify(B: Bsccs, r, h):
         + np.abs(B.d * h)
     )
     err = (B.deg + 3) * _U * 1.01 * mag
-    return B.segment(np.minimum, D - err), B.segment(np.maximum, D + err)
+    lo, hi = B.segment(np.minimum, D - err), B.segment(np.maximum, D + err)
+    return lo, hi, B.segment(np.maximum, err)
 
 
 def _poisson_matrix(B: Bsccs):
@@ -369,12 +371,12 @@ def gains(
     dev = _Device(B, layout, rank)
     methods, note = chain(method, B.k, precision, layout == "csr")
     attempts: list[Attempt] = []
-    lo, hi = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
+    lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
     best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
 
     def good(z):
-        lo, hi = certify(B, r, _split(B, z)[0])
-        return _within(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative)
+        lo, hi, floor = certify(B, r, _split(B, z)[0])
+        return _within(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative, floor)
 
     for i, m in enumerate(methods):
         where = "host"
@@ -399,13 +401,13 @@ def gains(
             where = dev.name
         residual, ok = float("inf"), False
         if h_new is not None:
-            lo, hi = certify(B, r, h_new)
+            lo, hi, floor = certify(B, r, h_new)
             mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
             half = half + _U * np.abs(mid)
             if np.max(half) < np.max(best[1]):
                 best = (mid, half, h_new)
             residual = float(np.max(half))
-            ok = _within(mid, half, epsilon, relative)
+            ok = _within(mid, half, epsilon, relative, floor)
         name = "power" if m == "power32" else m
         if ok:
             why = note if i == 0 else ""
@@ -436,6 +438,12 @@ def _direct(B: Bsccs, r):
     return _split(B, lu.solve(r / B.d))[0]
 
 
-def _within(mid, half, epsilon, relative) -> bool:
+#: A bracket within this many times its rounding allowance is accepted
+#: whatever epsilon asks: no float64 evaluation of `D` certifies a tighter one
+#: (a relative epsilon on a gain near 0, say). Its half-width is still reported.
+ROUNDING_FLOOR = 8
+
+
+def _within(mid, half, epsilon, relative, floor) -> bool:
     tol = epsilon * np.abs(mid) if relative else np.full_like(mid, epsilon)
-    return bool(np.all(half <= tol))
+    return bool(np.all(half <= np.maximum(tol, ROUNDING_FLOOR * floor)))
