@@ -16,23 +16,28 @@ what the floats hold). Stopping on the change between iterates, PRISM's
 criterion, bounds nothing: on slowly mixing chains it stops far from `g`.
 
 **The methods** (`chain`), each handing its best `h` to the next; each
-attempt is certified, the first whose bracket meets `epsilon` (relative to
-the gain's magnitude, or absolute) wins, and failed ones are recorded as
-`Attempt`s:
+attempt is certified (the Krylov methods every `KRYLOV_CHUNK` SpMVs), the
+first whose bracket meets `epsilon` (relative to the gain's magnitude, or
+absolute; or float64's floor, `ROUNDING_FLOOR`) wins, and failed ones are
+recorded as `Attempt`s:
 - "direct": sparse LU of the bordered Poisson system (`_poisson_matrix`)
-  on the host, for systems up to `DIRECT_MAX_STATES` first, and as the
-  last resort up to `DIRECT_FALLBACK_MAX_STATES`;
+  on the host, for systems up to `DIRECT_MAX_STATES` first (not on a device
+  layout), and as the last resort up to `DIRECT_FALLBACK_MAX_STATES`;
 - "bicgstab": BiCGStab on the bordered system (`krylov.Bordered`), in the
   jump-chain scaling (rows divided by the exit rate, Jacobi
   preconditioning), restarted from its true residual;
+- "jacobi": the stationary and the Poisson Jacobi iterations together
+  (`krylov.pair_jacobi`), stopping on the certificate; what converges on
+  stiff chains where the Krylov methods break down (tandem);
 - "gmres": restarted GMRES from the best iterate so far;
 - "power": relative value iteration on the uniformised chain
-  (`krylov.relative_value_iteration`), which stops on the certificate itself;
-  `method="jacobi"`/`"power"` start the chain here ("jacobi" has no
-  certificate of its own, so it runs as this iteration, noted in the
-  attempt).
-The Krylov methods and the iteration run on the device layout (or plain
-JAX CSR on the host), `max_iters` matrix-vector products each.
+  (`krylov.relative_value_iteration`), stopping on the certificate.
+Default order: direct (small), bicgstab, jacobi, gmres, power, direct (if it
+fits); `method="jacobi"` (and "gauss_seidel", which runs as Jacobi, noted
+in the attempt) or `"power"` put that method first; with
+`precision="fp32"` the value iteration runs first in float32 (certified in
+float64 all the same). All but "direct" run on the device layout (or plain
+JAX CSR on the host), `max_iters` matrix-vector products (steps) each.
 """
 
 from __future__ import annotations
