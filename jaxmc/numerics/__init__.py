@@ -57,8 +57,10 @@ from .rewards import (  # noqa: E402
     total_rewards as total_rewards,
 )
 from .steady import (  # noqa: E402
-    long_run_rewards as long_run_rewards,
     stationary_distributions as stationary_distributions,
     steady_state as steady_state,
+)
+from .steady_values import (  # noqa: E402
+    long_run_rewards as long_run_rewards,
     steady_state_values as steady_state_values,
 )

@@ -34,6 +34,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..kernels.spmv import spmv
 from ..solvers import RUNNING, Solution, Status, bicgstab_loop, check_solution
+from ..solvers.progress import report
 
 
 class Operator(eqx.Module):
@@ -220,3 +221,215 @@ def bicgstab(
         None if shadow is None else jnp.asarray(shadow, b.dtype),
     )
     return check_solution(sol, throw, "BiCGStab")
+
+
+class Bordered(eqx.Module):
+    """The Poisson system of a long-run average in the jump-chain scaling,
+    `h - A h + w g = b` per BSCC (`A` the jump chain, `w = 1/d`, `b = r/d`),
+    with `h` pinned to 0 at each BSCC's representative and that unknown's
+    slot holding the BSCC's gain `g` instead: `z -> z_m - A z_m + w z[rep]`,
+    `z_m` being `z` with the representatives zeroed (`jaxmc.numerics.
+    steady_longrun`). Nonsingular on irreducible BSCCs."""
+
+    A: object
+    is_rep: Bool[Array, " n"]
+    group: Int[Array, " n"]
+    rep_pos: Int[Array, " g"]
+    weight: Float[Array, " n"]
+
+    def __call__(self, z):
+        zm = jnp.where(self.is_rep, 0.0, z)
+        y = zm - spmv(self.A, zm).astype(z.dtype)
+        return y + self.weight * z[self.rep_pos][self.group]
+
+
+def _span(D, group, n_groups: int):
+    if n_groups == 1:
+        return jnp.min(D)[None], jnp.max(D)[None]
+    lo = jax.ops.segment_min(D, group, num_segments=n_groups)
+    hi = jax.ops.segment_max(D, group, num_segments=n_groups)
+    return lo, hi
+
+
+def _progress(finite, half, tol, it, max_iters, ref, ref_it, window):
+    """`(status, ref, ref_it)` after a trip of the certified iterations:
+    converged when every half-width is within `tol`; STALLED when the
+    largest one has stayed within 1% of `ref`, its value at the last
+    checkpoint, over `window` steps (a plateau: growing and shrinking
+    brackets both count as progress, as Jacobi's grows before it shrinks)."""
+    worst = jnp.max(half)
+    check = it - ref_it >= window
+    plateau = check & jnp.isfinite(ref) & (jnp.abs(worst - ref) <= 0.01 * ref)
+    ref = jnp.where(check, worst, ref)
+    ref_it = jnp.where(check, it, ref_it)
+    status = jnp.where(
+        ~finite,
+        Status.NONFINITE,
+        jnp.where(
+            jnp.all(half <= tol),
+            Status.CONVERGED,
+            jnp.where(
+                it >= max_iters,
+                Status.MAX_ITERS,
+                jnp.where(plateau, Status.STALLED, RUNNING),
+            ),
+        ),
+    ).astype(jnp.int32)
+    return status, ref, ref_it
+
+
+@eqx.filter_jit
+def _rvi(
+    A, d, r, q, group, rep_pos, h0, eps, max_iters, window, relative: bool, ng: int
+):
+    trip = 16
+
+    def delta(h):
+        return r + d * (spmv(A, h).astype(h.dtype) - h)
+
+    def cond(c):
+        return c[-1] == RUNNING
+
+    def body(c):
+        h, _, it, _, ref, ref_it, _ = c
+        for i in range(trip):
+            D = delta(h)
+            if i == trip - 1:
+                lo, hi = _span(D, group, ng)
+                hcert = h
+            h = h + (D - D[rep_pos][group]) / q
+        it = it + trip
+        half = 0.5 * (hi - lo)
+        tol = eps * jnp.abs(0.5 * (hi + lo)) if relative else eps
+        finite = jnp.all(jnp.isfinite(h))
+        status, ref, ref_it = _progress(
+            finite, half, tol, it, max_iters, ref, ref_it, window
+        )
+        worst = jnp.max(half)
+        report(it, worst, h.shape[0], trip)
+        return h, hcert, it, worst, ref, ref_it, status
+
+    inf = jnp.asarray(jnp.inf, h0.dtype)
+    zero = jnp.zeros((), jnp.int32)
+    init = (h0, h0, zero, inf, inf, zero, jnp.asarray(RUNNING, jnp.int32))
+    _, hcert, it, worst, _, _, status = lax.while_loop(cond, body, init)
+    return Solution(value=hcert, status=status, iterations=it, residual=worst)
+
+
+def relative_value_iteration(
+    A, d, r, q, group, rep_pos, n_groups, h0, *, epsilon, relative, max_iters, window
+) -> Solution:
+    """Relative value iteration for the gain of each BSCC of a Markov chain
+    with off-diagonal jump matrix `A` (rows: `A(s,t) = Q(s,t) / d_s`), exit
+    rates (or probabilities) `d` and reward `r`: the chain uniformised at
+    rate `q` per state (`q > max d` over its BSCC: aperiodic),
+    `h' = h + (D - D[rep]) / q` with `D = r + d (A h - h) = r + Q h`.
+
+    For any `h`, every BSCC's gain lies in `[min D, max D]` over its states
+    (`pi D = pi r` for the stationary `pi`), so the loop stops on that
+    bracket (each BSCC's half-width at most `epsilon`, times the midpoint's
+    magnitude if `relative`), measured every 16 steps; `STALLED` on a
+    plateau of the largest half-width (`_progress`) over `window` steps.
+    `value` is the measured `h`, `residual` the largest half-width;
+    `iterations` counts steps (one SpMV each). The caller certifies the
+    bracket again on the host (`steady_longrun.certify`)."""
+    dt = jnp.asarray(h0).dtype
+    return _rvi(
+        A,
+        jnp.asarray(d, dt),
+        jnp.asarray(r, dt),
+        jnp.asarray(q, dt),
+        jnp.asarray(group, jnp.int32),
+        jnp.asarray(rep_pos, jnp.int32),
+        jnp.asarray(h0, dt),
+        jnp.asarray(epsilon, dt),
+        jnp.asarray(max_iters, jnp.int32),
+        jnp.asarray(window, jnp.int32),
+        bool(relative),
+        int(n_groups),
+    )
+
+
+def _segment_sum(v, group, n_groups: int):
+    if n_groups == 1:
+        return jnp.sum(v)[None]
+    return jax.ops.segment_sum(v, group, num_segments=n_groups)
+
+
+@eqx.filter_jit
+def _pair(A, AT, d, r, group, rep_pos, h0, y0, w, eps, max_iters, window, rel, ng):
+    trip = 16
+
+    def cond(c):
+        return c[-1] == RUNNING
+
+    def body(c):
+        h, y, _, it, _, ref, ref_it, _ = c
+        for i in range(trip):
+            Ph = spmv(A, h).astype(h.dtype)
+            D = r + d * (Ph - h)
+            x = y / d
+            gain = _segment_sum(x * D, group, ng) / _segment_sum(x, group, ng)
+            if i == trip - 1:
+                lo, hi = _span(D, group, ng)
+                hcert = h
+            h = h + w * (D - gain[group]) / d
+            h = h - h[rep_pos][group]
+            y = (1 - w) * y + w * spmv(AT, y).astype(y.dtype)
+        y = y / _segment_sum(y, group, ng)[group]
+        it = it + trip
+        half = 0.5 * (hi - lo)
+        tol = eps * jnp.abs(0.5 * (hi + lo)) if rel else eps
+        finite = jnp.all(jnp.isfinite(h)) & jnp.all(jnp.isfinite(y))
+        status, ref, ref_it = _progress(
+            finite, half, tol, it, max_iters, ref, ref_it, window
+        )
+        worst = jnp.max(half)
+        report(it, worst, h.shape[0], trip)
+        return h, y, hcert, it, worst, ref, ref_it, status
+
+    inf = jnp.asarray(jnp.inf, h0.dtype)
+    zero = jnp.zeros((), jnp.int32)
+    init = (h0, y0, h0, zero, inf, inf, zero, jnp.asarray(RUNNING, jnp.int32))
+    out = lax.while_loop(cond, body, init)
+    return Solution(value=out[2], status=out[-1], iterations=out[3], residual=out[4])
+
+
+def pair_jacobi(
+    A, AT, d, r, group, rep_pos, n_groups, h0, *, epsilon, relative, max_iters,
+    window, damped=True,
+) -> Solution:  # fmt: skip
+    """The gain of each BSCC by two damped Jacobi iterations run together,
+    for a chain with jump matrix `A` (`AT` its transpose), exit rates `d`
+    and reward `r`: the stationary side `y' = (y + A^T y) / 2` (`y = pi d`
+    up to a factor), and the Poisson side `h' = h + (D - g) / (2 d)` with
+    `D = r + d (A h - h) = r + Q h` and the gain estimate `g = sum pi D`
+    from the current `y` (exact for the true `pi`, whatever `h`). Jacobi's
+    per-state scaling is what the uniformised iteration lacks on chains
+    whose rates differ by orders of magnitude. Undamped (`y' = A^T y`,
+    `h' = h + (D - g) / d`, twice as fast) with `damped=False`, for an
+    aperiodic jump chain.
+
+    Stops on the certified bracket `[min D, max D]` of every BSCC (see
+    `relative_value_iteration`, also for `STALLED`, `value`, `residual`);
+    `iterations` counts steps (two SpMVs each)."""
+    dt = jnp.asarray(h0).dtype
+    group = jnp.asarray(group, jnp.int32)
+    y0 = jnp.asarray(d, dt)
+    y0 = y0 / _segment_sum(y0, group, int(n_groups))[group]
+    return _pair(
+        A,
+        AT,
+        jnp.asarray(d, dt),
+        jnp.asarray(r, dt),
+        group,
+        jnp.asarray(rep_pos, jnp.int32),
+        jnp.asarray(h0, dt),
+        y0,
+        jnp.asarray(0.5 if damped else 1.0, dt),
+        jnp.asarray(epsilon, dt),
+        jnp.asarray(max_iters, jnp.int32),
+        jnp.asarray(window, jnp.int32),
+        bool(relative),
+        int(n_groups),
+    )

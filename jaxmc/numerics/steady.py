@@ -10,6 +10,12 @@
 All BSCCs are solved in one system: their equations are independent blocks,
 with one equation of each block replaced by its normalisation.
 
+This module serves the long-run distribution (`steady_state`,
+`stationary_distributions`); the per-state values of `S=? [phi]` and
+`R=? [S]`, which need only each BSCC's gain and come with a certified error
+bound, are `jaxmc.numerics.steady_values` (which reuses the absorption
+here).
+
 How the systems are solved (sparse LU, GMRES, on the host or the device,
 then PRISM's Jacobi where those fail) is `jaxmc.numerics.steady_solve`.
 
@@ -28,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ..errors import ModelCheckingError
-from ..explore.model import ExplicitModel, RewardStructure
+from ..explore.model import ExplicitModel
 from ..lang.ast import ModelType
 from ..options import SolveOptions, check_options
 from ..solvers import Status, jacobi
@@ -382,96 +388,6 @@ def _absorb(model, labels, c_bscc, *, options, dm, device=None) -> NumericResult
 def _solver_kw(o: SolveOptions):
     return dict(
         epsilon=o.epsilon, relative=o.relative, max_iters=o.max_iters, throw=o.throw
-    )
-
-
-def _combine(stat: NumericResult, absorb: NumericResult) -> NumericResult:
-    """The absorption result, with the stationary solve's method recorded
-    and the worse status of the two. `method` and `extra["layout"]` are the
-    stationary solve's when there was nothing to absorb (every state in a
-    BSCC), else `"stationary+absorption"` of both."""
-    status = max(stat.status, absorb.status)
-    s_layout = stat.extra.get("layout")
-    extra = dict(
-        absorb.extra,
-        stationary_method=stat.method,
-        stationary_residual=stat.residual,
-        stationary_layout=s_layout,
-    )
-    extra.setdefault("precision", stat.extra.get("precision"))
-    method = stat.method
-    if absorb.method != "none":
-        method = f"{stat.method}+{absorb.method}"
-        a_layout = absorb.extra.get("layout")
-        extra["layout"] = s_layout if a_layout == s_layout else f"{s_layout}+{a_layout}"
-    else:
-        extra["layout"] = s_layout
-    return NumericResult(
-        absorb.values,
-        status,
-        absorb.iterations + stat.iterations,
-        absorb.residual,
-        method,
-        extra,
-    )
-
-
-def steady_state_values(
-    model: ExplicitModel,
-    phi,
-    *,
-    options: SolveOptions | None = None,
-    device_model: DeviceModel | None = None,
-    device: bool | None = None,
-) -> NumericResult:
-    """Per-state `S=?[φ]`: the long-run probability of being in φ from each
-    start state, `sum_B P(reach B) pi_B(φ)`. `options`, `device_model`,
-    `device`: where and how the linear systems are solved
-    (`stationary_distributions`)."""
-    options = check_options(options)
-    dm = device_model_for(model, options, device_model)
-    pi, labels, count, stat = stationary_distributions(
-        model, options=options, device_model=dm, device=device
-    )
-    phi = np.asarray(phi, dtype=bool)
-    inb = labels >= 0
-    c = np.bincount(labels[inb & phi], weights=pi[inb & phi], minlength=count)
-    return _combine(
-        stat,
-        _absorb(model, labels, c, options=options, dm=dm, device=device),
-    )
-
-
-def long_run_rewards(
-    model: ExplicitModel,
-    reward: RewardStructure,
-    *,
-    options: SolveOptions | None = None,
-    device_model: DeviceModel | None = None,
-    device: bool | None = None,
-) -> NumericResult:
-    """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
-    expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
-    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. `options`,
-    `device_model`, `device`: as `steady_state_values`."""
-    options = check_options(options)
-    dm = device_model_for(model, options, device_model)
-    pi, labels, count, stat = stationary_distributions(
-        model, options=options, device_model=dm, device=device
-    )
-    n = model.num_states
-    r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
-    if reward.transition is not None:
-        r += np.bincount(
-            state_of_entry(model),
-            weights=model.val * np.asarray(reward.transition),
-            minlength=n,
-        )
-    inb = labels >= 0
-    c = np.bincount(labels[inb], weights=(pi * r)[inb], minlength=count)
-    return _combine(
-        stat,
-        _absorb(model, labels, c, options=options, dm=dm, device=device),
     )
 
 

@@ -113,6 +113,11 @@ def raise_on_failure(
     f = result.failure
     if f is not None and f.status not in (Status.CONVERGED, Status.REFUSED):
         e = convergence_error(f.method, f.status, f.iterations, f.residual)
+        tried = [a.describe() for a in result.attempts
+                 if a.status not in (Status.CONVERGED, Status.REFUSED)]  # fmt: skip
+        if tried:  # a fallback chain, exhausted: every method it tried
+            e.message = f"every method failed: {'; '.join(tried)}; then {e.message}"
+            e.args = (e._render(),)
         raise located(e, prop, properties)
     return result
 

@@ -12,7 +12,7 @@ import pytest
 
 import jaxmc
 from jaxmc.cli import main
-from jaxmc.numerics import fixed_point, sound, steady
+from jaxmc.numerics import fixed_point, sound, steady, steady_longrun
 
 
 MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
@@ -58,7 +58,12 @@ def spy(monkeypatch):
         real = getattr(mod, name)
 
         def spied(A, *args, **kw):
-            x0 = args[2] if name in ("jacobi", "sound_value_iteration") else args[1]
+            at = {
+                "jacobi": 2,
+                "sound_value_iteration": 2,
+                "relative_value_iteration": 6,
+            }
+            x0 = args[at.get(name, 1)]
             seen.append((name, matrix_of(A).dtype, x0.dtype))
             return real(A, *args, **kw)
 
@@ -69,6 +74,7 @@ def spy(monkeypatch):
     wrap(fixed_point, "interval_iteration", lambda M: M.matrix.data)
     wrap(steady, "jacobi", lambda A: A.data)
     wrap(sound, "sound_value_iteration", lambda A: A.data)
+    wrap(steady_longrun, "relative_value_iteration", lambda A: A.data)
     return seen
 
 

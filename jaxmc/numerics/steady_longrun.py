@@ -1,0 +1,454 @@
+"""Certified long-run averages of the BSCCs of a DTMC or CTMC: the gain
+`g_B = pi_B . r` of each BSCC `B` for a reward rate `r` (`S=? [phi]` is the
+reward `r = 1_phi`), with a bound on its error that does not depend on how
+the solve stopped.
+
+**The certificate.** For any vector `h` over a BSCC, `D = r + Q h` (`Q` the
+generator, `P - I` for a DTMC) satisfies `pi D = pi r + (pi Q) h = g`: the
+gain is a convex combination of the `D_s`, so `min_B D <= g_B <= max_B D`.
+The bracket is computed on the host in float64 from the model's own rates
+with a rounding allowance (`certify`), so it holds however `h` was found
+(any method, any layout, float32 included); its width is the residual of
+the Poisson equation `Q h = g - r`, which every method below drives to 0.
+A gain is reported as the bracket's midpoint and `bound` is its half-width:
+a certified bound on the absolute error (up to the model's rates being
+what the floats hold). Stopping on the change between iterates, PRISM's
+criterion, bounds nothing: on slowly mixing chains it stops far from `g`.
+
+**The methods** (`chain`), each handing its best `h` to the next; each
+attempt is certified (the Krylov methods every `KRYLOV_CHUNK` SpMVs), the
+first whose bracket meets `epsilon` (relative to the gain's magnitude, or
+absolute; or float64's floor, `ROUNDING_FLOOR`) wins, and failed ones are
+recorded as `Attempt`s:
+- "direct": sparse LU of the bordered Poisson system (`_poisson_matrix`)
+  on the host, for systems up to `DIRECT_MAX_STATES` first (not on a device
+  layout), and as the last resort up to `DIRECT_FALLBACK_MAX_STATES`;
+- "bicgstab": BiCGStab on the bordered system (`krylov.Bordered`), in the
+  jump-chain scaling (rows divided by the exit rate, Jacobi
+  preconditioning), restarted from its true residual;
+- "jacobi": the stationary and the Poisson Jacobi iterations together
+  (`krylov.pair_jacobi`), stopping on the certificate; what converges on
+  stiff chains where the Krylov methods break down (tandem);
+- "gmres": restarted GMRES from the best iterate so far;
+- "power": relative value iteration on the uniformised chain
+  (`krylov.relative_value_iteration`), stopping on the certificate.
+Default order: direct (small), bicgstab, jacobi, gmres, power, direct (if it
+fits); `method="jacobi"` (and "gauss_seidel", which runs as Jacobi, noted
+in the attempt) or `"power"` put that method first; with
+`precision="fp32"` the value iteration runs first in float32 (certified in
+float64 all the same). All but "direct" run on the device layout (or plain
+JAX CSR on the host), `max_iters` matrix-vector products (steps) each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from ..errors import ConvergenceError
+from ..layout import make_layout
+from ..solvers import Status
+from .krylov import (
+    Bordered,
+    bicgstab as device_bicgstab,
+    gmres as device_gmres,
+    pair_jacobi,
+    relative_value_iteration,
+)
+from .matrices import build_matrix, build_ordered, host_csr, layout_name
+from .result import Attempt
+from .steady import _aperiodic
+from .steady_solve import GMRES_RESTART, canonical, system_kind
+
+
+#: Systems up to this many unknowns go to sparse LU first.
+DIRECT_MAX_STATES = 1000
+
+#: The chain's last resort: sparse LU up to this many unknowns (its fill-in
+#: on lattice-like chains makes larger ones slow or too big).
+DIRECT_FALLBACK_MAX_STATES = 200_000
+
+#: Relative residual (2-norm) at which the Krylov methods stop.
+KRYLOV_RTOL = 1e-14
+
+#: SpMVs per Krylov chunk: the iterate is certified after each (and
+#: BiCGStab restarted from its true residual).
+KRYLOV_CHUNK = 1000
+
+#: A Krylov method is stalled when its best true residual has not halved
+#: over this many chunks.
+KRYLOV_STALL_CHUNKS = 4
+
+#: The certified iterations (Jacobi, power) are stalled when their bracket
+#: stays within 1% over this many steps (`krylov._progress`).
+STALL_WINDOW = 2000
+
+#: Uniformisation rate of the value iteration: this factor times the largest
+#: exit rate of the BSCC (above 1: a self-loop everywhere, so aperiodic).
+UNIFORM_FACTOR = 1.02
+
+_U = np.finfo(np.float64).eps
+
+
+class Bsccs:
+    """The non-trivial BSCCs' states (local indices `0..k-1`), their
+    off-diagonal entries `(src, dst, val)`, exit rates `d`, BSCC index
+    `lab` (`0..nb-1`) and representative `reps[b]` (a local state)."""
+
+    def __init__(self, k, src, dst, val, d, lab, reps):
+        self.k, self.src, self.dst, self.val, self.d = k, src, dst, val, d
+        self.lab, self.reps, self.nb = lab, reps, len(reps)
+        self.order = np.argsort(lab, kind="stable")
+        self.starts = np.searchsorted(lab[self.order], np.arange(self.nb))
+        self.deg = np.bincount(src, minlength=k)
+
+    def segment(self, ufunc, x):
+        if self.nb == 1:
+            return np.array([ufunc.reduce(x)])
+        return ufunc.reduceat(x[self.order], self.starts)
+
+
+def certify(B: Bsccs, r, h):
+    """`(lo, hi, floor)` per BSCC: the certified bracket `[min D, max D]` of
+    each gain, `D = r + Q h` evaluated in float64 with an allowance for its
+    rounding (`(m + 3) u` times the sum of the magnitudes of a row's
+    `m + 2` terms), and the largest allowance (what float64 can certify at
+    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`."""
+    if not np.all(np.isfinite(h)):
+        inf = np.full(B.nb, np.inf)
+        return -inf, inf, inf
+    terms = B.val * h[B.dst]
+    D = r + np.bincount(B.src, weights=terms, minlength=B.k) - B.d * h
+    mag = (
+        np.abs(r)
+        + np.bincount(B.src, weights=np.abs(terms), minlength=B.k)
+        + np.abs(B.d * h)
+    )
+    err = (B.deg + 3) * _U * 1.01 * mag
+    lo, hi = B.segment(np.minimum, D - err), B.segment(np.maximum, D + err)
+    return lo, hi, B.segment(np.maximum, err)
+
+
+def _poisson_matrix(B: Bsccs):
+    """The bordered Poisson system of `krylov.Bordered` as a scipy matrix:
+    `I - A` without the representatives' columns, and each BSCC's gain in
+    its representative's column with weight `1/d`."""
+    is_rep = np.zeros(B.k, dtype=bool)
+    is_rep[B.reps] = True
+    keep = ~is_rep[B.dst]
+    diag = np.arange(B.k)
+    rows = np.concatenate([B.src[keep], diag[~is_rep], diag])
+    cols = np.concatenate([B.dst[keep], diag[~is_rep], B.reps[B.lab]])
+    vals = np.concatenate(
+        [-B.val[keep] / B.d[B.src[keep]], np.ones(B.k - len(B.reps)), 1.0 / B.d]
+    )
+    return sp.csc_matrix((vals, (rows, cols)), shape=(B.k, B.k))
+
+
+def _split(B: Bsccs, z):
+    """`(h, g)` from the bordered unknowns `z`."""
+    g = np.asarray(z)[B.reps].copy()
+    h = np.asarray(z, dtype=np.float64).copy()
+    h[B.reps] = 0.0
+    return h, g
+
+
+class _Device:
+    """The jump chain on a device layout, and the bordered operator on it,
+    built on first use (the "direct" method needs neither)."""
+
+    def __init__(self, B: Bsccs, layout: str, rank):
+        self.B, self.layout, self.rank = B, layout, rank
+        self._built = None
+        self._t = None
+
+    def get(self):
+        if self._built is None:
+            import jax.numpy as jnp
+
+            B = self.B
+            A = canonical(
+                sp.csr_matrix((B.val / B.d[B.src], (B.src, B.dst)), shape=(B.k, B.k))
+            )
+            kind, fallback = system_kind(A, self.layout, self.rank)
+            mat, order = build_ordered(
+                A.indptr, A.indices, A.data, A.shape, kind, self.rank, fallback
+            )
+            at = (lambda v: v) if order is None else order.apply
+            back = (lambda v: v) if order is None else order.undo
+            is_rep = np.zeros(B.k, dtype=bool)
+            is_rep[B.reps] = True
+            lab = at(B.lab)
+            pos = np.nonzero(at(is_rep))[0]
+            rep_pos = np.empty(B.nb, dtype=np.int64)
+            rep_pos[lab[pos]] = pos
+            op = Bordered(
+                mat,
+                jnp.asarray(at(is_rep)),
+                jnp.asarray(lab, jnp.int32),
+                jnp.asarray(rep_pos, jnp.int32),
+                jnp.asarray(at(1.0 / B.d), jnp.float64),
+            )
+            self._built = (mat, op, at, back, lab, rep_pos)
+        return self._built
+
+    def transposed(self):
+        """The jump chain's transpose on the layout, in the same numbering."""
+        if self._t is None:
+            B = self.B
+            mat, _, at, _, _, _ = self.get()
+            AT = canonical(
+                sp.csr_matrix((B.val / B.d[B.src], (B.dst, B.src)), shape=(B.k, B.k))
+            )
+            perm = np.asarray(at(np.arange(B.k)))  # layout slot -> state
+            if not np.array_equal(perm, np.arange(B.k)):
+                AT = canonical(AT[perm][:, perm])
+            self._t = _same_layout(AT, layout_name(mat))
+        return self._t
+
+    @property
+    def name(self) -> str:
+        return layout_name(self.get()[0])
+
+
+def _same_layout(A, name: str):
+    """`A` on the layout `name` (of the jump chain's matrix), in the given
+    numbering; the diagonal layout, where `A` is no few diagonals, as
+    compact."""
+    if name == "dia":
+        try:
+            return make_layout(host_csr(A.indptr, A.indices, A.data, A.shape), "dia")
+        except ValueError:
+            name = "compact"
+    return build_matrix(A.indptr, A.indices, A.data, A.shape, name)
+
+
+def _krylov(dev: _Device, r, z0, method, max_iters, good):
+    """BiCGStab or GMRES on the bordered system from `z0`, in chunks of
+    `KRYLOV_CHUNK` SpMVs (BiCGStab restarted from its true residual), the
+    iterate certified after each (`good(z)`: within epsilon, stop);
+    `(z or None, status, iterations)` (SpMVs). STALLED when the best true
+    residual has not halved over `KRYLOV_STALL_CHUNKS` chunks."""
+    B = dev.B
+    _, op, at, back, _, _ = dev.get()
+    b = at(r / B.d)
+    x = None if z0 is None else at(z0)
+    total, best, status, since = 0, None, Status.MAX_ITERS, 0
+    while total < max_iters:
+        left = min(max_iters - total, KRYLOV_CHUNK)
+        if method == "gmres":
+            sol = device_gmres(
+                op, b, x, rtol=KRYLOV_RTOL, restart=GMRES_RESTART, max_iters=left
+            )
+            spmv = int(sol.iterations)
+        else:
+            shadow = None if best is None else np.ones(len(b))
+            sol = device_bicgstab(
+                op, b, x, rtol=KRYLOV_RTOL, max_iters=max(left // 2, 1), shadow=shadow
+            )
+            spmv = 2 * int(sol.iterations)
+        total += max(spmv, 1)
+        status = Status(int(sol.status))
+        if status == Status.NONFINITE:
+            break
+        res = float(sol.residual)
+        if best is None or res < 0.5 * best[1]:
+            since = 0
+        else:
+            since += 1
+        if best is None or res < best[1]:
+            best = (np.asarray(sol.value), res)
+        x = sol.value
+        if good(back(best[0])) or res <= KRYLOV_RTOL:
+            status = Status.CONVERGED
+            break
+        if since >= KRYLOV_STALL_CHUNKS or spmv == 0:
+            status = Status.STALLED
+            break
+        status = Status.MAX_ITERS
+    if best is not None and status == Status.NONFINITE:
+        status = Status.BREAKDOWN
+    return (None if best is None else back(best[0])), status, total
+
+
+def _power(dev: _Device, r, h0, epsilon, relative, max_iters, fp32=False):
+    """Relative value iteration from `h0` (matrix and iterate in float32 if
+    `fp32`); `(h, status, iterations)`."""
+    import jax.numpy as jnp
+
+    B = dev.B
+    mat, _, at, back, lab, rep_pos = dev.get()
+    dt = jnp.float32 if fp32 else jnp.float64
+    if fp32:
+        from .precision import to_precision
+
+        mat = to_precision(mat, "fp32")
+    q = UNIFORM_FACTOR * B.segment(np.maximum, B.d)[B.lab]
+    h0 = np.zeros(B.k) if h0 is None else h0
+    sol = relative_value_iteration(
+        mat,
+        at(B.d),
+        at(r),
+        at(q),
+        lab,
+        rep_pos,
+        B.nb,
+        jnp.asarray(at(h0), dt),
+        epsilon=epsilon,
+        relative=relative,
+        max_iters=max_iters,
+        window=STALL_WINDOW,
+    )
+    h = back(np.asarray(sol.value, dtype=np.float64))
+    return h, Status(int(sol.status)), int(sol.iterations)
+
+
+def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters):
+    """`krylov.pair_jacobi` from `h0`; `(h, status, iterations)`."""
+    import jax.numpy as jnp
+
+    B = dev.B
+    mat, _, at, back, lab, rep_pos = dev.get()
+    AT = dev.transposed()
+    h0 = np.zeros(B.k) if h0 is None else h0
+    sol = pair_jacobi(
+        mat,
+        AT,
+        at(B.d),
+        at(r),
+        lab,
+        rep_pos,
+        B.nb,
+        jnp.asarray(at(h0), jnp.float64),
+        epsilon=epsilon,
+        relative=relative,
+        max_iters=max_iters,
+        window=STALL_WINDOW,
+        damped=not _aperiodic(B.lab, B.nb, B.src, B.dst),
+    )
+    h = back(np.asarray(sol.value, dtype=np.float64))
+    return h, Status(int(sol.status)), int(sol.iterations)
+
+
+def chain(method, k: int, precision: str, host: bool = True):
+    """The methods tried, in order, and the note on the first (see the
+    module docstring; `host`: the system is not on a device layout, where
+    small systems go to LU first)."""
+    iterative = ["bicgstab", "jacobi", "gmres", "power"]
+    if method in ("jacobi", "gauss_seidel"):
+        iterative = ["jacobi", "bicgstab", "gmres", "power"]
+    if method == "power" or precision == "fp32":
+        iterative = ["power", "bicgstab", "jacobi", "gmres"]
+    if precision == "fp32":
+        iterative = ["power32"] + iterative
+    small = host and k <= DIRECT_MAX_STATES and precision != "fp32"
+    first = ["direct"] if small and method in (None, "auto") else []
+    last = ["direct"] if k <= DIRECT_FALLBACK_MAX_STATES and not first else []
+    note = ""
+    if method == "gauss_seidel":
+        note = "gauss_seidel runs as Jacobi here (no device Gauss-Seidel)"
+    return first + iterative + last, note
+
+
+def gains(
+    B: Bsccs,
+    r,
+    *,
+    method=None,
+    epsilon=1e-6,
+    relative=True,
+    max_iters=10000,
+    throw=True,
+    layout="csr",
+    rank=None,
+    precision="fp64",
+):
+    """The certified gain of every BSCC of `B` for the reward `r` (local).
+
+    **Returns:** `(mid, half, attempts, final)`: midpoints and half-widths
+    of the certified brackets per BSCC, the failed `Attempt`s (oldest first)
+    and the last `Attempt` (the one that produced the result). Raises
+    `ConvergenceError` listing every attempt when the whole chain fails and
+    `throw`; else the best bracket found is returned (its `half` is still
+    certified, only above `epsilon`)."""
+    r = np.asarray(r, dtype=np.float64)
+    dev = _Device(B, layout, rank)
+    methods, note = chain(method, B.k, precision, layout == "csr")
+    attempts: list[Attempt] = []
+    lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
+    best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
+
+    def good(z):
+        lo, hi, floor = certify(B, r, _split(B, z)[0])
+        return _within(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative, floor)
+
+    for i, m in enumerate(methods):
+        where = "host"
+        if m == "direct":
+            h_new, status, iters = _direct(B, r), Status.CONVERGED, 0
+            status = Status.BREAKDOWN if h_new is None else status
+        elif m in ("bicgstab", "gmres"):
+            z0 = best[2].copy()
+            z0[B.reps] = best[0][B.lab[B.reps]]
+            z, status, iters = _krylov(dev, r, z0, m, max_iters, good)
+            h_new = None if z is None else _split(B, z)[0]
+            where = dev.name
+        elif m == "jacobi":
+            h_new, status, iters = _jacobi(
+                dev, r, best[2], epsilon, relative, max_iters
+            )
+            where = dev.name
+        else:
+            h_new, status, iters = _power(
+                dev, r, best[2], epsilon, relative, max_iters, m == "power32"
+            )
+            where = dev.name
+        residual, ok = float("inf"), False
+        if h_new is not None:
+            lo, hi, floor = certify(B, r, h_new)
+            mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+            half = half + _U * np.abs(mid)
+            if np.max(half) < np.max(best[1]):
+                best = (mid, half, h_new)
+            residual = float(np.max(half))
+            ok = _within(mid, half, epsilon, relative, floor)
+        name = "power" if m == "power32" else m
+        if ok:
+            why = note if i == 0 else ""
+            last = Attempt(name, Status.CONVERGED, iters, residual, where, why)
+            return best[0], best[1], attempts, last
+        if status == Status.CONVERGED:
+            status = Status.STALLED  # the solve stopped, the bracket is too wide
+        why = "bracket above epsilon" if h_new is not None else "no iterate"
+        if i == 0 and note:
+            why = f"{note}; {why}"
+        attempts.append(Attempt(name, status, iters, residual, where, why))
+    if throw:
+        listing = "; ".join(a.describe() for a in attempts)
+        raise ConvergenceError(
+            f"the long-run average did not converge: every method failed ({listing})",
+            hint="increase max_iters or use -epsilon with a larger value",
+        )
+    last = attempts.pop()
+    return best[0], best[1], attempts, last
+
+
+def _direct(B: Bsccs, r):
+    """`h` by sparse LU of the bordered system, or None if LU fails."""
+    try:
+        lu = spla.splu(_poisson_matrix(B), permc_spec="COLAMD")
+    except (RuntimeError, MemoryError):  # singular to working precision; fill-in
+        return None
+    return _split(B, lu.solve(r / B.d))[0]
+
+
+#: A bracket within this many times its rounding allowance is accepted
+#: whatever epsilon asks: no float64 evaluation of `D` certifies a tighter one
+#: (a relative epsilon on a gain near 0, say). Its half-width is still reported.
+ROUNDING_FLOOR = 8
+
+
+def _within(mid, half, epsilon, relative, floor) -> bool:
+    tol = epsilon * np.abs(mid) if relative else np.full_like(mid, epsilon)
+    return bool(np.all(half <= np.maximum(tol, ROUNDING_FLOOR * floor)))

@@ -1,0 +1,212 @@
+"""Per-state long-run values, `S=? [phi]` and `R=? [S]`, with a certified
+error bound: the gain of every BSCC (`steady_longrun.gains`: a bracket that
+holds whatever method found it), then the absorption of the transient states
+into the BSCCs (`steady._absorb`) with its error bounded by its residual
+(`_absorption_error`).
+
+`NumericResult.bound` bounds the absolute error of every state's value:
+the largest half-width of a BSCC's bracket (a transient state's value is a
+convex combination of the gains it reaches) plus the absorption solve's
+error. It is None only when the absorption's bound could not be
+established (its second solve failed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..explore.model import RewardStructure
+from ..options import SolveOptions, check_options
+from ..solvers import Status
+from . import graph
+from .device import DeviceModel, device_model_for
+from .result import NumericResult
+from .steady import (
+    _absorb,
+    _off_diagonal,
+    _require_markov,
+    _solve_transient,
+    _transient_system,
+)
+from .steady_longrun import Bsccs, gains
+from .steady_solve import solves_on_device
+from .timing import stage
+from .transitions import state_of_entry
+
+
+_U = np.finfo(np.float64).eps
+
+
+def _bsccs(model):
+    """`(labels, count, Bsccs or None, idx, uniq)`: the BSCC decomposition,
+    the non-trivial BSCCs' system over their states `idx` (global), and
+    their labels `uniq` among all BSCCs."""
+    labels, count = graph.bsccs(model)
+    inb = labels >= 0
+    sizes = np.bincount(labels[inb], minlength=count)
+    big = inb & (sizes[np.maximum(labels, 0)] > 1)
+    if not big.any():
+        return labels, count, None, None, None
+    idx = np.nonzero(big)[0]
+    k = len(idx)
+    local = np.full(model.num_states, -1, dtype=np.int64)
+    local[idx] = np.arange(k)
+    src, dst, val = _off_diagonal(model, big)
+    src, dst = local[src], local[dst]
+    d = np.bincount(src, weights=val, minlength=k)
+    uniq, lab = np.unique(labels[idx], return_inverse=True)
+    reps = np.unique(lab, return_index=True)[1]
+    return labels, count, Bsccs(k, src, dst, val, d, lab, reps), idx, uniq
+
+
+def _absorption_error(model, labels, fixed, x, **kw):
+    """A certified bound on the absolute error of the transient values `x`
+    of `x = P_TT x + b` (`b` from the BSCC values `fixed`): with `t` any
+    vector such that `(I - P_TT) t >= c > 0` componentwise, the inverse
+    `N = (I - P_TT)^-1 >= 0` has `||N||_inf <= ||t||_inf / c`, and the error
+    is `N` times the residual. `t` comes from a second solve for the
+    expected time to absorption. None if that solve fails."""
+    trans = labels < 0
+    idx, P, (r, c, v) = _transient_system(model, trans)
+    k = len(idx)
+    b = np.bincount(r, weights=v * fixed[c], minlength=k)
+    y = x[idx]
+    Py = P @ y
+    res = np.abs(b - (y - Py))
+    deg = np.diff(sp.csr_matrix(P).indptr) + 3
+    res += deg * _U * 1.01 * (np.abs(b) + (abs(P) @ np.abs(y)) + np.abs(y))
+    if not np.any(res > 0):
+        return 0.0
+    t, _ = _solve_transient(P, np.ones(k), trans=False, **kw)
+    if t is None or not np.all(np.isfinite(t)):
+        return None
+    t = np.maximum(t, 0.0)
+    lhs = t - P @ t
+    lhs -= deg * _U * 1.01 * (t + (abs(P) @ t))
+    low = float(lhs.min())
+    if low <= 0:
+        return None
+    return float(res.max()) * float(t.max()) / low * (1 + 4 * _U)
+
+
+def _long_run(model, r, options, device_model, device):
+    """Per-state long-run average of the reward rate `r` (see the module
+    docstring) with `options` and `device_model` (its requested layout),
+    `device` as `steady_solve.solves_on_device`."""
+    _require_markov(model)
+    options = check_options(options)
+    dm = device_model_for(model, options, device_model)
+    method, epsilon, relative = options.method, options.epsilon, options.relative
+    max_iters, throw = options.max_iters, options.throw
+    layout, precision = dm.requested, options.precision
+    with stage("precompute"):
+        labels, count, B, idx, uniq = _bsccs(model)
+    inb = labels >= 0
+    c = np.zeros(count)
+    half = np.zeros(count)
+    c[labels[inb]] = r[inb]  # single-state BSCCs: their own reward
+    attempts, last = (), None
+    if B is not None:
+        on_device = solves_on_device(B.k, layout, device)
+        with stage("solve"):
+            mid, hw, attempts, last = gains(
+                B,
+                r[idx],
+                method=method,
+                epsilon=epsilon,
+                relative=relative,
+                max_iters=max_iters,
+                throw=throw,
+                layout=layout if on_device else "csr",
+                rank=dm.dia_rank(idx) if on_device else None,
+                precision=precision,
+            )
+        c[uniq], half[uniq] = mid, hw
+    absorb = _absorb(model, labels, c, options=options, dm=dm, device=device)
+    bound = float(half.max(initial=0.0))
+    if absorb.method != "none":
+        with stage("solve"):
+            fixed = np.where(inb, c[np.maximum(labels, 0)], 0.0)
+            err = _absorption_error(
+                model,
+                labels,
+                fixed,
+                np.asarray(absorb.values),
+                max_iters=max_iters,
+                layout=layout,
+                device=device,
+                rank=None,
+            )
+        bound = None if err is None else bound + err
+    s_method = "none" if last is None else last.method
+    s_layout = "host" if last is None else last.layout
+    method_name = s_method
+    extra = dict(
+        absorb.extra,
+        stationary_method=s_method,
+        stationary_layout=s_layout,
+        stationary_residual=0.0 if last is None else last.residual,
+    )
+    extra.setdefault("precision", precision)
+    if last is not None:
+        extra["stationary_attempt"] = last
+    extra["layout"] = s_layout
+    if absorb.method != "none":
+        method_name = f"{s_method}+{absorb.method}"
+        a_layout = absorb.extra.get("layout")
+        if a_layout != s_layout:
+            extra["layout"] = f"{s_layout}+{a_layout}"
+    s_status = Status.CONVERGED if last is None else last.status
+    iters = sum(a.iterations for a in attempts)
+    iters += 0 if last is None else last.iterations
+    return NumericResult(
+        absorb.values,
+        max(s_status, absorb.status),
+        iters + absorb.iterations,
+        0.0 if last is None else last.residual,
+        method_name,
+        extra,
+        attempts=tuple(attempts),
+        bound=bound,
+    )
+
+
+def steady_state_values(
+    model,
+    phi,
+    *,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
+    device: bool | None = None,
+) -> NumericResult:
+    """Per-state `S=?[φ]`: the long-run probability of being in φ from each
+    start state, `sum_B P(reach B) pi_B(φ)`, with a certified `bound`
+    (module docstring). `options.method` is the first method of the chain
+    (`steady_longrun.chain`); `device_model`, `device`: where the systems
+    are solved."""
+    r = np.asarray(phi, dtype=bool).astype(np.float64)
+    return _long_run(model, r, options, device_model, device)
+
+
+def long_run_rewards(
+    model,
+    reward: RewardStructure,
+    *,
+    options: SolveOptions | None = None,
+    device_model: DeviceModel | None = None,
+    device: bool | None = None,
+) -> NumericResult:
+    """Per-state `R=?[S]`: the long-run average reward. For a DTMC the
+    expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
+    the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. Options as
+    `steady_state_values`."""
+    n = model.num_states
+    r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
+    if reward.transition is not None:
+        r += np.bincount(
+            state_of_entry(model),
+            weights=model.val * np.asarray(reward.transition),
+            minlength=n,
+        )
+    return _long_run(model, r, options, device_model, device)
