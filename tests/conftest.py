@@ -9,7 +9,15 @@ import jax
 
 # Tests live in one folder per stage (tests/lang, tests/explore, ...); the
 # shared helpers (corpus, storm_oracle, structure, conformance) sit here.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# A few tests share helpers across stages (`test_numerics_helpers`'s random
+# models, `test_diff_sor`'s walk): the stage folders are importable too, so
+# that any subset of the suite collects.
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+for _stage in sorted(_HERE.iterdir()):
+    if _stage.is_dir() and not (_stage / "__init__.py").exists():
+        if _stage.name != "__pycache__":
+            sys.path.append(str(_stage))
 
 
 # The CLI turns on JAX's persistent compilation cache (`JAXMC_CACHE_DIR`);
