@@ -235,7 +235,8 @@ def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method,
 
 
 def _result(x, lo, hi, maybe, iters, name, extra, attempts) -> NumericResult:
-    half = np.where(maybe, 0.5 * (hi - lo), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf: an infinite reward, exact
+        half = np.where(maybe & (lo != hi), 0.5 * (hi - lo), 0.0)
     return NumericResult(
         values=np.asarray(x, np.float64),
         iterations=iters,
