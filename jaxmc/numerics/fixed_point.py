@@ -25,9 +25,7 @@ from ..explore.model import ExplicitModel
 from ..layout import SparseModel
 from ..options import SolveOptions
 from ..solvers import (
-    Status,
     bicgstab,
-    check_solution,
     gauss_seidel,
     interval_iteration,
     jacobi,
@@ -42,7 +40,7 @@ from .matrices import (
     undo_order,
     valued,
 )
-from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
+from .methods import AUTO, host_matrix
 from .minmax import TOPOLOGICAL, solve_minmax
 from .precision import to_precision
 from .result import NumericResult, from_solution
@@ -178,25 +176,7 @@ def _solve_masked(
             M, kind, host, probs, data, maybe, fixed, bb, method,
             dict(kw, precision=precision), vec, mat, rank, auto_ok,
         )  # fmt: skip
-    sweeps = 0  # host Gauss-Seidel sweeps before Jacobi took over (AUTO)
-    if method == AUTO:
-        A, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
-        method = "jacobi"
-        if A is not None:  # chosen for the structure: bounded, then Jacobi takes over
-            budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
-            sol = gauss_seidel(
-                A, bb, x0, order=order, **dict(kw, max_iters=budget, throw=False)
-            )
-            if Status(int(sol.status)) != Status.MAX_ITERS or budget == kw["max_iters"]:
-                method = "gauss_seidel"
-                sol = check_solution(sol, kw["throw"], "Gauss–Seidel")
-                # a host solve, in float64
-                extra.update(layout="host", precision="fp64")
-            else:
-                sweeps, x0 = int(sol.iterations), np.asarray(sol.value)
-                kw = dict(kw, max_iters=int(kw["max_iters"]) - sweeps)
-                extra["gauss_seidel_sweeps"] = sweeps
-    elif method == "gauss_seidel":
+    if method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64
     if M.nondeterministic and method in TOPOLOGICAL and auto_ok:
@@ -228,10 +208,6 @@ def _solve_masked(
         else:
             sol = bicgstab(A, vec(diag), vec(at(bb)), vec(at(x0)), **kw)
         sol = undo_order(sol, order)
-        if sweeps:
-            sol = sol.__class__(
-                sol.value, sol.status, sol.iterations + sweeps, sol.residual
-            )
     elif method == "value_iteration":
         A = mat(valued(M, kind, data, indptr, cols))
         sol = value_iteration(A, vec(bb), vec(x0), opt or "max", **kw)

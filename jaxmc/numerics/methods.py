@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang.ast import ModelType
-from ..options import CRITERIA, LINEAR_METHODS, MINMAX_METHODS
+from ..options import LINEAR_METHODS, MINMAX_METHODS
 from ..solvers import scc_labels, topological_order
 
 
@@ -60,20 +60,12 @@ AUTO_GS_MAX_SWEEPS = 200
 TOPOLOGICAL_MAX_ENTRIES = 1 << 24
 
 
-def check_criterion(criterion):
-    if criterion not in CRITERIA:
-        raise ValueError(
-            f"unknown `criterion` {criterion!r}; expected one of {CRITERIA}"
-        )
-
-
 def default_method(model, method, criterion="sound"):
     """The method to run: `method` validated, or the default of the model
     type under `criterion`. "change" is PRISM's default exactly (Jacobi for
     DTMC/CTMC linear systems, value iteration for MDPs); "sound" takes
     `AUTO` for DTMC/CTMC (certified by `jaxmc.numerics.sound`) and interval
-    iteration for MDPs."""
-    check_criterion(criterion)
+    iteration for MDPs (`criterion` validated by `SolveOptions`)."""
     if method is None:
         if model.is_nondeterministic:
             return "interval_iteration" if criterion == "sound" else "value_iteration"
