@@ -9,15 +9,12 @@ import jax
 
 # Tests live in one folder per stage (tests/lang, tests/explore, ...); the
 # shared helpers (corpus, storm_oracle, structure, conformance) sit here.
-# A few tests share helpers across stages (`test_numerics_helpers`'s random
-# models, `test_diff_sor`'s walk): the stage folders are importable too, so
-# that any subset of the suite collects.
+# Two stages share helpers with others (`tests/numerics/test_numerics_helpers`'s
+# random models in tests/solvers, `tests/diff/test_diff_sor`'s walk in
+# tests/kernels): their folders are importable, so that any subset collects.
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
-for _stage in sorted(_HERE.iterdir()):
-    if _stage.is_dir() and not (_stage / "__init__.py").exists():
-        if _stage.name != "__pycache__":
-            sys.path.append(str(_stage))
+sys.path += [str(_HERE / "numerics"), str(_HERE / "diff")]
 
 
 # The CLI turns on JAX's persistent compilation cache (`JAXMC_CACHE_DIR`);
