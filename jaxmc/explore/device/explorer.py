@@ -1,0 +1,125 @@
+"""The host side of the device explorer: capacities, growth, resumption.
+
+The level loop (`step.make_loop`) runs on the device until the queue is
+empty or a capacity would overflow; then the host doubles what was short
+(geometric growth, so a state space of `n` states costs `O(log n)` round
+trips and compilations, however many BFS levels it has) and resumes it.
+
+Where the device cannot give the host builder's answer — an evaluation error,
+a probability sum off one, `max_states` exceeded, deadlocks under
+`deadlocks="error"` — it raises `NeedsHost`: the caller runs the host
+builder, which raises the located error with the exact message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ...lang.ast import ModelType
+from ..compile import Compiled
+from ..growth import BuildProgress
+from ..model import ExplicitModel
+from . import step as S
+from .finish import DeviceArrays, finish
+from .program import Program
+
+
+class NeedsHost(Exception):  # noqa: N818 - a signal to the caller, not an error
+    """The device explorer cannot reproduce the host builder's outcome (an
+    error to locate); the caller runs the host builder instead."""
+
+
+#: Starting capacities: states per step; choices and entries per state of a
+#: step; states, entries and choices in all.
+START = S.Caps(256, 1024, 4096, 1 << 12, 1 << 14, 1 << 13)
+#: Most states per step.
+MAX_BATCH = 1 << 14
+
+
+def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
+    """The capacities that let the stopped loop `s` go on."""
+    status = int(s.status)
+    need = [int(x) for x in np.asarray(s.need)]
+    c = caps._asdict()
+    if status == S.NEED_STEP:
+        while c["choices"] < need[0]:
+            c["choices"] *= 2
+        while c["entries"] < need[1]:
+            c["entries"] *= 2
+    elif status == S.NEED_STORE:
+        found, contribs, choices = int(s.table.size), int(s.n_contrib), int(s.n_choice)
+        while found + need[3] > c["states"]:
+            c["states"] *= 2
+        while contribs + need[3] > c["contribs"]:
+            c["contribs"] *= 2
+        while choices + need[2] > c["all_choices"]:
+            c["all_choices"] *= 2
+    elif status == S.NEED_BATCH:
+        c["batch"] *= 2
+        c["choices"] *= 2
+        c["entries"] *= 2
+    if c["states"] >= 1 << 31:
+        raise NeedsHost("more than 2**31 states")
+    return S.Caps(**c)
+
+
+def explore(
+    comp: Compiled,
+    mt: ModelType,
+    init_states: np.ndarray,
+    *,
+    params=None,
+    max_states: int | None = None,
+    deadlocks: str = "fix",
+    prob_checks: bool = True,
+    chunk_size: int = 1 << 17,
+    progress: Callable[[BuildProgress], None] | None = None,
+    start: S.Caps = START,
+    max_batch: int = MAX_BATCH,
+) -> tuple[ExplicitModel, DeviceArrays]:
+    """Explore on the device (see `jaxmc.explore.build`; `chunk_size` is the
+    host builder's batch size, which its numbering of action names depends
+    on). Raises `UnsupportedError` for programs the device explorer does not
+    handle and `NeedsHost` where the host builder must give the outcome."""
+    t0 = time.perf_counter()
+    prog = Program(comp, mt, params)
+    k = init_states.shape[0]
+    caps = start
+    while caps.states < k:
+        caps = caps._replace(states=2 * caps.states)
+    s = S.seed(prog, S.empty_carry(caps, prog.pack.n_words), init_states)
+    loops: dict = {}
+    opts = (prob_checks, -1 if max_states is None else max_states)
+    while True:
+        key = (caps, caps.batch < max_batch)
+        run = loops.get(key)
+        if run is None:
+            run = loops[key] = S.make_loop(prog, caps, opts + (key[1],))
+        s = run(s)
+        status = int(s.status)
+        if status == S.RUNNING:
+            break
+        if status == S.ERROR:
+            raise NeedsHost("an evaluation error")
+        if status == S.TOO_MANY:
+            raise NeedsHost("more states than max_states")
+        new = _grown(caps, s)
+        s = S.regrow(s, new)
+        caps = new
+    n = int(s.table.size)
+    if max_states is not None and n > max_states:
+        raise NeedsHost("more states than max_states")
+    model, arrays, failed = finish(
+        prog, s, np.arange(k, dtype=np.int64), prob_checks, chunk_size
+    )
+    if failed:
+        raise NeedsHost("a transition reward's evaluation error")
+    if deadlocks == "error" and model.labels["deadlock"].any():
+        raise NeedsHost("deadlocks")
+    if progress is not None:
+        levels = int(np.asarray(s.level[n - 1])) + 1 if n else 0
+        progress(BuildProgress(n, 0, levels, time.perf_counter() - t0, True))
+    return model, arrays
