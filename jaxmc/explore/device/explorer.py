@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 from ...lang.ast import ModelType
@@ -32,11 +33,34 @@ class NeedsHost(Exception):  # noqa: N818 - a signal to the caller, not an error
     error to locate); the caller runs the host builder instead."""
 
 
-#: Starting capacities: states per step; choices and entries per state of a
-#: step; states, entries and choices in all.
-START = S.Caps(256, 1024, 4096, 1 << 12, 1 << 14, 1 << 13)
-#: Most states per step.
-MAX_BATCH = 1 << 14
+#: Starting capacities per backend (`Caps`: states per step; choices and
+#: entries per step; states; contributions and choices per output epoch),
+#: and the largest number of states per step. Every change of a capacity
+#: compiles the loop again, so the stores start large where memory is
+#: plentiful, and the state store starts at the number of valuations of the
+#: variables where that is smaller (it then never overflows).
+START = {
+    "cpu": S.Caps(256, 1024, 4096, 1 << 16, 1 << 20, 1 << 19),
+    "gpu": S.Caps(1024, 4096, 1 << 14, 1 << 22, 1 << 23, 1 << 22),
+}
+MAX_BATCH = {"cpu": 1 << 14, "gpu": 1 << 16}
+#: Growth factor of the states per step (and of the step's buffers with it).
+BATCH_GROWTH = 4
+
+
+def _start(comp: Compiled, n_init: int, start: S.Caps) -> tuple[S.Caps, bool]:
+    """Initial capacities, and whether the state store holds every
+    valuation of the variables."""
+    valuations = 1
+    for lo, hi in zip(comp.lows.tolist(), comp.highs.tolist()):
+        valuations *= hi - lo + 1
+    states = start.states
+    bounded = valuations <= states
+    if bounded:
+        states = max(64, 1 << max(0, valuations - 1).bit_length())
+    while states < n_init:
+        states *= 2
+    return start._replace(states=states), bounded
 
 
 def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
@@ -50,17 +74,13 @@ def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
         while c["entries"] < need[1]:
             c["entries"] *= 2
     elif status == S.NEED_STORE:
-        found, contribs, choices = int(s.table.size), int(s.n_contrib), int(s.n_choice)
-        while found + need[3] > c["states"]:
+        while int(s.table.size) + need[3] > c["states"]:
             c["states"] *= 2
-        while contribs + need[3] > c["contribs"]:
-            c["contribs"] *= 2
-        while choices + need[2] > c["all_choices"]:
-            c["all_choices"] *= 2
     elif status == S.NEED_BATCH:
-        c["batch"] *= 2
-        c["choices"] *= 2
-        c["entries"] *= 2
+        for k in ("batch", "choices", "entries"):
+            c[k] *= BATCH_GROWTH
+    c["contribs"] = max(c["contribs"], 4 * c["entries"])
+    c["all_choices"] = max(c["all_choices"], 4 * c["choices"])
     if c["states"] >= 1 << 31:
         raise NeedsHost("more than 2**31 states")
     return S.Caps(**c)
@@ -77,8 +97,8 @@ def explore(
     prob_checks: bool = True,
     chunk_size: int = 1 << 17,
     progress: Callable[[BuildProgress], None] | None = None,
-    start: S.Caps = START,
-    max_batch: int = MAX_BATCH,
+    start: S.Caps | None = None,
+    max_batch: int | None = None,
 ) -> tuple[ExplicitModel, DeviceArrays]:
     """Explore on the device (see `jaxmc.explore.build`; `chunk_size` is the
     host builder's batch size, which its numbering of action names depends
@@ -86,34 +106,35 @@ def explore(
     handle and `NeedsHost` where the host builder must give the outcome."""
     t0 = time.perf_counter()
     prog = Program(comp, mt, params)
+    kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
     k = init_states.shape[0]
-    caps = start
-    while caps.states < k:
-        caps = caps._replace(states=2 * caps.states)
+    caps, bounded = _start(comp, k, start or START[kind])
+    max_batch = max_batch or MAX_BATCH[kind]
     s = S.seed(prog, S.empty_carry(caps, prog.pack.n_words), init_states)
-    loops: dict = {}
+    epochs: list[S.Epoch] = []
     opts = (prob_checks, -1 if max_states is None else max_states)
     while True:
-        key = (caps, caps.batch < max_batch)
-        run = loops.get(key)
+        key = (caps, caps.batch < max_batch, bounded)
+        run = prog.cache.get(key)
         if run is None:
-            run = loops[key] = S.make_loop(prog, caps, opts + (key[1],))
+            run = prog.cache[key] = S.make_loop(prog, caps, opts + key[1:])
         s = run(s)
         status = int(s.status)
-        if status == S.RUNNING:
-            break
         if status == S.ERROR:
             raise NeedsHost("an evaluation error")
         if status == S.TOO_MANY:
             raise NeedsHost("more states than max_states")
-        new = _grown(caps, s)
+        epochs.append(S.epoch(s))
+        if status == S.RUNNING:
+            break
+        new = caps if status == S.FLUSH else _grown(caps, s)
         s = S.regrow(s, new)
         caps = new
     n = int(s.table.size)
     if max_states is not None and n > max_states:
         raise NeedsHost("more states than max_states")
     model, arrays, failed = finish(
-        prog, s, np.arange(k, dtype=np.int64), prob_checks, chunk_size
+        prog, s, epochs, np.arange(k, dtype=np.int64), prob_checks, chunk_size
     )
     if failed:
         raise NeedsHost("a transition reward's evaluation error")

@@ -21,7 +21,7 @@ from ...lang.ast import ModelType
 from ..assemble import assemble
 from ..model import ExplicitModel
 from .lowering import on_device
-from .program import Program
+from .program import Program, compiler_options
 from .step import Carry
 
 
@@ -77,23 +77,38 @@ class _Batches:
                    for a in lst)  # fmt: skip
 
 
-@partial(jax.jit, static_argnums=3)
-def _first_of(h_src, h_vec, h, v1):
-    """The first source state of a choice of each vector."""
-    live = jnp.arange(h_src.shape[0]) < h
-    big = jnp.iinfo(jnp.int32).max
-    return jax.ops.segment_min(
-        jnp.where(live, h_src, big), jnp.where(live, h_vec, v1), v1
+@partial(jax.jit, static_argnums=2)
+def _join(arrays, counts, total: int):
+    """The first `counts[i]` rows of each epoch's `arrays[i]` (a tuple of
+    same-length arrays per epoch), concatenated: arrays of length `total`."""
+    fields = []
+    for f in range(len(arrays[0])):
+        parts = [a[f] for a in arrays]
+        fields.append(jnp.concatenate(parts) if len(parts) > 1 else parts[0])
+    keep = jnp.concatenate(
+        [jnp.arange(a[0].shape[0]) < c for a, c in zip(arrays, counts)]
+    )
+    at = jnp.where(keep, jnp.cumsum(keep, dtype=jnp.int32) - 1, total)
+    return tuple(
+        jnp.zeros((total,), x.dtype).at[at].set(x, mode="drop") for x in fields
     )
 
 
-def label_ids(prog: Program, s: Carry, chunk_size: int) -> tuple[list, np.ndarray]:
+@partial(jax.jit, static_argnums=1)
+def _first_of(h_src, v1, h_vec):
+    """The first source state of a choice of each vector."""
+    return jax.ops.segment_min(h_src, h_vec, v1)
+
+
+def label_ids(
+    prog: Program, s: Carry, h_src, h_vec, chunk_size: int
+) -> tuple[list, np.ndarray]:
     """Action names in the host builder's order (the order in which its
     batches first meet them: batch by batch, each in vector order) and the
     name id of each vector (`-1`: the deadlock self-loop)."""
     n = int(s.table.size)
     v1 = prog.n_vectors + 1
-    first = np.asarray(_first_of(s.h_src, s.h_vec, s.n_choice, v1))
+    first = np.asarray(_first_of(h_src, v1, h_vec))
     level = np.asarray(s.level[:n])
     start = np.searchsorted(level, level, side="left")  # levels are id ranges
     seen = {}  # name -> (batch key, vector)
@@ -197,7 +212,7 @@ def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
         if any(x.transition for x in items)
     ]
 
-    @jax.jit
+    @partial(jax.jit, compiler_options=compiler_options())
     def post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec, vec):
         out = _merge(n, nd, mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
                      vec, prog.n_vectors)  # fmt: skip
@@ -221,22 +236,32 @@ def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
     return post
 
 
-def finish(prog: Program, s: Carry, init_ids: np.ndarray, prob_checks: bool,
-           chunk_size: int):  # fmt: skip
+def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
+           prob_checks: bool, chunk_size: int):  # fmt: skip
     """The `ExplicitModel` of a finished loop, its `DeviceArrays`, and
     whether the evaluation of a transition reward failed (the caller then
     lets the host builder raise the located error)."""
     comp, mt = prog.comp, prog.mt
-    n, t, h = int(s.table.size), int(s.n_contrib), int(s.n_choice)
+    n = int(s.table.size)
+    t = sum(e.n_contrib for e in epochs)
+    h = sum(e.n_choice for e in epochs)
+    c_src, c_dst, c_prob, c_choice, c_code = _join(
+        tuple(tuple(e[:5]) for e in epochs), tuple(e.n_contrib for e in epochs), t
+    )
+    h_src, h_vec = _join(
+        tuple((e.h_src, e.h_vec) for e in epochs),
+        tuple(e.n_choice for e in epochs),
+        h,
+    )
     nd = mt == ModelType.MDP
-    names, vec = label_ids(prog, s, chunk_size)
+    names, vec = label_ids(prog, s, h_src, h_vec, chunk_size)
     mode = 0
     if mt == ModelType.DTMC:
         mode = 1 if prob_checks else 2
     post = _post(prog, names, n, t, h, mode)
     keys = s.keys[:n]
-    out = post(keys, s.c_src[:t], s.c_dst[:t], s.c_prob[:t], s.c_choice[:t],
-               s.c_code[:t], s.h_src[:h], s.h_vec[:h], jnp.asarray(vec))  # fmt: skip
+    out = post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
+               jnp.asarray(vec))  # fmt: skip
     nnz = int(out["nnz"]) if t else 0
     host = jax.device_get({k: v for k, v in out.items() if k not in ("order", "seg")})
     states = host["states"]

@@ -26,12 +26,34 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
+from ... import _config
 from ...errors import UnsupportedError
 from ...lang.ast import ModelType
 from ..compile import Compiled
 from ..compose import Composer
 from ..lower import Codegen
 from .lowering import on_device, update_function
+
+
+#: XLA options of the explorer's jitted functions on the CPU: its loop is
+#: large, data-dependent code run once per model, where XLA's optimisation
+#: passes and LLVM's cost more compile time than they save at run time.
+CPU_COMPILE_OPTIONS = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
+
+
+def compiler_options() -> dict | None:
+    """`compiler_options` for the explorer's `jax.jit`s on the default
+    backend (`CPU_COMPILE_OPTIONS` on the CPU where accepted, else None)."""
+    import jax
+
+    if jax.default_backend() != "cpu" or not CPU_COMPILE_OPTIONS:
+        return None
+    items = tuple(sorted(CPU_COMPILE_OPTIONS.items()))
+    return dict(items) if _config._accepted(items) else None
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,22 @@ import numpy as np
 from ...lang.ast import ModelType
 from ..expand import SUM_TOLERANCE
 from . import table as T
-from .program import Program
+from .program import Program, compiler_options
 
 
-#: Why the loop stopped (`Carry.status`).
-RUNNING, NEED_STEP, NEED_STORE, ERROR, NEED_BATCH, TOO_MANY = range(6)
+#: Why the loop stopped (`Carry.status`): the queue is empty (RUNNING);
+#: the step's buffers are too small for the first queued state (NEED_STEP);
+#: the state store may overflow (NEED_STORE); the output epoch is full
+#: (FLUSH); an evaluation error (ERROR); the queue is wide enough for a
+#: larger batch (NEED_BATCH); more than `max_states` states (TOO_MANY).
+RUNNING, NEED_STEP, NEED_STORE, FLUSH, ERROR, NEED_BATCH, TOO_MANY = range(7)
 
 
 class Caps(NamedTuple):
     """Static capacities: states per step, choices and entries per step,
-    states, contributions (entries before merging) and choices in all."""
+    states in all, and the contributions (entries before merging) and
+    choices of one output epoch (`contribs >= entries`,
+    `all_choices >= choices`)."""
 
     batch: int
     choices: int
@@ -48,6 +54,7 @@ class Carry(NamedTuple):
     keys: jax.Array  # uint32 [states, w]: the key of each state id
     level: jax.Array  # int32 [states]: BFS level of each state
     done: jax.Array  # int32: states expanded
+    choice_base: jax.Array  # int32: choices in the epochs before this one
     c_src: jax.Array  # int32 [contribs]
     c_dst: jax.Array  # int32 [contribs]
     c_prob: jax.Array  # float64 [contribs]
@@ -145,8 +152,10 @@ def _entries(prog: Program, caps: Caps, valid_c, b_c, cbm, P, D, BAD):
 
 def make_loop(prog: Program, caps: Caps, opts: tuple):
     """The jitted loop `run(carry) -> carry` for these capacities; `opts`:
-    `(prob_checks, max_states or -1, may_grow_batch)`."""
-    prob_checks, max_states, may_grow_batch = opts
+    `(prob_checks, max_states or -1, may_grow_batch, bounded)` (`bounded`:
+    the state store holds every valuation of the variables, so it cannot
+    overflow)."""
+    prob_checks, max_states, may_grow_batch, bounded = opts
     check_sums = prog.mt != ModelType.CTMC and prob_checks
     B = caps.batch
 
@@ -161,19 +170,25 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
         en_s = jnp.cumsum(jnp.sum(nent, axis=1), dtype=jnp.int32)
         fits = queued & (ch_s <= caps.choices) & (en_s <= caps.entries)
         take_local = jnp.sum(fits, dtype=jnp.int32)
-        fits = fits & (found + en_s <= caps.states)
+        if not bounded:
+            fits = fits & (found + en_s <= caps.states)
+        take_store = jnp.sum(fits, dtype=jnp.int32)
         fits = fits & (s.n_contrib + en_s <= caps.contribs)
         fits = fits & (s.n_choice + ch_s <= caps.all_choices)
         take = jnp.sum(fits, dtype=jnp.int32)
         last = jnp.maximum(take_local - 1, 0)
         need = jnp.stack([ch_s[0], en_s[0], ch_s[last], en_s[last]])
         status = jnp.where(take_local == 0, NEED_STEP, RUNNING)
-        status = jnp.where(
-            (status == RUNNING) & (take < take_local), NEED_STORE, status
-        )
+        short = (status == RUNNING) & (take_store < take_local)
+        status = jnp.where(short, NEED_STORE, status)
+        status = jnp.where((status == RUNNING) & (take < take_local), FLUSH, status)
         if may_grow_batch:
             wide = found - s.done >= 4 * B
             status = jnp.where((status == RUNNING) & wide, NEED_BATCH, status)
+
+        # Where the loop stops, the step commits nothing (`take` 0); a
+        # branch-free body lets XLA update the loop's buffers in place.
+        take = jnp.where(status == RUNNING, take, 0)
 
         def go(s: Carry) -> Carry:
             taken = rows < take
@@ -201,17 +216,18 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
             )
             pos = s.n_contrib + jnp.cumsum(live, dtype=jnp.int32) - 1
             at = jnp.where(live, pos, caps.contribs)
-            c_choice = s.n_choice + ch_e
+            c_choice = s.choice_base + s.n_choice + ch_e
             hat = jnp.where(
                 valid_c,
                 s.n_choice + jnp.arange(caps.choices, dtype=jnp.int32),
                 caps.all_choices,
             )
-            status = jnp.where(err, ERROR, RUNNING)
+            after = jnp.where(err, ERROR, RUNNING)
             if max_states >= 0:
-                status = jnp.where(table.size > max_states, TOO_MANY, status)
+                after = jnp.where(table.size > max_states, TOO_MANY, after)
+            after = jnp.where(status == RUNNING, after, status)
             return Carry(
-                table, keys, level, s.done + take,
+                table, keys, level, s.done + take, s.choice_base,
                 s.c_src.at[at].set(src, mode="drop"),
                 s.c_dst.at[at].set(ids, mode="drop"),
                 s.c_prob.at[at].set(prob, mode="drop"),
@@ -221,18 +237,15 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
                 s.h_src.at[hat].set(s.done + b_c, mode="drop"),
                 s.h_vec.at[hat].set(v_c, mode="drop"),
                 s.n_choice + n_c,
-                status.astype(jnp.int32), need,
+                after.astype(jnp.int32), need,
             )  # fmt: skip
 
-        def stop(s: Carry) -> Carry:
-            return s._replace(status=status.astype(jnp.int32), need=need)
-
-        return jax.lax.cond(status == RUNNING, go, stop, s)
+        return go(s)
 
     def cond(s: Carry):
         return (s.status == RUNNING) & (s.done < s.table.size)
 
-    @jax.jit
+    @partial(jax.jit, compiler_options=compiler_options())
     def run(s: Carry) -> Carry:
         return jax.lax.while_loop(cond, step, s)
 
@@ -246,6 +259,7 @@ def empty_carry(caps: Caps, w: int) -> Carry:
         T.create(caps.states, w),
         jnp.zeros((caps.states, w), jnp.uint32),
         jnp.zeros(caps.states, jnp.int32),
+        z32,
         z32,
         jnp.zeros(caps.contribs, jnp.int32),
         jnp.zeros(caps.contribs, jnp.int32),
@@ -266,29 +280,42 @@ _find_or_put = jax.jit(T.find_or_put)
 
 @partial(jax.jit, static_argnums=1)
 def regrow(s: Carry, new: Caps) -> Carry:
-    """`s` with its arrays padded to the capacities `new` (the table rebuilt
-    when the state capacity changes: the keys put again in id order keep
-    their ids)."""
-
-    def pad(a, n):
-        if a.shape[0] == n:
-            return a
-        return jnp.concatenate([a, jnp.zeros((n - a.shape[0],) + a.shape[1:], a.dtype)])
-
-    table = s.table
-    keys = pad(s.keys, new.states)
+    """`s` with a new, empty output epoch for the capacities `new` and its
+    state store padded to them (the table rebuilt: the keys put again in id
+    order keep their ids). The caller keeps the old epoch (`epoch`)."""
+    table, keys, level = s.table, s.keys, s.level
     if new.states != s.keys.shape[0]:
+        extra = new.states - s.keys.shape[0]
+        keys = jnp.concatenate([keys, jnp.zeros((extra, keys.shape[1]), keys.dtype)])
+        level = jnp.concatenate([level, jnp.zeros(extra, level.dtype)])
         table = T.create(new.states, keys.shape[1])
         valid = jnp.arange(new.states) < s.table.size
         table, _, _ = T.find_or_put(table, keys, valid)
-    return s._replace(
-        table=table, keys=keys, level=pad(s.level, new.states),
-        c_src=pad(s.c_src, new.contribs), c_dst=pad(s.c_dst, new.contribs),
-        c_prob=pad(s.c_prob, new.contribs), c_choice=pad(s.c_choice, new.contribs),
-        c_code=pad(s.c_code, new.contribs),
-        h_src=pad(s.h_src, new.all_choices), h_vec=pad(s.h_vec, new.all_choices),
-        status=jnp.zeros((), jnp.int32),
+    fresh = empty_carry(new, keys.shape[1])
+    return fresh._replace(
+        table=table, keys=keys, level=level, done=s.done,
+        choice_base=s.choice_base + s.n_choice,
     )  # fmt: skip
+
+
+class Epoch(NamedTuple):
+    """The outputs of one epoch: contributions and choices, and their counts."""
+
+    c_src: jax.Array
+    c_dst: jax.Array
+    c_prob: jax.Array
+    c_choice: jax.Array
+    c_code: jax.Array
+    n_contrib: int
+    h_src: jax.Array
+    h_vec: jax.Array
+    n_choice: int
+
+
+def epoch(s: Carry) -> Epoch:
+    """The output epoch of `s` (device arrays, not copied)."""
+    return Epoch(s.c_src, s.c_dst, s.c_prob, s.c_choice, s.c_code,
+                 int(s.n_contrib), s.h_src, s.h_vec, int(s.n_choice))  # fmt: skip
 
 
 def seed(prog: Program, s: Carry, init_states: np.ndarray) -> Carry:
