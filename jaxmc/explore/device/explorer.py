@@ -19,6 +19,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from ...errors import UnsupportedError
 from ...lang.ast import ModelType
 from ..compile import Compiled
 from ..growth import BuildProgress
@@ -105,6 +106,11 @@ def explore(
     on). Raises `UnsupportedError` for programs the device explorer does not
     handle and `NeedsHost` where the host builder must give the outcome."""
     t0 = time.perf_counter()
+    if mt == ModelType.DTMC and not prob_checks:
+        raise UnsupportedError(
+            "the device explorer does not normalise DTMC rows (prob_checks=False)",
+            hint="use explorer='host'",
+        )
     prog = Program(comp, mt, params)
     kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
     k = init_states.shape[0]
@@ -138,6 +144,8 @@ def explore(
     )
     if failed:
         raise NeedsHost("a transition reward's evaluation error")
+    if model is None:
+        raise NeedsHost("an entry merging more than 129 contributions")
     if deadlocks == "error" and model.labels["deadlock"].any():
         raise NeedsHost("deadlocks")
     if progress is not None:

@@ -129,6 +129,43 @@ def label_ids(
     return names, vec
 
 
+#: Longest run of contributions `_reduceat` sums (numpy's pairwise block).
+_BLOCK = 128
+
+
+def _reduceat(x, first, length):
+    """Per segment (`first` index, `length` >= 1 elements of `x`): the sum
+    in numpy's `add.reduceat` order, bit for bit: the first element plus the
+    rest's `pairwise_sum` (sequential below 8 elements; 8 interleaved
+    partial sums up to `_BLOCK`). Longer segments are the caller's (see
+    `long`)."""
+    n = length - 1
+    t = x.shape[0]
+    top = jnp.minimum(jnp.max(n, initial=0), _BLOCK)
+
+    def at(k):
+        return x[jnp.minimum(first + 1 + k, t - 1)]
+
+    def seq(k, acc):
+        return jnp.where((k < n) & (n < 8), acc + at(k), acc)
+
+    small = jax.lax.fori_loop(0, jnp.minimum(top, 7), seq, jnp.zeros_like(x))
+    whole = n - n % 8
+
+    def blocks(i, r):
+        return tuple(jnp.where(8 * i < whole, r[j] + at(8 * i + j), r[j])
+                     for j in range(8))  # fmt: skip
+
+    r = jax.lax.fori_loop(1, (top + 7) // 8, blocks, tuple(at(j) for j in range(8)))
+    big = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+
+    def tail(k, acc):
+        return jnp.where((n >= 8) & (whole + k < n), acc + at(whole + k), acc)
+
+    big = jax.lax.fori_loop(0, 7, tail, big)
+    return x[first] + jnp.where(n < 8, small, big)
+
+
 def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
            vec_lab, dead_vec):  # fmt: skip
     """Rows of the contributions: weights, sort by (row, column), merge."""
@@ -138,8 +175,6 @@ def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
     dead = jax.ops.segment_max((h_vec == dead_vec).astype(jnp.int32), h_src, n) > 0
     if weight_mode == 1:  # DTMC: uniform over the choices
         weight = 1.0 / n_choices[c_src]
-    elif weight_mode == 2:  # DTMC without probability checks: normalised
-        weight = 1.0 / jax.ops.segment_sum(c_prob, c_src, n)[c_src]
     else:
         weight = jnp.ones(t)
     row = c_choice if nd else c_src
@@ -152,11 +187,13 @@ def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
     if t > 1:
         start = start.at[1:].set((rs[1:] != rs[:-1]) | (ds[1:] != ds[:-1]))
     seg = jnp.cumsum(start, dtype=jnp.int32) - 1
-    merged = jax.ops.segment_sum(val[order], seg, t)
+    per_entry = jax.ops.segment_sum(jnp.ones(t, jnp.int32), seg, t)
+    pos = jnp.arange(t, dtype=jnp.int32)
+    first = jnp.zeros(t, jnp.int32).at[jnp.where(start, seg, t)].set(pos, mode="drop")
+    merged = _reduceat(val[order], first, jnp.maximum(per_entry, 1))
     col = jnp.zeros(t, jnp.int32).at[seg].set(ds)
     n_rows = h if nd else n
     row_len = jax.ops.segment_sum(start.astype(jnp.int32), rs, n_rows)
-    per_entry = jax.ops.segment_sum(jnp.ones(t, jnp.int32), seg, t)
     lab_c = vec_lab[h_vec]
     if nd:
         actions = lab_c
@@ -166,15 +203,15 @@ def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
         hi = jax.ops.segment_max(lab, seg, t)
         actions = jnp.where(lo == hi, lo, 0)
     return dict(n_choices=n_choices, dead=dead, weight=weight, order=order,
-                seg=seg, merged=merged, col=col, row_len=row_len,
-                per_entry=per_entry, actions=actions, nnz=seg[-1] + 1)  # fmt: skip
+                seg=seg, first=first, merged=merged, col=col, row_len=row_len,
+                per_entry=per_entry, actions=actions, nnz=seg[-1] + 1,
+        long=jnp.max(per_entry, initial=0) > _BLOCK + 1)  # fmt: skip
 
 
 def _transition_rewards(prog, items_by_struct, lab_c, h_src, c_choice, val, out,
                         cols, n):  # fmt: skip
     """Per reward structure with transition items: the reward of each merged
     entry, the states with a negative item, and whether evaluation failed."""
-    t = val.shape[0]
     result, negative, failed = [], [], jnp.zeros((), bool)
     for items in items_by_struct:
         r_choice = jnp.zeros(h_src.shape[0])
@@ -190,7 +227,7 @@ def _transition_rewards(prog, items_by_struct, lab_c, h_src, c_choice, val, out,
             at = jnp.where(hit & (v[h_src] < 0), h_src, n)
             neg = neg.at[at].set(True, mode="drop")
         contrib = (val * r_choice[c_choice])[out["order"]]
-        num = jax.ops.segment_sum(contrib, out["seg"], t)
+        num = _reduceat(contrib, out["first"], jnp.maximum(out["per_entry"], 1))
         merged = out["merged"]
         safe = jnp.where(merged != 0, merged, 1.0)
         result.append(jnp.where(merged != 0, num / safe, 0.0))
@@ -255,14 +292,14 @@ def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
     )
     nd = mt == ModelType.MDP
     names, vec = label_ids(prog, s, h_src, h_vec, chunk_size)
-    mode = 0
-    if mt == ModelType.DTMC:
-        mode = 1 if prob_checks else 2
+    mode = 1 if mt == ModelType.DTMC else 0
     post = _post(prog, names, n, t, h, mode)
     keys = s.keys[:n]
     out = post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
                jnp.asarray(vec))  # fmt: skip
     nnz = int(out["nnz"]) if t else 0
+    if bool(out["long"]):  # merged out of numpy's order: the host's job
+        return None, None, False
     host = jax.device_get({k: v for k, v in out.items() if k not in ("order", "seg")})
     states = host["states"]
     enc_keys = comp.enc.encode([states[:, i] for i in range(states.shape[1])], n)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import jax
 import jax.numpy as jnp
 
 from .._lower_runtime import runtime
@@ -33,11 +34,25 @@ class _Collect:
         self.bad = bad if self.bad is None else jnp.logical_or(self.bad, bad)
 
 
+def _div(a, b):
+    """PRISM's real division, correctly rounded like numpy's. XLA rewrites
+    a division by a broadcast scalar into a multiplication by its
+    reciprocal, which is not always the correctly rounded quotient; the
+    divisor is broadcast first and passed through an optimisation barrier."""
+    a = jnp.asarray(a, jnp.float64)
+    b = jnp.asarray(b, jnp.float64)
+    if a.shape != b.shape:
+        a, b = jnp.broadcast_arrays(a, b)
+        b = jax.lax.optimization_barrier(b)
+    return runtime(jnp)["_div"](a, b)
+
+
 def _rebind(fn: Callable, source: str) -> Callable:
     """`fn`'s generated `source` executed with the jax.numpy runtime;
     returns `f(C, M, N) -> (value, bad)` (`bad`: a bool array or None)."""
     ns = dict(fn.__globals__)
     ns.update(runtime(jnp))
+    ns["_div"] = _div
     ns["__builtins__"] = __builtins__
     exec(compile(source, "<jaxmc-lowered-jax>", "exec"), ns)
     g = ns["_f"]
