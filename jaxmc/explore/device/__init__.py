@@ -1,0 +1,1 @@
+"""State-space exploration on the device."""
