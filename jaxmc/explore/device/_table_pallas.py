@@ -16,20 +16,20 @@ every active lane looks at its current slot:
 Multi-word keys need no wider atomics: the state word alone decides who
 writes a slot, and nobody compares against a slot before it is ready.
 
-Each program adds its claims to the table's count once per round; when the
-count passes `max_fill` every program stops (the batch overflows, and
-`table` rolls the claims back). Below `max_fill < capacity` a free slot
-always exists, so probing ends.
+Each program adds its claims to the table's size once per round; when the
+size passes the table's capacity (in keys) every program stops: the batch
+overflows, and `_table_hash` rolls its claims back. Below the capacity
+(at most half the slots) a free slot always exists, so probing ends.
 
 The numbering of the new keys (first-occurrence order) is done after the
-kernel, in XLA (`table.number`, shared with the portable path): the owner
+kernel, in XLA (`_table_hash.number`, shared with the XLA rounds): the owner
 leaves its batch position in the slot's id word, `-(position + 2)`, and a
 scatter-max over the slots found lowers it to the key's first position.
 (A per-lane atomic max in the kernel would do the same, but jax 0.10's
 Triton lowering takes vector integer atomic max/min for floats.)
 
 Off the GPU the kernel runs in Pallas' interpret mode, where Triton's
-atomics are emulated lane by lane in a fixed order (`order`): a valid
+atomics are emulated lane by lane in lane order or its reverse (`reverse`): a valid
 interleaving of the GPU's, so the interpret-mode tests check the protocol's
 logic (intra-block duplicates, claimed-not-ready slots, collisions).
 """
@@ -135,6 +135,7 @@ def _kernel(
     ids_in,
     tk_in,
     cnt_in,
+    lim_ref,
     slot_ref,
     occ_ref,
     ids_ref,
@@ -145,11 +146,11 @@ def _kernel(
     w,
     cap,
     block,
-    max_fill,
     atomics,
     interpret,
 ):
     del occ_in, ids_in, tk_in, cnt_in  # aliased to the outputs
+    max_fill = lim_ref[0]
     i32 = jnp.int32
     lane = pl.program_id(0) * block + jnp.arange(block, dtype=i32)
     inb = lane < m
@@ -196,15 +197,13 @@ def _compiler_params():
     return cls(num_warps=4, num_stages=1) if cls is not None else None
 
 
-@functools.partial(
-    jax.jit, static_argnames=("max_fill", "block", "interpret", "reverse")
-)
-def probe(occ, ids, tkeys, count, keys, valid, *, max_fill, block, interpret, reverse):
+@functools.partial(jax.jit, static_argnames=("block", "interpret", "reverse"))
+def probe(occ, ids, tkeys, count, limit, keys, valid, *, block, interpret, reverse):
     """Run the kernel on a batch: returns `(slot, occ, ids, tkeys, count)`,
     `slot[i]` the slot of key `i` (-1 for invalid keys and keys left when
-    the count passed `max_fill`), the id words of slots new in this batch
+    the count passed `limit`), the id words of slots new in this batch
     holding `-(smallest position + 2)`, and `count` the number of claimed
-    slots (past `max_fill` when the batch overflowed)."""
+    slots (past `limit` when the batch overflowed)."""
     m, w = keys.shape
     cap = occ.shape[0]
     atomics = _Emulated(reverse) if interpret else _Triton
@@ -214,7 +213,6 @@ def probe(occ, ids, tkeys, count, keys, valid, *, max_fill, block, interpret, re
         w=w,
         cap=cap,
         block=block,
-        max_fill=max_fill,
         atomics=atomics,
         interpret=interpret,
     )
@@ -239,5 +237,6 @@ def probe(occ, ids, tkeys, count, keys, valid, *, max_fill, block, interpret, re
         ids,
         tkeys.reshape(-1),
         count.astype(jnp.int32).reshape(1),
+        limit.astype(jnp.int32).reshape(1),
     )
     return slot, occ, ids, tk.reshape(cap, w), cnt[0]
