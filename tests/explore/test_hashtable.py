@@ -8,9 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmc.explore.device import _table_hash as H
-from jaxmc.explore.device import _table_pallas as P
-from jaxmc.explore.device import table as T
+from jaxmc.explore.device import _table_hash as H, _table_pallas as P, table as T
 
 
 def _dictionary(store: dict, keys: np.ndarray, valid: np.ndarray):
@@ -50,9 +48,14 @@ def _batches(rng, width, n_batches, m, spread):
     return out
 
 
-@pytest.mark.parametrize("width", [1, 2, 3])
 @pytest.mark.parametrize(
-    "impl,reverse", [("pallas", False), ("pallas", True), ("rounds", False)]
+    "width,impl,reverse",
+    [
+        (1, "pallas", False),
+        (3, "pallas", False),
+        (2, "pallas", True),
+        (2, "rounds", False),
+    ],
 )
 def test_hash_tables_equal_the_reference(width, impl, reverse):
     rng = np.random.default_rng(10 * width + reverse)
