@@ -51,7 +51,7 @@ def _batches(rng, width, n_batches, m, spread):
 @pytest.mark.parametrize(
     "width,impl,reverse",
     [
-        (1, "pallas", False),
+        pytest.param(1, "pallas", False, marks=pytest.mark.slow),
         (3, "pallas", False),
         (2, "pallas", True),
         (2, "rounds", False),
