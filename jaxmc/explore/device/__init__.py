@@ -1,0 +1,2 @@
+"""State-space exploration on the device (jitted, batched successor
+generation over packed states, find-or-put deduplication, level loop)."""
