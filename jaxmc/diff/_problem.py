@@ -47,7 +47,7 @@ from ..lang.ast import ModelType
 from ..numerics import graph
 from ..options import SolveOptions
 from ..props import state_formulas
-from ._bounded import BoundedSolves, _poisson_terms
+from ._bounded import BoundedSolves, site_terms
 from ._execute import PlanExecution
 from ._rewards import RewardSolves
 from ._steady import SteadySolves
@@ -194,9 +194,11 @@ class Problem(
         return self._jit_nested(self.arrays, th)
 
     def ensure(self, theta) -> None:
-        """Make the static number of uniformisation terms (CTMC time bounds)
-        large enough for the concrete points `theta` (recompiles if not)."""
-        if "lam_fn" not in self.statics:
+        """Make the static numbers of uniformisation terms (CTMC time
+        bounds, `I=t`, `C<=t`) large enough for the concrete points `theta`
+        (recompiles if not)."""
+        sites = self.statics.get("unif", [])
+        if not sites:
             return
         try:
             th = {
@@ -209,13 +211,14 @@ class Problem(
             jax.errors.TracerArrayConversionError,
         ):
             return
-        lam = jax.jit(jax.vmap(self.statics["lam_fn"], in_axes=(None, 0)))(
-            self.arrays, th
-        )
-        lam = float(np.max(np.asarray(lam)))
-        if lam > self.statics["cap"]:
-            self.statics["cap"] = 1.25 * lam
-            self.statics["K"] = _poisson_terms(1.25 * lam)
+        grown = False
+        for site in sites:
+            lam = jax.jit(jax.vmap(site["lam_fn"], in_axes=(None, 0)))(self.arrays, th)
+            lam = float(np.max(np.asarray(lam)))
+            if lam > site["cap"]:
+                site_terms(site, 1.25 * lam)
+                grown = True
+        if grown:
             self._make_jits()
             self._batched = None
 
