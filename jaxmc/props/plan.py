@@ -21,7 +21,9 @@ PRISM's rules, applied here:
 
 State formulas stay expressions (`Formula`), combined with `Not`/`And`
 where a duality needs them; an executor evaluates them over all states and
-plans the operators nested in them when it meets them.
+plans the operators nested in them when it meets them. The traced executor
+evaluates them eagerly, at its build point: a nested operator's region (the
+states where its threshold holds) is then fixed, like the graph.
 
 A bound may be a symbolic expression only where the traced executor can
 follow it: an upper CSL time bound that depends on a parameter (the
