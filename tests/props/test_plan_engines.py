@@ -142,6 +142,8 @@ CASES = [
     ("ctmc", "R=? [ C<=0 ]", True),
     ("ctmc", "R=? [ I=1 ]", True),
     ("ctmc", 'R{"t"}=? [ I=0.7 ]', True),
+    ("ctmc", "R=? [ C<=p*3 ]", True),  # a time that depends on the parameter
+    ("ctmc", 'R{"t"}=? [ I=p*2 ]', True),
     ("ctmc", "R=? [ C ]", True),  # infinite
     ("ctmc", 'R{"t"}=? [ C ]', True),
     ("ctmc", "P=? [ F<=1 P>0.5 [ F<=0.5 s=4 ] ]", True),
@@ -253,6 +255,8 @@ def test_mdp_without_direction_is_the_same_error(models, prop):
         ("ctmc", "R=? [ C<=1 ]"),
         ("ctmc", 'R{"t"}=? [ C<=1.5 ]'),
         ("ctmc", "R=? [ I=1 ]"),
+        ("ctmc", "R=? [ C<=p*3 ]"),
+        ("ctmc", 'R{"t"}=? [ I=p*2 ]'),
         ("ctmc", "P=? [ F[0.5,1.5] s=3 ]"),
         ("ctmc", "P=? [ s!=4 U>=0.4 s=3 ]"),
         ("ctmc", "P=? [ G>=0.5 s!=4 ]"),
