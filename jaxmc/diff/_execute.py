@@ -5,6 +5,13 @@ built from the schemes of `jaxmc.diff.Problem`'s mixins.
 The plan is the eager checker's, so both executors decide dualities,
 bounds, min/max, reward structures and thresholds alike; a node this
 executor has no scheme for raises `UnsupportedError` with a hint.
+
+State formulas are evaluated by the eager checker at the build point. Where
+one holds a nested operator (`P=? [ F P>0.5 [ G x<3 ] ]`), the inner
+operator's region is thereby fixed, like the graph: the outer operator's
+value and derivative are those with that region (`fixed_regions` lists
+such formulas). CTL `E`/`A` formulas are sets of states on the graph: 0/1,
+with derivative 0.
 """
 
 from __future__ import annotations
