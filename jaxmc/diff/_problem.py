@@ -232,7 +232,9 @@ class Problem(
             return
         grown = False
         for site in sites:
-            lam = jax.jit(jax.vmap(site["lam_fn"], in_axes=(None, 0)))(self.arrays, th)
+            if "lam_jit" not in site:  # (compiled once per site)
+                site["lam_jit"] = jax.jit(jax.vmap(site["lam_fn"], in_axes=(None, 0)))
+            lam = site["lam_jit"](self.arrays, th)
             lam = float(np.max(np.asarray(lam)))
             if lam > site["cap"]:
                 site_terms(site, 1.25 * lam)
