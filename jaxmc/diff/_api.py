@@ -211,8 +211,10 @@ def parametric(
         opts.max_iters,
         opts.omega,
     )
-    if any_key in per and build_params is None:
-        # The structure does not depend on the point: reuse the compiled problem.
+    if any_key in per and build_params is None and not per[any_key].fixed_regions:
+        # The structure does not depend on the point: reuse the compiled
+        # problem (not where nested operators' regions were decided at its
+        # build point: a concrete point gets its own).
         return per[any_key]
     if key not in per:
         pinned = build_params is not None

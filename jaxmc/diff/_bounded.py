@@ -1,6 +1,7 @@
 """Step- and time-bounded properties of a `Problem`: the `k` steps of a
-DTMC/MDP as a checkpointed `lax.scan`, and a CTMC's `U<=t` by
-uniformisation, differentiable in the rates and in `t`."""
+DTMC/MDP as a checkpointed `lax.scan`, and a CTMC's time-bounded until
+(`U<=t`, `U[t1,t2]`, `U>=t`) by uniformisation, differentiable in the rates
+and in `t` (the uniformised sums of `I=t` and `C<=t`: `jaxmc.diff._rewards`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from jax import lax
 from ..explore.lower import lower_parametric
 from ..lang import ast
 from ..numerics import graph
+from ..numerics.ctmc import UNIF_FACTOR
+from ..numerics.foxglynn import fox_glynn
 from ._sparsity import spmv
 
 
@@ -113,63 +116,109 @@ class BoundedSolves:
 
         return plan
 
+    # ----------------------------------------------------- uniformisation
+
     def _ctmc_bounded(self, phi, psi, high):
         """`φ U<=t ψ` on a CTMC; `high` (t) a number or an expression of the
-        parameters."""
+        parameters: `sum_i w_i P^i ψ` on the uniformised chain in which the
+        states outside `maybe` (ψ, and those that cannot reach ψ inside φ)
+        are absorbing."""
         no = self.graph(graph.prob0, phi, psi)
         maybe = phi & ~psi & ~no
-        km = np.flatnonzero(maybe[self.soe])
+        x0 = jnp.asarray(psi.astype(np.float64))
+        return self._uniformised(~maybe, lambda a, t: x0, high)
+
+    def _ctmc_until(self, node):
+        """`φ U[low, high] ψ` on a CTMC (PRISM's two phases): the values of
+        `φ U<=high-low ψ` (of `φ U ψ` if `high` is None), kept in φ, then
+        `low` time units of the chain in which ¬φ is absorbing at 0."""
+        phi, psi = self._mask(node.phi), self._mask(node.psi)
+        low, high = node.low, node.high
+        if high is not None and not isinstance(high, ast.Node) and high < low:
+            return lambda a, t: jnp.zeros(self.n)
+        if high is None:
+            first = self._until(phi, psi, None)
+        elif low == 0:
+            return self._ctmc_bounded(phi, psi, high)
+        else:
+            first = self._ctmc_bounded(phi, psi, float(high) - low)
+        if low == 0:
+            return first
+        keep = jnp.asarray(phi)
+        return self._uniformised(
+            ~phi, lambda a, t: jnp.where(keep, first(a, t), 0.0), low
+        )
+
+    def _uniformised(self, absorbing, x0, time, cumulative=False):
+        """`(arrays, theta) -> sum_i w_i P^i x0(arrays, theta)`, `P = I +
+        Q/q` the uniformised chain with the `absorbing` states' rates zeroed
+        (as `jaxmc.numerics.ctmc` does it, a step is `x + (R x - E x) / q`).
+
+        - `time`: t, a number or an expression of the parameters.
+        - `w_i`: the Poisson(q t) probabilities; with `cumulative`, PRISM's
+          weights of `C<=t`, `(1 - F(i)) / q` (`F` the Poisson cdf), summed
+          from the right so that they keep their relative accuracy.
+
+        The rate `q = 1.02 max E` is derived from the rates at each point
+        and held constant under differentiation (`stop_gradient`): the
+        exact sum does not depend on `q`, so neither does its derivative.
+        The weights are the Poisson probabilities computed in log space from
+        i = 0 (differentiable in the rates and in t; Fox–Glynn's left
+        window saves no step of the sum). The number of terms is static: it
+        is Fox–Glynn's right end (`jaxmc.numerics.foxglynn`, accuracy
+        `epsilon / 8` as PRISM) for 1.5 times the build point's `q t`,
+        rounded up; `Problem.ensure` raises it for concrete points beyond
+        that (under `jax.grad`/`vmap` with traced values it stays)."""
+        km = np.flatnonzero(~absorbing[self.soe])
         tag = self._put(
-            f"ctmc{len(self.host)}",
+            f"unif{len(self.host)}",
             {
                 "km": km.astype(np.int32),
                 "rows": self.soe[km].astype(np.int32),
                 "cols": self.col[km].astype(np.int32),
-                "psi": psi.astype(np.float64),
             },
         )
         n = self.n
-        # Static number of Poisson terms, from the build point with margin.
-        val0 = self.model.val
-        e0 = np.bincount(self.soe[km], weights=val0[km], minlength=n)
-        if isinstance(high, ast.Node):
+        if isinstance(time, ast.Node):
 
-            def time(theta):
-                return evaluate_scalar(high, self.params, theta, what="the time bound")
+            def t_of(theta):
+                return evaluate_scalar(time, self.params, theta, what="the time bound")
 
         else:
-            t_fixed = float(high)
+            t_fixed = float(time)
 
-            def time(theta):
+            def t_of(theta):
                 return jnp.asarray(t_fixed, jnp.float64)
 
-        t0 = float(np.asarray(time(self.build_params)))
-        lam0 = 1.02 * max(float(e0.max(initial=0.0)), 1e-300) * t0
-        self.statics["cap"] = 1.5 * lam0
-        self.statics["K"] = _poisson_terms(1.5 * lam0)
-
-        def lam_fn(arrays, theta):
+        def rate(arrays, theta):
             h = arrays[tag]
             R = self.tv(arrays["tv"], theta)[h["km"]]
             E = jax.ops.segment_sum(
                 R, h["rows"], num_segments=n, indices_are_sorted=True
             )
-            t = time(theta)
-            return 1.02 * jnp.max(E, initial=0.0) * t
+            top = jnp.max(E, initial=0.0)
+            return R, E, jnp.where(top > 0, UNIF_FACTOR * top, 1.0)
 
-        self.statics["lam_fn"] = lam_fn
+        def lam_fn(arrays, theta):
+            return rate(arrays, theta)[2] * t_of(theta)
+
+        e0 = np.bincount(self.soe[km], weights=self.model.val[km], minlength=n)
+        lam0 = (
+            UNIF_FACTOR
+            * float(e0.max(initial=0.0))
+            * float(np.asarray(t_of(self.build_params)))
+        )
+        eps = self.opts.epsilon / 8.0
+        site = {"lam_fn": lam_fn, "eps": eps}
+        site_terms(site, 1.5 * lam0)
+        self.statics.setdefault("unif", []).append(site)
 
         def plan(arrays, theta):
             h = arrays[tag]
-            val = self.tv(arrays["tv"], theta)
-            R = val[h["km"]]
-            E = jax.ops.segment_sum(
-                R, h["rows"], num_segments=n, indices_are_sorted=True
-            )
-            q = lax.stop_gradient(1.02 * jnp.maximum(jnp.max(E), 1e-300))
-            t = time(theta)
-            lam = q * t
-            K = self.statics["K"]
+            R, E, q = rate(arrays, theta)
+            q = lax.stop_gradient(q)
+            lam = q * t_of(theta)
+            K = site["K"]
             i = jnp.arange(K + 1, dtype=jnp.float64)
             logw = (
                 -lam
@@ -177,6 +226,8 @@ class BoundedSolves:
                 - jax.scipy.special.gammaln(i + 1)
             )
             w = jnp.where(lam > 0, jnp.exp(logw), (i == 0).astype(jnp.float64))
+            if cumulative:  # 1 - F(i) = sum_{j > i} w_j
+                w = (jnp.cumsum(w[::-1])[::-1] - w) / q
 
             def step(c, wi):
                 v, acc = c
@@ -184,14 +235,19 @@ class BoundedSolves:
                 v = v + (spmv(R, h["rows"], h["cols"], n, v) - E * v) / q
                 return (v, acc)
 
-            _, acc = _checkpointed_scan(step, (h["psi"], jnp.zeros(n)), w, K + 1)
+            v0 = x0(arrays, theta)
+            _, acc = _checkpointed_scan(step, (v0, jnp.zeros_like(v0)), w, K + 1)
             return acc
 
         return plan
 
 
-def _poisson_terms(lam: float) -> int:
-    """Terms `0..K` of the Poisson(λ) sum for a right tail below ~1e-14,
-    rounded up to a multiple of 32 (so nearby λ share one compilation)."""
-    k = lam + 12.0 * math.sqrt(max(lam, 1.0)) + 40.0
-    return int(32 * math.ceil(k / 32))
+def site_terms(site: dict, lam: float) -> None:
+    """Size a uniformisation site for Poisson parameters up to `lam`: its
+    `cap` and its number of terms `K` (Fox–Glynn's right end for `cap`,
+    rounded up to a multiple of 32 so that nearby values share one
+    compilation)."""
+    cap = max(float(lam), 1.0)
+    right = fox_glynn(cap, site["eps"])[1]
+    site["cap"] = cap
+    site["K"] = int(32 * math.ceil((right + 1) / 32))

@@ -5,6 +5,13 @@ built from the schemes of `jaxmc.diff.Problem`'s mixins.
 The plan is the eager checker's, so both executors decide dualities,
 bounds, min/max, reward structures and thresholds alike; a node this
 executor has no scheme for raises `UnsupportedError` with a hint.
+
+State formulas are evaluated by the eager checker at the build point. Where
+one holds a nested operator (`P=? [ F P>0.5 [ G x<3 ] ]`), the inner
+operator's region is thereby fixed, like the graph: the outer operator's
+value and derivative are those with that region (`fixed_regions` lists
+such formulas). CTL `E`/`A` formulas are sets of states on the graph: 0/1,
+with derivative 0.
 """
 
 from __future__ import annotations
@@ -12,10 +19,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ModelCheckingError, UnsupportedError
+from ..errors import ConvergenceError, ModelCheckingError, UnsupportedError
 from ..lang import ast
 from ..lang.ast import BinaryOp
 from ..props import plan as P
+from ..props.ctl import path_quantifier
 from ..semantics.rewrite import mentions
 
 
@@ -34,6 +42,9 @@ class PlanExecution:
     """The plan executor of `jaxmc.diff.Problem` (a mixin)."""
 
     def _compile(self, e: ast.Expr):
+        #: the state formulas with nested operators, decided at the build
+        #: point (`_fixed_region`)
+        self.fixed_regions: list[ast.Expr] = []
         self._need_soe()
         if self.is_mdp:
             self.host["coc"] = self.coc.astype(np.int32)
@@ -49,7 +60,7 @@ class PlanExecution:
         #: the type of the result where it is not a number (a threshold's
         #: truth, a count), computed as floats so that NaN stays visible
         self.result_type = None
-        if isinstance(node, P.Threshold) or (
+        if isinstance(node, (P.Threshold, P.Ctl)) or (
             self.reduced and node.op in ("forall", "exists")
         ):
             self.result_type = bool
@@ -57,10 +68,10 @@ class PlanExecution:
             self.result_type = int
         if self.reduced:
             return self._filter(node)
-        if isinstance(node, (P.Formula, P.Ctl)):
+        if isinstance(node, P.Formula):
             raise UnsupportedError(
-                "with parameters, the property must be a P, R or S operator or "
-                "a filter of one (no arithmetic or CTL at the top level)",
+                "with parameters, the property must be a P, R, S, E or A "
+                "operator or a filter of one (no arithmetic at the top level)",
                 getattr(e, "span", None),
                 hint=_HINT,
             )
@@ -79,23 +90,50 @@ class PlanExecution:
         if isinstance(f, P.And):
             return self._mask(f.left) & self._mask(f.right)
         e = f.expr
-        for node in ast.walk(e):
-            if isinstance(node, P.OPERATORS):
-                raise UnsupportedError(
-                    "nested P/R/S operators and filters are not supported with "
-                    "parameters (their thresholds would change the structure)",
-                    node.span,
-                    hint=_HINT,
-                )
         p = mentions(e, self.params)
         if p is not None:
             raise UnsupportedError(
                 f"parameter `{p}` in a state formula of the property", e.span
             )
+        nested = self._nested(e)
         v = np.asarray(self.formula(e))
         if v.dtype != np.bool_:
             raise ModelCheckingError("expected a boolean-valued formula", e.span)
+        if nested is not None:
+            self._fixed_region(nested, e)
         return v
+
+    def _nested(self, e: ast.Expr):
+        """The first operator nested in the state formula `e` (or a named
+        property it refers to), else None."""
+        for node in ast.walk(e):
+            if isinstance(node, P.OPERATORS):
+                return node
+            if (
+                isinstance(node, ast.LabelRef)
+                and node.name != "init"
+                and node.name not in self.model.labels
+            ):
+                return node
+        return None
+
+    def _fixed_region(self, node, e) -> None:
+        """Record that the state formula `e` was decided by the eager
+        checker at the build point (a nested operator's threshold region,
+        fixed, like the graph: the values and derivatives are those of the
+        outer operator with this region); a solve of it that failed there
+        is an error."""
+        self.fixed_regions.append(e)
+        checker = getattr(self.formula, "__self__", None)
+        failure = getattr(checker, "failure", None)
+        if failure is not None:
+            raise ConvergenceError(
+                f"the nested operator's {failure.method} solve at the build "
+                f"point did not converge ({failure.status.name.lower()} after "
+                f"{failure.iterations} iterations)",
+                getattr(node, "span", None),
+                hint="check the property with jaxmc.check at these values",
+            )
 
     def _exec(self, node):
         """`(arrays, theta) -> values in every state` for a plan node."""
@@ -121,37 +159,35 @@ class PlanExecution:
         if isinstance(node, P.BoundedUntil):
             return self._bounded_until(node)
         if isinstance(node, P.TimeBoundedUntil):
-            if node.low != 0 or node.high is None:
-                raise UnsupportedError(
-                    "with parameters, time-bounded until with a lower bound "
-                    "(U>=t, U[t1,t2])",
-                    hint=_HINT,
-                )
-            phi, psi = self._mask(node.phi), self._mask(node.psi)
-            return self._ctmc_bounded(phi, psi, node.high)
+            return self._ctmc_until(node)
         if isinstance(node, P.ReachReward):
             return self._reach_reward(node.reward, self._mask(node.target), node.opt)
-        if isinstance(node, P.CumulativeReward) and not self.is_ctmc:
+        if isinstance(node, P.TotalReward):
+            return self._total_reward(node.reward, node.opt)
+        if isinstance(node, P.CumulativeReward):
+            if self.is_ctmc:
+                return self._ctmc_cumulative(node.reward, node.horizon)
             return self._cumulative(node.reward, node.horizon, node.opt)
-        if isinstance(node, P.InstantReward) and not self.is_ctmc:
+        if isinstance(node, P.InstantReward):
+            if self.is_ctmc:
+                return self._ctmc_instant(node.reward, node.at)
             return self._instant(node.reward, node.at, node.opt)
         if isinstance(node, P.LongRunReward):
             return self._steady_reward(node.reward)
         if isinstance(node, P.Steady):
             phi = jnp.asarray(self._mask(node.phi), jnp.float64)
             return self._steady(lambda arrays, theta, P, val: phi)
-        if isinstance(node, (P.Filter, P.Ctl, P.Formula)):
-            raise UnsupportedError(
-                "nested P/R/S operators, filters and CTL are not supported with "
-                "parameters",
-                hint=_HINT,
-            )
-        what = {
-            P.TotalReward: "total rewards R [ C ]",
-            P.CumulativeReward: "cumulative rewards R [ C<=t ] on a CTMC",
-            P.InstantReward: "instantaneous rewards R [ I=t ] on a CTMC",
-        }.get(type(node), type(node).__name__)
-        raise UnsupportedError(f"with parameters, {what}", hint=_HINT)
+        if isinstance(node, P.Ctl):
+            # 1.0/0.0 on the graph of the build point (recorded: a graph
+            # that differs elsewhere is seen); constant, zero derivative
+            sat = self.graph(
+                ctl, node, self._mask(node.left), self._mask(node.right)
+            ).astype(np.float64)
+            return lambda a, t: jnp.asarray(sat)
+        raise UnsupportedError(
+            "with parameters, a filter or an expression inside a P/R/S operator",
+            hint=_HINT,
+        )
 
     def _bounded_until(self, node: P.BoundedUntil):
         """`φ U[low, high] ψ` in steps: the `high - low` steps of `U<=k` (or
@@ -188,16 +224,17 @@ class PlanExecution:
                 f"{idx.size}",
                 (f.states or f).span,
             )
-        boolean = isinstance(node.operand, P.Threshold)
+        boolean = isinstance(node.operand, (P.Threshold, P.Ctl))
         if op in _NUMERIC_FILTERS and boolean:
             raise ModelCheckingError(
                 f"filter `{op}` needs a numerical property", f.span
             )
         if op in ("forall", "exists") and not boolean:
             raise ModelCheckingError(f"filter `{op}` needs a boolean property", f.span)
-        if isinstance(node.operand, (P.Filter, P.Formula, P.Ctl)):
+        if isinstance(node.operand, (P.Filter, P.Formula)):
             raise UnsupportedError(
-                "with parameters, a filter's operand must be a P, R or S operator",
+                "with parameters, a filter's operand must be a P, R, S, E or A "
+                "operator",
                 f.span,
                 hint=_HINT,
             )
@@ -221,3 +258,10 @@ class PlanExecution:
             return jnp.where(jnp.any(jnp.isnan(v)), jnp.nan, r)
 
         return plan
+
+
+def ctl(model, node: P.Ctl, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The states satisfying the CTL plan node `node` on `model`, with its
+    operands' masks `left` and `right` (a graph precomputation of the
+    problem: `GraphLog` re-runs it on another point's graph)."""
+    return path_quantifier(node, model, lambda f: right if f is node.right else left)

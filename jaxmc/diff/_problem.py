@@ -16,11 +16,30 @@ How each property is differentiated:
   one linear solve `(I - A) x = b` through `lax.custom_linear_solve`
   (implicit function theorem; the backward pass is one transposed solve,
   stopped when the gradient has converged: `linear_solve`'s `relevance`);
-- bounded `F<=k`, `C<=k` (DTMC, MDP): the `k` steps as a `lax.scan`,
-  differentiated directly (with checkpointing, memory O(sqrt(k) n));
-- CTMC `P=? [φ U<=t ψ]`: uniformisation, `sum_i Poisson(i; q t) v_i` as a
-  scan; differentiable in the rates and in `t` (the rate `q` is held
-  constant: the result does not depend on it);
+- total rewards `R=? [C]`: the graph analysis of `numerics.total_rewards`
+  (positive-reward BSCCs / end components, decided at the build point),
+  then a reachability reward solved as above;
+- bounded `F<=k`, `C<=k`, `I=k` (DTMC, MDP): the `k` steps as a
+  `lax.scan`, differentiated directly (with checkpointing, memory
+  O(sqrt(k) n));
+- CTMC `U<=t`, `U[t1,t2]`, `U>=t`, `C<=t`, `I=t`: uniformisation,
+  `sum_i w_i P^i v` as a scan (`_bounded._uniformised`), with a lower bound
+  as PRISM's two phases; differentiable in the rates and in `t`. The
+  uniformisation rate `q` is derived from the rates at each point and held
+  constant under differentiation (the exact sum does not depend on it);
+  the number of terms is static, Fox–Glynn's right end at the build point
+  with margin, raised by `ensure` for concrete points beyond it;
+- nested operators (`P=? [ F P>0.5 [ ψ ] ]`): the inner operator's region
+  (the states where its threshold holds) is decided at the build point by
+  the eager checker (`jaxmc.check`'s defaults) and then held fixed, like
+  the graph; the value and derivative are those of the outer operator with
+  that region, as in Storm's and PRISM's parametric engines for nested
+  operators under fixed regions. A concrete `jaxmc.solve(params=...)` builds
+  at its own point (so it agrees with `jaxmc.check`); a `Problem` with an
+  explicit build point, and a `sweep` (built at `build_params` or its
+  first point), keep the build point's region at every point;
+- CTL `E [...]`, `A [...]` at the top level (or under a filter): 0/1 on the
+  graph of the build point, derivative 0;
 - `S=? [φ]`, `R=? [S]`: stationary distributions of the BSCCs by power
   iteration, then made differentiable through the stationary equations
   `pi (I - P) = 0, sum pi = 1` (an implicit solve; GMRES for tangents and
@@ -47,7 +66,7 @@ from ..lang.ast import ModelType
 from ..numerics import graph
 from ..options import SolveOptions
 from ..props import state_formulas
-from ._bounded import BoundedSolves, _poisson_terms
+from ._bounded import BoundedSolves, site_terms
 from ._execute import PlanExecution
 from ._rewards import RewardSolves
 from ._steady import SteadySolves
@@ -194,9 +213,11 @@ class Problem(
         return self._jit_nested(self.arrays, th)
 
     def ensure(self, theta) -> None:
-        """Make the static number of uniformisation terms (CTMC time bounds)
-        large enough for the concrete points `theta` (recompiles if not)."""
-        if "lam_fn" not in self.statics:
+        """Make the static numbers of uniformisation terms (CTMC time
+        bounds, `I=t`, `C<=t`) large enough for the concrete points `theta`
+        (recompiles if not)."""
+        sites = self.statics.get("unif", [])
+        if not sites:
             return
         try:
             th = {
@@ -209,13 +230,16 @@ class Problem(
             jax.errors.TracerArrayConversionError,
         ):
             return
-        lam = jax.jit(jax.vmap(self.statics["lam_fn"], in_axes=(None, 0)))(
-            self.arrays, th
-        )
-        lam = float(np.max(np.asarray(lam)))
-        if lam > self.statics["cap"]:
-            self.statics["cap"] = 1.25 * lam
-            self.statics["K"] = _poisson_terms(1.25 * lam)
+        grown = False
+        for site in sites:
+            if "lam_jit" not in site:  # (compiled once per site)
+                site["lam_jit"] = jax.jit(jax.vmap(site["lam_fn"], in_axes=(None, 0)))
+            lam = site["lam_jit"](self.arrays, th)
+            lam = float(np.max(np.asarray(lam)))
+            if lam > site["cap"]:
+                site_terms(site, 1.25 * lam)
+                grown = True
+        if grown:
             self._make_jits()
             self._batched = None
 

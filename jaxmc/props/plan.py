@@ -21,11 +21,14 @@ PRISM's rules, applied here:
 
 State formulas stay expressions (`Formula`), combined with `Not`/`And`
 where a duality needs them; an executor evaluates them over all states and
-plans the operators nested in them when it meets them.
+plans the operators nested in them when it meets them. The traced executor
+evaluates them eagerly, at its build point: a nested operator's region (the
+states where its threshold holds) is then fixed, like the graph.
 
 A bound may be a symbolic expression only where the traced executor can
-follow it: an upper CSL time bound that depends on a parameter (the
-`symbolic` argument of `plan` says which expressions do).
+follow it: an upper CSL time bound, or the time of a CSL `C<=t` / `I=t`,
+that depends on a parameter (the `symbolic` argument of `plan` says which
+expressions do).
 """
 
 from __future__ import annotations
@@ -148,19 +151,21 @@ class TotalReward:
 
 @dataclass(frozen=True)
 class CumulativeReward:
-    """`R [C<=horizon]`: steps (int) or time (float)."""
+    """`R [C<=horizon]`: steps (int) or time (float; on a CTMC also an
+    expression of the parameters)."""
 
     reward: int
-    horizon: int | float
+    horizon: int | float | ast.Expr
     opt: str | None
 
 
 @dataclass(frozen=True)
 class InstantReward:
-    """`R [I=at]`: steps (int) or time (float)."""
+    """`R [I=at]`: steps (int) or time (float; on a CTMC also an expression
+    of the parameters)."""
 
     reward: int
-    at: int | float
+    at: int | float | ast.Expr
     opt: str | None
 
 
@@ -389,16 +394,39 @@ class _Planner:
         cumulative = kind == ast.RewardPathKind.CUMULATIVE
         if cumulative and path.bound is None:
             return TotalReward(ridx, opt)
+        at = self._symbolic_reward_time(path.bound, cumulative)
+        if at is not None:
+            if cumulative:
+                return CumulativeReward(ridx, at, opt)
+            return InstantReward(ridx, at, opt)
         low, high = self._bound(path.bound)
-        if isinstance(high, ast.Node):
-            raise UnsupportedError(
-                "a reward time bound that depends on a parameter", path.bound.span
-            )
         t = high if cumulative else low
         t = float(t) if self.is_ctmc else int(t)
         if cumulative:
             return CumulativeReward(ridx, t, opt)
         return InstantReward(ridx, t, opt)
+
+    def _symbolic_reward_time(self, bound: ast.TimeBound, cumulative: bool):
+        """The time of a CSL `C<=t` / `I=t` that depends on parameters (an
+        expression, for the traced executor), or None if it does not."""
+        e = bound.high if cumulative else bound.low
+        if e is None or not self.symbolic(e):
+            if bound.low is not None and self.symbolic(bound.low):
+                e = bound.low  # (C>=t, C[t1,t2] are not reward bounds)
+            else:
+                return None
+        ok = (
+            bound.kind in (TimeBoundKind.LE, TimeBoundKind.LT)
+            if cumulative
+            else (bound.kind == TimeBoundKind.EQ)
+        )
+        if not self.is_ctmc or not ok:
+            raise UnsupportedError(
+                "a reward step or time bound that depends on a parameter",
+                e.span,
+                hint="parameters may appear in the time of a CTMC's C<=t or I=t",
+            )
+        return e
 
     # ------------------------------------------------------------------ CTL
 

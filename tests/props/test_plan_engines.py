@@ -49,6 +49,11 @@ rewards "r"
   s<3 : p + 1;
   s=4 : 2;
 endrewards
+rewards "t"
+  s<3 : p;
+  [a] true : 2;
+  [c] true : 0.5;
+endrewards
 """
 
 MDP = """mdp
@@ -105,8 +110,18 @@ CASES = [
     ("dtmc", "filter(state, P=? [ F<=5 s=3 ], s=2)", True),
     ("dtmc", "filter(forall, P>0.2 [ F s=4 ], s<3)", True),
     ("dtmc", "filter(count, P>0.6 [ F<=3 s=3 ])", True),
-    ("dtmc", 'R{"r"}=? [ C ]', False),
-    ("dtmc", "P=? [ F P>0.5 [ X s=1 ] ]", False),
+    ("dtmc", 'R{"r"}=? [ C ]', True),  # infinite: a BSCC with reward
+    ("dtmc", 'R{"t"}=? [ C ]', True),
+    ("dtmc", "P=? [ F P>0.5 [ X s=1 ] ]", True),
+    ("dtmc", "P=? [ s<4 U P<=0.5 [ F<=2 s=3 ] ]", True),
+    ("dtmc", 'R{"r"}=? [ F P>=0.9 [ F<=3 s>=3 ] ]', True),
+    ("dtmc", "filter(max, P=? [ X P>0.5 [ X s=1 ] ], P>0.2 [ F<=1 s=1 ])", True),
+    ("dtmc", "E [ F s=4 ]", True),
+    ("dtmc", "A [ F s=4 ]", True),
+    ("dtmc", "A [ G s!=4 ]", True),
+    ("dtmc", "E [ s<2 U s=3 ]", True),
+    ("dtmc", "filter(forall, E [ X s=3 ], s>=3)", True),
+    ("dtmc", "P=? [ F s=4 ] + 1", False),
     ("ctmc", "P=? [ F s=4 ]", True),
     ("ctmc", "P=? [ s<2 U s=3 ]", True),
     ("ctmc", "P=? [ F<=1.5 s=3 ]", True),
@@ -116,9 +131,23 @@ CASES = [
     ("ctmc", "S=? [ s=4 ]", True),
     ("ctmc", "R=? [ F s=3 ]", True),
     ("ctmc", "R=? [ S ]", True),
-    ("ctmc", "P=? [ F[0.5,1.5] s=3 ]", False),
-    ("ctmc", "R=? [ C<=1 ]", False),
-    ("ctmc", "R=? [ I=1 ]", False),
+    ("ctmc", "P=? [ F[0.5,1.5] s=3 ]", True),
+    ("ctmc", "P=? [ s<3 U[0.5,1.5] s=3 ]", True),
+    ("ctmc", "P=? [ F[1,1] s=3 ]", True),
+    ("ctmc", "P=? [ F>=0.5 s=3 ]", True),
+    ("ctmc", "P=? [ s!=4 U>=0.4 s=3 ]", True),
+    ("ctmc", "P=? [ G>=0.5 s!=4 ]", True),
+    ("ctmc", "R=? [ C<=1 ]", True),
+    ("ctmc", 'R{"t"}=? [ C<=1.5 ]', True),
+    ("ctmc", "R=? [ C<=0 ]", True),
+    ("ctmc", "R=? [ I=1 ]", True),
+    ("ctmc", 'R{"t"}=? [ I=0.7 ]', True),
+    ("ctmc", "R=? [ C<=p*3 ]", True),  # a time that depends on the parameter
+    ("ctmc", 'R{"t"}=? [ I=p*2 ]', True),
+    ("ctmc", "R=? [ C ]", True),  # infinite
+    ("ctmc", 'R{"t"}=? [ C ]', True),
+    ("ctmc", "P=? [ F<=1 P>0.5 [ F<=0.5 s=4 ] ]", True),
+    ("ctmc", "E [ s<3 U s=3 ]", True),
     ("mdp", "Pmax=? [ F s=3 ]", True),
     ("mdp", "Pmin=? [ F s=3 ]", True),
     ("mdp", "Pmax=? [ X s=1 ]", True),
@@ -140,7 +169,15 @@ CASES = [
     ("mdp", "Rmax=? [ I=2 ]", True),
     ("mdp", "filter(min, Pmax=? [ F s=3 ], s<2)", True),
     ("mdp", "filter(exists, P>=0.5 [ F s=3 ], s<2)", True),
-    ("mdp", "Rmax=? [ C ]", False),
+    ("mdp", "Rmax=? [ C ]", True),
+    ("mdp", "Rmin=? [ C ]", True),
+    ("mdp", "R<=5 [ C ]", True),  # no min/max: the maximum decides
+    ("mdp", "Pmax=? [ F Pmin>0.5 [ X s=3 ] ]", True),
+    ("mdp", "Pmin=? [ X Pmax>=0.5 [ F<=1 s=3 ] ]", True),
+    ("mdp", "E [ F s=2 ]", True),
+    ("mdp", "A [ F s>=2 ]", True),
+    ("mdp", "A [ G s<3 ]", True),
+    ("mdp", "filter(exists, A [ X s=3 ])", True),
 ]
 
 
@@ -211,12 +248,30 @@ def test_mdp_without_direction_is_the_same_error(models, prop):
         ("dtmc", 'R{"r"}=? [ I=3 ]'),
         ("dtmc", "filter(avg, P=? [ F s=4 ], s<3)"),
         ("mdp", "Pmin=? [ F[1,3] s=1 ]"),
+        ("dtmc", 'R{"t"}=? [ C ]'),
+        ("ctmc", 'R{"t"}=? [ C ]'),
+        ("mdp", "Rmax=? [ C ]"),
+        ("mdp", "Rmin=? [ C ]"),
+        ("ctmc", "R=? [ C<=1 ]"),
+        ("ctmc", 'R{"t"}=? [ C<=1.5 ]'),
+        ("ctmc", "R=? [ I=1 ]"),
+        ("ctmc", "R=? [ C<=p*3 ]"),
+        ("ctmc", 'R{"t"}=? [ I=p*2 ]'),
+        ("ctmc", "P=? [ F[0.5,1.5] s=3 ]"),
+        ("ctmc", "P=? [ s!=4 U>=0.4 s=3 ]"),
+        ("ctmc", "P=? [ G>=0.5 s!=4 ]"),
+        ("dtmc", "P=? [ F P>0.5 [ X s=1 ] ]"),
+        ("dtmc", 'R{"r"}=? [ F P>=0.9 [ F<=3 s>=3 ] ]'),
+        ("ctmc", "P=? [ F<=1 P>0.5 [ F<=0.5 s=4 ] ]"),
+        ("mdp", "Pmax=? [ F Pmin>0.5 [ X s=3 ] ]"),
     ],
 )
 def test_gradients_of_planned_properties(models, tmp_path, kind, prop):
     """The derivative in `p` of properties that reach the traced executor
-    through the plan (lower step bounds, W, I=k, filters) against central
-    differences of the eager checker's values."""
+    through the plan (lower step and time bounds, W, I=k, filters, total
+    rewards, CSL rewards, nested operators) against central differences of
+    the eager checker's values (the nested operators' regions do not
+    change within the difference step here)."""
     fixed, parametric = models[kind]
     g = float(jax.grad(lambda p: jaxmc.solve(parametric, prop, params={"p": p}))(POINT))
     h = 1e-5
@@ -251,3 +306,61 @@ def test_sweep_of_a_threshold_and_a_filter(models, tmp_path):
         assert swept.dtype == np.asarray(eager[0]).dtype
         np.testing.assert_allclose(swept, eager, rtol=1e-9)
     assert swept.shape == ps.shape
+
+
+@pytest.mark.parametrize(
+    ("kind", "prop"), [("dtmc", "E [ F s=4 ]"), ("mdp", "A [ F s>=2 ]")]
+)
+def test_ctl_has_zero_gradient(models, kind, prop):
+    """A top-level E/A formula is 0/1 on the graph: its derivative is 0."""
+    _, parametric = models[kind]
+    g = jax.grad(lambda p: jaxmc.solve(parametric, prop, params={"p": p}))(POINT)
+    assert float(g) == 0.0
+
+
+def test_nested_region_is_fixed_at_the_build_point(tmp_path):
+    """`P>0.5 [ X s=1 ]` holds in {s=2} at p=0.35 and in {s=0, s=2} at p=0.6
+    (P(X s=1) is p in s=0). A problem built at 0.35 keeps {s=2} at 0.6: its
+    value there is `P=? [ F s=2 ]`'s; a concrete solve at 0.6 (built there)
+    is the eager checker's, 1 from s=0."""
+    path = tmp_path / "m.prism"
+    path.write_text(DTMC)
+    model = jaxmc.load_model(str(path), parameters=("p",))
+    prop = "P=? [ F P>0.5 [ X s=1 ] ]"
+
+    def eager(p, prop):
+        m = jaxmc.load_model(str(path), f"p={p}")
+        return float(jaxmc.solve(m, prop, epsilon=1e-12))
+
+    at_035 = float(jaxmc.solve(model, prop, params={"p": 0.35}))
+    assert at_035 == pytest.approx(eager(0.35, prop), rel=1e-7)
+    at_06 = float(jaxmc.solve(model, prop, params={"p": 0.6}))
+    assert at_06 == pytest.approx(eager(0.6, prop), rel=1e-7)
+    assert at_06 == pytest.approx(1.0)
+    fixed = jaxmc.parametric(model, prop, build_params={"p": 0.35})
+    assert fixed.fixed_regions
+    assert float(fixed({"p": 0.6})) == pytest.approx(
+        eager(0.6, "P=? [ F s=2 ]"), rel=1e-7
+    )
+    assert float(fixed({"p": 0.6})) < 0.99
+
+
+def test_sweep_grows_the_uniformisation_terms(models, tmp_path):
+    """The number of uniformisation terms is decided at the build point
+    (p=0.35, exit rates up to 3p+2) and raised for a sweep whose points have
+    larger rates (p up to 6): every point equals the eager checker's."""
+    _, parametric = models["ctmc"]
+    path = tmp_path / "m.prism"
+    path.write_text(CTMC)
+    ps = np.array([0.2, 1.5, 6.0])
+    for prop in ['R{"t"}=? [ C<=2 ]', "P=? [ F[0.5,2] s=3 ]", "R=? [ I=2 ]"]:
+        swept = jaxmc.sweep(parametric, prop, params={"p": ps})
+        eager = [
+            float(
+                jaxmc.solve(
+                    jaxmc.load_model(str(path), f"p={float(p)!r}"), prop, epsilon=1e-12
+                )
+            )
+            for p in ps
+        ]
+        np.testing.assert_allclose(swept, eager, rtol=1e-9)

@@ -31,7 +31,22 @@ Contract (every implementation of this module keeps it):
   the stored keys again in id order (which gives them the same ids).
 - `find_or_put` is a pure function, traceable under `jit` (shapes static).
 
-This implementation is the portable one (plain XLA, any backend): a sorted
+Implementations (`impl`, chosen by `create`; `find_or_put` follows the
+table it is given):
+
+- `"sorted"`, the portable reference (plain XLA, any backend; below);
+- `"pallas"`: a hash table (open addressing, linear probing, at most half
+  the slots in use) filled by a lock-free Pallas kernel, GPUexplore's
+  find-or-put (`_table_pallas`): on the GPU; in interpret mode elsewhere;
+- `"rounds"`: the same hash table probed round-synchronously in XLA
+  (`_table_hash`), any backend.
+
+`"auto"` is `"pallas"` on a GPU and `"sorted"` elsewhere. Every
+implementation gives the same ids, `is_new`, size and keys by id
+(`keys_by_id`); the hash tables also roll an overflowing batch back (the
+table comes back as it was, `overflow` set).
+
+The sorted implementation keeps a sorted
 copy of the stored keys with their ids. A call sorts its keys (stable, so
 the first occurrence leads each run of equal keys), looks each run up by a
 binary search (`log2(capacity)` gathers), numbers the new runs in order of
@@ -47,6 +62,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _table_hash
+from ._table_hash import HashTable as HashTable
+
 
 _FILL = np.uint32(0xFFFFFFFF)
 
@@ -60,12 +78,26 @@ class Table(NamedTuple):
     sorted_ids: jax.Array  # int32[capacity]: the id of each sorted key
 
 
-def create(capacity: int, width: int) -> Table:
+IMPLS = ("auto", "sorted", "pallas", "rounds")
+
+
+def resolve(impl: str) -> str:
+    """The implementation `impl` means on this backend."""
+    if impl not in IMPLS:
+        raise ValueError(f"table impl must be one of {IMPLS}, not {impl!r}")
+    if impl == "auto":
+        return "pallas" if jax.default_backend() == "gpu" else "sorted"
+    return impl
+
+
+def create(capacity: int, width: int, impl: str = "auto") -> Table | HashTable:
     """An empty table for up to `capacity` keys of `width` words."""
     if not 1 <= capacity < 2**31:
         raise ValueError(f"table capacity {capacity} outside [1, 2**31)")
     if width < 1:
         raise ValueError(f"key width {width} must be at least 1")
+    if resolve(impl) != "sorted":
+        return _table_hash.create(capacity, width)
     return Table(
         jnp.zeros((), jnp.int32),
         jnp.zeros((), bool),
@@ -105,11 +137,40 @@ def _lower_bound(sorted_keys: jax.Array, size: jax.Array, q: jax.Array) -> jax.A
     return lo
 
 
-def find_or_put(
+def find_or_put(table, keys: jax.Array, valid: jax.Array, *, impl: str = "auto"):
+    """Ids of `keys` (`uint32[m, w]`) where `valid`, storing the new ones
+    (see the module docstring for the contract). On a hash table `impl`
+    picks the kernel (`"pallas"`, `"auto"` on a GPU) or `"rounds"` (`"auto"`
+    elsewhere)."""
+    keys = jnp.asarray(keys).astype(jnp.uint32)
+    valid = jnp.asarray(valid, bool)
+    if isinstance(table, HashTable):
+        if impl == "auto":
+            impl = "pallas" if jax.default_backend() == "gpu" else "rounds"
+        if impl not in ("pallas", "rounds"):
+            raise ValueError(
+                f"a hash table takes impl 'pallas' or 'rounds', not {impl!r}"
+            )
+        return _table_hash.find_or_put(table, keys, valid, impl=impl)
+    return _sorted_find_or_put(table, keys, valid)
+
+
+def keys_by_id(table) -> jax.Array:
+    """The stored keys in id order, `uint32[capacity, w]` for a sorted table
+    (rows from `size` on are all-ones), `uint32[slots, w]` for a hash table
+    (zeros there). Growing a table puts these rows, `valid` below `size`,
+    into a larger one."""
+    if isinstance(table, HashTable):
+        return _table_hash.keys_by_id(table)
+    cap = table.sorted_ids.shape[0]
+    dest = jnp.where(table.sorted_ids >= 0, table.sorted_ids, cap)
+    out = jnp.full_like(table.sorted_keys, _FILL)
+    return out.at[dest].set(table.sorted_keys, mode="drop")
+
+
+def _sorted_find_or_put(
     table: Table, keys: jax.Array, valid: jax.Array
 ) -> tuple[Table, jax.Array, jax.Array]:
-    """Ids of `keys` (`uint32[m, w]`) where `valid`, storing the new ones
-    (see the module docstring for the contract)."""
     m, w = keys.shape
     cap = table.sorted_keys.shape[0]
     keys = jnp.where(valid[:, None], keys.astype(jnp.uint32), _FILL)
