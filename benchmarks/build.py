@@ -9,6 +9,15 @@ program with constants instantiated), plus jaxmc's parse+check time.
     python benchmarks/build.py --quick         # small sizes only
     python benchmarks/build.py --only tandem   # rows whose name contains "tandem"
     python benchmarks/build.py --no-storm
+    python benchmarks/build.py --quick --explorer host,device --no-storm
+    python benchmarks/build.py --set gpu --explorer device --no-storm
+
+`--explorer` names jaxmc's explorer(s) (`host`: numpy; `device`: jitted on
+the JAX backend, `jaxmc.explore.device`, its time including compilation;
+`auto`), one row each. `--set gpu` is the device explorer's GPU set (tandem
+c=2047, brp N=32768 MAX=5, herman N=17, crowds, nand); crowds and nand are
+looked up, like every model, in `JAXMC_MODELS`, `.bench/models` (filled by
+`benchmarks/accuracy.py prepare`) and `../shared/models/prism-examples`.
 
 Prints a markdown table: states, transitions, times, states/s, peak RSS.
 """
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -42,6 +52,15 @@ CASES = [
     ("leader_sync 5-4", "dtmcs/leader_sync/leader5_4.pm", ""),
     ("consensus N=4", "mdps/consensus/coin4.nm", "K=2"),
 ]
+#: The device explorer's GPU set (`--set gpu`).
+GPU_CASES = [
+    ("tandem c=2047", "ctmcs/tandem/tandem.sm", "c=2047"),
+    ("brp N=32768 MAX=5", "dtmcs/brp/brp.pm", "N=32768,MAX=5"),
+    ("herman N=17", "dtmcs/herman/herman17.pm", ""),
+    ("crowds TotalRuns=6 CrowdSize=20", "prism-benchmarks/dtmcs/crowds/crowds.pm",
+     "TotalRuns=6,CrowdSize=20"),
+    ("nand N=60 K=4", "prism-benchmarks/dtmcs/nand/nand.pm", "N=60,K=4"),
+]  # fmt: skip
 QUICK = {
     "tandem c=255",
     "cluster N=64",
@@ -51,7 +70,16 @@ QUICK = {
 }
 
 
-def _one_jaxmc(path: str, consts: str) -> dict:
+def _model(rel: str) -> Path:
+    """`rel` under `JAXMC_MODELS`, `.bench/models` or the shared examples."""
+    roots = [Path(os.environ["JAXMC_MODELS"])] if os.environ.get("JAXMC_MODELS") else []
+    for root in roots + [ROOT / ".bench" / "models", EXAMPLES]:
+        if (root / rel).exists():
+            return root / rel
+    return EXAMPLES / rel
+
+
+def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
     t0 = time.perf_counter()
     from jaxmc.explore import build
     from jaxmc.lang import parse_model
@@ -62,7 +90,7 @@ def _one_jaxmc(path: str, consts: str) -> dict:
         parse_model(text, path), consts or None, source=text, file=path
     )
     t1 = time.perf_counter()
-    m = build(checked)
+    m = build(checked, explorer=explorer)
     t2 = time.perf_counter()
     return {
         "states": m.num_states,
@@ -95,7 +123,10 @@ def _one_storm(path: str, consts: str) -> dict:
 
 
 def _child(tool: str, path: str, consts: str) -> None:
-    out = (_one_jaxmc if tool == "jaxmc" else _one_storm)(path, consts)
+    if tool.startswith("jaxmc"):
+        out = _one_jaxmc(path, consts, tool.partition(":")[2] or "host")
+    else:
+        out = _one_storm(path, consts)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 
@@ -124,13 +155,18 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="rows whose name contains this")
     ap.add_argument("--no-storm", action="store_true")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument(
+        "--explorer", default="host",
+        help="jaxmc explorer(s), comma-separated: host, device, auto",
+    )  # fmt: skip
+    ap.add_argument("--set", choices=("default", "gpu"), default="default")
     args = ap.parse_args(argv)
     if args.child:
         _child(*args.child)
         return 0
     cases = [
         c
-        for c in CASES
+        for c in (GPU_CASES if args.set == "gpu" else CASES)
         if (not args.quick or c[0] in QUICK)
         and (args.only is None or args.only in c[0])
     ]
@@ -141,12 +177,17 @@ def main(argv=None) -> int:
     )
     print(head)
     print("|" + "|".join("---" for _ in range(10)) + "|")
-    for name, rel, consts in cases:
-        path = EXAMPLES / rel
-        j = _run("jaxmc", path, consts, args.timeout)
+    explorers = args.explorer.split(",")
+    for (name, rel, consts), explorer in (
+        (c, e) for c in cases for e in explorers
+    ):  # fmt: skip
+        path = _model(rel)
+        j = _run(f"jaxmc:{explorer}", path, consts, args.timeout)
+        if len(explorers) > 1:
+            name = f"{name} [{explorer}]"
         s = (
             {"error": "skipped"}
-            if args.no_storm
+            if args.no_storm or (explorer != explorers[0])
             else _run("storm", path, consts, args.timeout)
         )
 

@@ -123,6 +123,7 @@ def build(
     params: Mapping[str, int | float | bool] | None = None,
     prob_checks: bool = True,
     chunk_size: int = 1 << 17,
+    explorer: str = "auto",
 ) -> ExplicitModel:
     """Explore the reachable state space of `checked`.
 
@@ -149,11 +150,20 @@ def build(
       to one (PRISM's `-noprobchecks` turns this off; DTMC rows are then
       normalised by their sum, as PRISM's symbolic construction does).
     - `chunk_size`: most states expanded per batch (bounds peak memory).
+    - `explorer`: `"host"` (this module, numpy), `"device"` (jitted on the
+      JAX backend, `jaxmc.explore.device`; a program it does not support
+      raises `UnsupportedError`) or `"auto"`: the device explorer where the
+      JAX backend is an accelerator and it supports the program, else the
+      host. Both give the same model; errors are the host builder's.
 
     **Returns:** an `ExplicitModel`, states numbered in BFS order (initial
     states first), with `"init"`, `"deadlock"` and the model's labels, the
     reward structures, and the `Provenance` of every transition entry.
     """
+    if explorer not in ("auto", "host", "device"):
+        raise ValueError(
+            f"`explorer` must be 'auto', 'host' or 'device', not {explorer!r}"
+        )
     if deadlocks not in ("fix", "error"):
         raise ValueError(f"`deadlocks` must be 'fix' or 'error', not {deadlocks!r}")
     mt = checked.model_type
@@ -165,13 +175,48 @@ def build(
     # are expected; the results actually used are checked explicitly.
     with np.errstate(all="ignore"):
         try:
-            return Builder(
+            host = Builder(
                 comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks
-            ).run()
+            )
+            if _use_device(explorer):
+                model = _explore_on_device(host, explorer, params)
+                if model is not None:
+                    return model
+            return host.run()
         except ExplorationError as err:  # evaluation errors of lowered expressions
             if err.source is None and checked.source is not None:
                 err.with_source(checked.source, checked.file)
             raise
+
+
+def _use_device(explorer: str) -> bool:
+    if explorer != "auto":
+        return explorer == "device"
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+def _explore_on_device(host: Builder, explorer: str, params) -> ExplicitModel | None:
+    """The model explored by `jaxmc.explore.device`, or None where the host
+    builder must run (an error to locate; with `"auto"`, an unsupported
+    program)."""
+    from .device import NeedsHost, explore
+
+    try:
+        model, _ = explore(
+            host.comp, host.mt, host.initial(), params=params,
+            max_states=host.max_states, deadlocks=host.deadlocks,
+            prob_checks=host.prob_checks, chunk_size=host.chunk_size,
+            progress=host.progress,
+        )  # fmt: skip
+    except NeedsHost:
+        return None
+    except UnsupportedError:
+        if explorer == "device":
+            raise
+        return None
+    return model
 
 
 class Builder:

@@ -1,0 +1,154 @@
+"""The host side of the device explorer: capacities, growth, resumption.
+
+The level loop (`step.make_loop`) runs on the device until the queue is
+empty or a capacity would overflow; then the host doubles what was short
+(geometric growth, so a state space of `n` states costs `O(log n)` round
+trips and compilations, however many BFS levels it has) and resumes it.
+
+Where the device cannot give the host builder's answer — an evaluation error,
+a probability sum off one, `max_states` exceeded, deadlocks under
+`deadlocks="error"` — it raises `NeedsHost`: the caller runs the host
+builder, which raises the located error with the exact message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from ...errors import UnsupportedError
+from ...lang.ast import ModelType
+from ..compile import Compiled
+from ..growth import BuildProgress
+from ..model import ExplicitModel
+from . import step as S
+from .finish import DeviceArrays, finish
+from .program import Program
+
+
+class NeedsHost(Exception):  # noqa: N818 - a signal to the caller, not an error
+    """The device explorer cannot reproduce the host builder's outcome (an
+    error to locate); the caller runs the host builder instead."""
+
+
+#: Starting capacities per backend (`Caps`: states per step; choices and
+#: entries per step; states; contributions and choices per output epoch),
+#: and the largest number of states per step. Every change of a capacity
+#: compiles the loop again, so the stores start large where memory is
+#: plentiful, and the state store starts at the number of valuations of the
+#: variables where that is smaller (it then never overflows).
+START = {
+    "cpu": S.Caps(256, 1024, 4096, 1 << 16, 1 << 20, 1 << 19),
+    "gpu": S.Caps(1024, 4096, 1 << 14, 1 << 22, 1 << 23, 1 << 22),
+}
+MAX_BATCH = {"cpu": 1 << 14, "gpu": 1 << 16}
+#: Growth factor of the states per step (and of the step's buffers with it).
+BATCH_GROWTH = 4
+
+
+def _start(comp: Compiled, n_init: int, start: S.Caps) -> tuple[S.Caps, bool]:
+    """Initial capacities, and whether the state store holds every
+    valuation of the variables."""
+    valuations = 1
+    for lo, hi in zip(comp.lows.tolist(), comp.highs.tolist()):
+        valuations *= hi - lo + 1
+    states = start.states
+    bounded = valuations <= states
+    if bounded:
+        states = max(64, 1 << max(0, valuations - 1).bit_length())
+    while states < n_init:
+        states *= 2
+    return start._replace(states=states), bounded
+
+
+def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
+    """The capacities that let the stopped loop `s` go on."""
+    status = int(s.status)
+    need = [int(x) for x in np.asarray(s.need)]
+    c = caps._asdict()
+    if status == S.NEED_STEP:
+        while c["choices"] < need[0]:
+            c["choices"] *= 2
+        while c["entries"] < need[1]:
+            c["entries"] *= 2
+    elif status == S.NEED_STORE:
+        while int(s.table.size) + need[3] > c["states"]:
+            c["states"] *= 2
+    elif status == S.NEED_BATCH:
+        for k in ("batch", "choices", "entries"):
+            c[k] *= BATCH_GROWTH
+    c["contribs"] = max(c["contribs"], 4 * c["entries"])
+    c["all_choices"] = max(c["all_choices"], 4 * c["choices"])
+    if c["states"] >= 1 << 31:
+        raise NeedsHost("more than 2**31 states")
+    return S.Caps(**c)
+
+
+def explore(
+    comp: Compiled,
+    mt: ModelType,
+    init_states: np.ndarray,
+    *,
+    params=None,
+    max_states: int | None = None,
+    deadlocks: str = "fix",
+    prob_checks: bool = True,
+    chunk_size: int = 1 << 17,
+    progress: Callable[[BuildProgress], None] | None = None,
+    start: S.Caps | None = None,
+    max_batch: int | None = None,
+) -> tuple[ExplicitModel, DeviceArrays]:
+    """Explore on the device (see `jaxmc.explore.build`; `chunk_size` is the
+    host builder's batch size, which its numbering of action names depends
+    on). Raises `UnsupportedError` for programs the device explorer does not
+    handle and `NeedsHost` where the host builder must give the outcome."""
+    t0 = time.perf_counter()
+    if mt == ModelType.DTMC and not prob_checks:
+        raise UnsupportedError(
+            "the device explorer does not normalise DTMC rows (prob_checks=False)",
+            hint="use explorer='host'",
+        )
+    prog = Program(comp, mt, params)
+    kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
+    k = init_states.shape[0]
+    caps, bounded = _start(comp, k, start or START[kind])
+    max_batch = max_batch or MAX_BATCH[kind]
+    s = S.seed(prog, S.empty_carry(caps, prog.pack.n_words), init_states)
+    epochs: list[S.Epoch] = []
+    opts = (prob_checks, -1 if max_states is None else max_states)
+    while True:
+        key = (caps, caps.batch < max_batch, bounded)
+        run = prog.cache.get(key)
+        if run is None:
+            run = prog.cache[key] = S.make_loop(prog, caps, opts + key[1:])
+        s = run(s)
+        status = int(s.status)
+        if status == S.ERROR:
+            raise NeedsHost("an evaluation error")
+        if status == S.TOO_MANY:
+            raise NeedsHost("more states than max_states")
+        epochs.append(S.epoch(s))
+        if status == S.RUNNING:
+            break
+        new = caps if status == S.FLUSH else _grown(caps, s)
+        s = S.regrow(s, new)
+        caps = new
+    n = int(s.table.size)
+    if max_states is not None and n > max_states:
+        raise NeedsHost("more states than max_states")
+    model, arrays, failed = finish(
+        prog, s, epochs, np.arange(k, dtype=np.int64), prob_checks, chunk_size
+    )
+    if failed:
+        raise NeedsHost("a transition reward's evaluation error")
+    if model is None:
+        raise NeedsHost("an entry merging more than 129 contributions")
+    if deadlocks == "error" and model.labels["deadlock"].any():
+        raise NeedsHost("deadlocks")
+    if progress is not None:
+        levels = int(np.asarray(s.level[n - 1])) + 1 if n else 0
+        progress(BuildProgress(n, 0, levels, time.perf_counter() - t0, True))
+    return model, arrays

@@ -1,0 +1,178 @@
+"""The device explorer (`jaxmc.explore.device`, on JAX's CPU backend here)
+against the host builder: the same states in the same (BFS) order, the same
+rows, values, actions, labels, rewards and provenance, and the host's
+errors. A few models run in CI; every in-scope model up to 20,000 states
+runs under the `slow` marker."""
+
+from __future__ import annotations
+
+import corpus
+import numpy as np
+import pytest
+
+from jaxmc.errors import ExplorationError, UnsupportedError
+from jaxmc.explore import build
+from jaxmc.lang import parse_model
+from jaxmc.semantics import check_program
+
+
+def _checked(text: str, consts: str | None = None, file: str | None = None):
+    return check_program(
+        parse_model(text, file), consts or None, source=text, file=file
+    )
+
+
+def _file(rel: str, consts: str = ""):
+    path = corpus.SHARED_MODELS / rel
+    if not path.exists():
+        pytest.skip(f"{rel} not available")
+    return _checked(path.read_text(), consts, str(path))
+
+
+def assert_same_model(a, b) -> None:
+    """Every field of two `ExplicitModel`s, bit for bit."""
+    assert a.model_type == b.model_type
+    assert a.variables == b.variables
+    assert (a.num_states, a.num_choices, a.num_transitions) == (
+        b.num_states, b.num_choices, b.num_transitions,
+    )  # fmt: skip
+    for name in ("states", "initial_states", "choice_ptr", "row_ptr", "col", "val"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), name)
+    assert a.labels.keys() == b.labels.keys()
+    for k in a.labels:
+        np.testing.assert_array_equal(a.labels[k], b.labels[k], k)
+    assert a.choice_action == b.choice_action
+    assert a.action_names == b.action_names
+    assert (a.entry_action is None) == (b.entry_action is None)
+    if a.entry_action is not None:
+        np.testing.assert_array_equal(a.entry_action, b.entry_action)
+    assert a.warnings == b.warnings
+    assert len(a.rewards) == len(b.rewards)
+    for ra, rb in zip(a.rewards, b.rewards):
+        assert ra.name == rb.name
+        for f in ("state", "transition", "negative_items"):
+            x, y = getattr(ra, f), getattr(rb, f)
+            assert (x is None) == (y is None), f
+            if x is not None:
+                np.testing.assert_array_equal(x, y, f)
+    pa, pb = a.provenance, b.provenance
+    np.testing.assert_array_equal(pa.entry_ptr, pb.entry_ptr)
+    np.testing.assert_array_equal(pa.weight, pb.weight)
+    np.testing.assert_array_equal(pa.products, pb.products)
+    np.testing.assert_array_equal(pa.product, pb.product)
+
+
+def assert_same(checked, **options) -> None:
+    host = build(checked, explorer="host", **options)
+    device = build(checked, explorer="device", **options)
+    assert_same_model(host, device)
+
+
+# Synchronisation with renaming, DTMC choices merged uniformly, transition
+# rewards by action, a deadlock fixed by a self-loop, several initial
+# states, booleans, and variables that need a second key word.
+FEATURES = """
+{kind}
+const int N = 3;
+module A
+  g : [0..N];
+  a : [0..N];
+  b : bool;
+  [go] a < N -> 0.5 : (a'=a+1) + 0.5 : (b'=!b);
+  [] a = N & !b -> (a'=0);
+  [] a = N & !b -> 0.3 : (a'=1) + 0.7 : (a'=0);
+  [tick] g < N -> (g'=g+1);
+endmodule
+module B
+  c : [0..1000000];
+  d : [0..2000000000];
+  [go] c < 2 -> 1/3 : (c'=c+1) + 2/3 : (c'=c+1) & (d'=d+1000000);
+  [tock] c < 2 -> (c'=c);
+endmodule
+module C = B [c=e, d=f, go=go, tock=tick] endmodule
+init a <= 1 & c = 0 & d = 0 & e = 0 & f = 0 & g = 0 endinit
+rewards "r"
+  [go] true : 1/3 + a;
+  [] a = N : 0.5;
+  a = 1 : 2;
+endrewards
+rewards "t"
+  [tick] true : 1;
+endrewards
+label "top" = a = N;
+"""
+
+
+@pytest.mark.parametrize("kind", ["dtmc", "ctmc", "mdp"])
+def test_features(kind):
+    assert_same(_checked(FEATURES.format(kind=kind)))
+
+
+CI_MODELS = [
+    ("prism-examples/dtmcs/brp/brp.pm", "N=16,MAX=2"),
+    ("prism-examples/ctmcs/polling/poll3.sm", "T=50"),
+    ("prism-examples/mdps/csma/csma2_2.nm", "k=1"),
+]
+
+
+@pytest.mark.parametrize("rel, consts", CI_MODELS, ids=[m[0] for m in CI_MODELS])
+def test_example_models(rel, consts):
+    assert_same(_file(rel, consts))
+
+
+def _in_scope():
+    if not corpus.available():
+        return []
+    return [(str(m.relative_to(corpus.SHARED_MODELS)),
+             (corpus.constant_settings(m) or [""])[0])
+            for m in corpus.in_scope_models()]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel, consts", _in_scope())
+def test_every_model(rel, consts):
+    from jaxmc.errors import JaxmcError
+
+    try:
+        checked = _file(rel, consts)
+        host = build(checked, explorer="host", max_states=20_000)
+    except JaxmcError as e:
+        pytest.skip(f"the host builder does not build it: {type(e).__name__}")
+    assert_same_model(host, build(checked, explorer="device"))
+
+
+ERRORS = {
+    "range": "dtmc\nmodule M x : [0..2] init 0; [] true -> (x'=x+1); endmodule",
+    "sum": "mdp\nmodule M x : [0..2] init 0;\n"
+    "[a] x < 2 -> 0.5 : (x'=x+1) + 0.4 : (x'=0); [b] x = 2 -> (x'=0); endmodule",
+    "evaluation": "dtmc\nmodule M x : [0..3] init 0;\n"
+    "[] true -> (x'=mod(x + 1, x - 2)); endmodule",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_errors_are_the_hosts(name):
+    checked = _checked(ERRORS[name])
+    with pytest.raises(ExplorationError) as host:
+        build(checked, explorer="host")
+    with pytest.raises(ExplorationError) as device:
+        build(checked, explorer="device")
+    assert str(device.value) == str(host.value)
+
+
+def test_deadlocks_error_and_unsupported():
+    text = "dtmc\nmodule M x : [0..3] init 0; [] x < 3 -> (x'=x+1); endmodule"
+    checked = _checked(text)
+    with pytest.raises(ExplorationError) as host:
+        build(checked, explorer="host", deadlocks="error")
+    with pytest.raises(ExplorationError) as device:
+        build(checked, explorer="device", deadlocks="error")
+    assert str(device.value) == str(host.value)
+    with pytest.raises(UnsupportedError):
+        build(checked, explorer="device", prob_checks=False)
+    assert_same_model(
+        build(checked, explorer="host", prob_checks=False),
+        build(checked, explorer="auto", prob_checks=False),
+    )
+    with pytest.raises(ValueError):
+        build(checked, explorer="gpu")
