@@ -1,0 +1,212 @@
+"""The warp-segment layouts (`WarpELL`, `CompactWarpELL`) built on the device
+from device CSR arrays, with no host copy of the matrix.
+
+`warp_from_device` and `compact_from_device` take `row_ptr`, `col`, `val`
+as JAX arrays (a device explorer's output, or host arrays moved once) and
+return the same arrays, bit for bit, as `WarpELL.from_csr` and
+`CompactWarpELL.from_csr` (without `sort_rows`) build on the host. Shapes
+are static, so each build is two jitted passes:
+
+1. `warp_stats` (O(rows + nnz)): the stored size `total` (the segments'
+   widths from the row lengths), and for the compact layout the number of
+   distinct values and the range of the column offsets, which fix the
+   table's length and the index types. Only these few scalars come back to
+   the host.
+2. the placement (`_warp_arrays`): every CSR entry's stored position by
+   the placement of `jaxmc.layout.warp` (a prefix sum of the segment widths,
+   then a scatter), and the row of every stored element by a scatter of
+   segment starts and a running maximum; the compact table by a sort.
+
+Both passes compile once per (rows, nnz, lanes) (and `total` for the
+second).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .compact import narrow_int
+from .warp import WARP, CompactWarpELL, WarpELL
+
+
+def _spb(lanes: int, segs_per_block: int | None) -> int:
+    if lanes not in (1, 2):
+        raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
+    return segs_per_block or (8 if lanes == 1 else 16)
+
+
+def _nseg(nrows: int, lanes: int, spb: int) -> int:
+    seg_rows = WARP // lanes
+    nseg = -(-max(nrows, 1) // seg_rows)
+    return -(-nseg // spb) * spb
+
+
+def _seg_width(row_ptr, nrows: int, lanes: int, spb: int):
+    """Each segment's width (steps): its longest row, in steps of `lanes`."""
+    seg_rows = WARP // lanes
+    nseg = _nseg(nrows, lanes, spb)
+    lengths = (row_ptr[1:] - row_ptr[:-1]).astype(jnp.int64)
+    steps = jnp.zeros(nseg * seg_rows, jnp.int64).at[:nrows].set(-(-lengths // lanes))
+    return steps.reshape(nseg, seg_rows).max(axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("nrows", "lanes", "spb", "compact"))
+def _stats(row_ptr, col, val, *, nrows, lanes, spb, compact):
+    width = _seg_width(row_ptr, nrows, lanes, spb)
+    total = width.sum() * WARP + WARP
+    if not compact:
+        return total, jnp.int64(0), jnp.int64(0), jnp.int64(0)
+    s = jnp.sort(jnp.append(val, jnp.zeros((), val.dtype)))
+    distinct = 1 + jnp.count_nonzero(s[1:] != s[:-1])
+    rows = _entry_rows(row_ptr, col.shape[0])
+    off = col.astype(jnp.int64) - rows
+    # padding (offset 0) is always stored: the trailing warp
+    return total, distinct, jnp.minimum(off.min(initial=0), 0), off.max(initial=0)
+
+
+def warp_stats(row_ptr, col, val, nrows: int, lanes: int = 1, spb=None, compact=False):
+    """`(total, distinct, off_lo, off_hi)` as Python ints: stored entries of
+    the warp layout, and (with `compact`) distinct values among the entries
+    and 0, and the range of column offsets (0 included)."""
+    got = _stats(
+        row_ptr, col, val, nrows=nrows, lanes=lanes, spb=_spb(lanes, spb), compact=compact
+    )
+    return tuple(int(v) for v in jax.device_get(got))
+
+
+def _entry_rows(row_ptr, nnz: int):
+    """The row of every CSR entry (empty rows allowed)."""
+    marks = jnp.zeros(nnz + 1, jnp.int64).at[row_ptr[1:-1]].add(1)
+    return jnp.cumsum(marks)[:nnz]
+
+
+@functools.partial(
+    jax.jit, static_argnames=("shape", "lanes", "spb", "total", "vdtype")
+)
+def _warp_arrays(row_ptr, col, val, *, shape, lanes, spb, total, vdtype):
+    nrows, ncols = shape
+    nnz = col.shape[0]
+    seg_rows = WARP // lanes
+    row_ptr = row_ptr.astype(jnp.int64)
+    width = _seg_width(row_ptr, nrows, lanes, spb)
+    nseg = width.shape[0]
+    seg_ptr = jnp.concatenate([jnp.zeros(1, jnp.int64), jnp.cumsum(width * WARP)])
+    block_width = width.reshape(-1, spb).max(axis=1)
+    rows = _entry_rows(row_ptr, nnz)
+    k = jnp.arange(nnz, dtype=jnp.int64) - row_ptr[rows]
+    pos = (
+        seg_ptr[rows // seg_rows]
+        + WARP * (k // lanes)
+        + seg_rows * (k % lanes)
+        + rows % seg_rows
+    )
+    slot = jnp.full(total, nnz, jnp.int64).at[pos].set(jnp.arange(nnz))
+    # The segment of each stored element: the last segment starting at or
+    # before it (empty segments start where the next one does).
+    start = jnp.zeros(total, jnp.int64).at[seg_ptr[:-1]].max(jnp.arange(nseg))
+    seg = jax.lax.cummax(start)
+    i = jnp.arange(total, dtype=jnp.int64)
+    srow = jnp.where(
+        i < seg_ptr[-1], seg * seg_rows + (i - seg_ptr[seg]) % seg_rows, 0
+    )
+    cols = jnp.minimum(srow, ncols - 1).at[pos].set(col.astype(jnp.int64))
+    data = jnp.zeros(total, vdtype).at[pos].set(val.astype(vdtype))
+    i32 = jnp.int32
+    return dict(
+        data=data,
+        cols=cols.astype(i32),
+        rows=jnp.minimum(srow, max(nrows - 1, 0)).astype(i32),
+        slot=slot.astype(i32),
+        seg_ptr=seg_ptr.astype(i32),
+        seg_width=width.astype(i32),
+        block_width=block_width.astype(i32),
+    )
+
+
+def warp_from_device(
+    row_ptr, col, val, shape, lanes: int = 1, segs_per_block=None, dtype=None, total=None
+) -> WarpELL:
+    """`WarpELL.from_csr` of the CSR `(row_ptr, col, val)` (JAX arrays, or
+    anything `jnp.asarray` takes), built on the device. `total` (the stored
+    size, `warp_stats`'s first value) skips the statistics pass."""
+    spb = _spb(lanes, segs_per_block)
+    shape = (int(shape[0]), int(shape[1]))
+    row_ptr, col, val = jnp.asarray(row_ptr), jnp.asarray(col), jnp.asarray(val)
+    if total is None:
+        total = warp_stats(row_ptr, col, val, shape[0], lanes, spb)[0]
+    vdtype = np.dtype(val.dtype if dtype is None else dtype)
+    arrays = _warp_arrays(
+        row_ptr, col, val, shape=shape, lanes=lanes, spb=spb, total=total, vdtype=vdtype
+    )
+    return WarpELL(
+        **arrays,
+        shape=shape,
+        lanes=lanes,
+        segs_per_block=spb,
+        nnz=int(col.shape[0]),
+        lane_info=None,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("distinct", "vt", "ot"))
+def _compact_arrays(data, cols, rows, slot, nnz, *, distinct, vt, ot):
+    s = jnp.sort(jnp.append(data, jnp.zeros((), data.dtype)))
+    first = jnp.concatenate([jnp.ones(1, bool), s[1:] != s[:-1]])
+    where = jnp.where(first, jnp.cumsum(first) - 1, distinct)
+    table = jnp.zeros(distinct, data.dtype).at[where].set(s, mode="drop")
+    vidx = jnp.searchsorted(table, data, side="left", method="sort")
+    zero = jnp.searchsorted(table, jnp.zeros((), data.dtype), side="left")
+    off = jnp.where(slot == nnz, 0, cols.astype(jnp.int64) - rows)
+    return table, vidx.astype(vt), off.astype(ot), zero
+
+
+def compact_from_device(
+    row_ptr, col, val, shape, lanes: int = 1, segs_per_block=None, dtype=None
+) -> CompactWarpELL:
+    """`CompactWarpELL.from_csr` of the CSR `(row_ptr, col, val)`, built on
+    the device; the same `ValueError`s where the layout cannot hold the
+    matrix (not square, more than 65536 distinct values)."""
+    spb = _spb(lanes, segs_per_block)
+    shape = (int(shape[0]), int(shape[1]))
+    row_ptr, col, val = jnp.asarray(row_ptr), jnp.asarray(col), jnp.asarray(val)
+    total, distinct, lo, hi = warp_stats(row_ptr, col, val, shape[0], lanes, spb, True)
+    if shape[0] != shape[1]:
+        raise ValueError(
+            "the compact layout needs a square matrix (columns as row offsets)"
+        )
+    vt = narrow_int(0, distinct - 1, signed=False)
+    if vt == np.uint32 or vt == np.int64:
+        raise ValueError(
+            f"the matrix has {distinct} distinct values; the compact layout "
+            "holds at most 65536"
+        )
+    w = warp_from_device(row_ptr, col, val, shape, lanes, spb, total=total)
+    table, vidx, offs, zero = _compact_arrays(
+        w.data,
+        w.cols,
+        w.rows,
+        w.slot,
+        w.nnz,
+        distinct=distinct,
+        vt=np.dtype(vt),
+        ot=np.dtype(narrow_int(lo, hi)),
+    )
+    return CompactWarpELL(
+        table=table if dtype is None else table.astype(dtype),
+        vidx=vidx,
+        offs=offs,
+        rows=w.rows,
+        seg_ptr=w.seg_ptr,
+        seg_width=w.seg_width,
+        block_width=w.block_width,
+        shape=shape,
+        lanes=lanes,
+        segs_per_block=spb,
+        nnz=w.nnz,
+        zero=int(zero),
+        lane_info=None,
+    )

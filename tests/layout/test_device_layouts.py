@@ -1,0 +1,135 @@
+"""The device builders of the warp-segment layouts (`jaxmc.layout.device_warp`)
+against the host builders: the same arrays, dtypes and static fields, bit for
+bit, on random matrices (empty rows, long rows, few and many distinct
+values, wide and narrow bands, rows not a multiple of a segment) and on the
+transition matrices of example models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import jaxmc
+from jaxmc.layout import CSR, CompactWarpELL, WarpELL
+from jaxmc.layout.device_warp import compact_from_device, warp_from_device, warp_stats
+
+
+jax.config.update("jax_enable_x64", True)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "models"
+SHARED = ROOT / ".." / "shared" / "models" / "prism-examples"
+
+WARP_FIELDS = ("data", "cols", "rows", "slot", "seg_ptr", "seg_width", "block_width")
+COMPACT_FIELDS = ("table", "vidx", "offs", "rows", "seg_ptr", "seg_width", "block_width")
+STATIC = ("shape", "lanes", "segs_per_block", "nnz")
+
+
+def _same(host, dev, fields):
+    for f in fields:
+        a, b = np.asarray(getattr(host, f)), np.asarray(getattr(dev, f))
+        assert a.dtype == b.dtype, (f, a.dtype, b.dtype)
+        assert a.shape == b.shape, (f, a.shape, b.shape)
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f
+    for f in STATIC:
+        assert getattr(host, f) == getattr(dev, f), f
+    assert dev.lane_info is None and host.lane_info is None
+
+
+def _random(seed: int, n: int, m: int | None = None, distinct: int | None = None):
+    rng = np.random.default_rng(seed)
+    m = n if m is None else m
+    lengths = rng.choice([0, 1, 2, 3, 5, 9, 40], size=n, p=[0.1, 0.3, 0.2, 0.2, 0.1, 0.07, 0.03])
+    lengths = np.minimum(lengths, m)
+    band = int(rng.choice([3, 200, m]))
+    rows, cols = [], []
+    for r, k in enumerate(lengths):
+        lo = min(max(0, r - band), m - 1)
+        hi = min(m, max(r + band + 1, lo + 1))
+        k = min(k, hi - lo)
+        rows.append(np.full(k, r))
+        cols.append(np.sort(rng.choice(np.arange(lo, hi), size=k, replace=False)))
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    if distinct is None:
+        vals = rng.random(len(rows))
+    else:
+        vals = rng.choice(rng.random(distinct) - 0.3, size=len(rows))
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, m))
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, (n, m)
+
+
+def _check(indptr, cols, vals, shape, lanes):
+    csr = CSR.from_arrays(indptr, cols, vals, shape)
+    host = WarpELL.from_csr(csr, lanes=lanes)
+    dev = warp_from_device(csr.indptr, csr.indices, csr.data, shape, lanes=lanes)
+    _same(host, dev, WARP_FIELDS)
+    if shape[0] != shape[1]:
+        with pytest.raises(ValueError):
+            compact_from_device(csr.indptr, csr.indices, csr.data, shape, lanes)
+        return
+    try:
+        host_c = CompactWarpELL.from_csr(csr, lanes=lanes)
+    except ValueError:
+        with pytest.raises(ValueError):
+            compact_from_device(csr.indptr, csr.indices, csr.data, shape, lanes)
+        return
+    dev_c = compact_from_device(csr.indptr, csr.indices, csr.data, shape, lanes)
+    _same(host_c, dev_c, COMPACT_FIELDS)
+    assert host_c.zero == dev_c.zero
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize(
+    "seed,n,m,distinct",
+    [
+        (0, 1, None, 3),
+        (1, 31, None, 4),
+        (2, 257, None, 7),
+        (3, 1000, None, None),
+        (4, 1500, 700, 5),
+        (5, 3000, None, 300),
+        (6, 517, None, 70000),
+    ],
+)
+def test_device_warp_layouts_match_the_host_builders(seed, n, m, distinct, lanes):
+    _check(*_random(seed, n, m, distinct), lanes)
+
+
+def test_empty_and_degenerate_matrices():
+    for lanes in (1, 2):
+        _check(np.zeros(6, np.int64), np.zeros(0, np.int64), np.zeros(0), (5, 5), lanes)
+        _check(np.array([0, 1]), np.array([0]), np.array([0.5]), (1, 1), lanes)
+
+
+def test_stats_pass_reports_the_stored_size():
+    indptr, cols, vals, shape = _random(9, 700)
+    total = warp_stats(jnp.asarray(indptr), jnp.asarray(cols), jnp.asarray(vals), 700)[0]
+    host = WarpELL.from_csr(CSR.from_arrays(indptr, cols, vals, shape))
+    assert total == host.data.shape[0]
+
+
+MODELS = [
+    (EXAMPLES / "die.pm", None),
+    (EXAMPLES / "herman5.pm", None),
+    (EXAMPLES / "queue.sm", None),
+    (EXAMPLES / "robot.nm", None),
+    (SHARED / "dtmcs" / "brp" / "brp.pm", "N=16,MAX=2"),
+    (SHARED / "mdps" / "consensus" / "coin2.nm", "K=2"),
+    (SHARED / "ctmcs" / "tandem" / "tandem.sm", "c=15"),
+]
+
+
+@pytest.mark.parametrize("path,consts", MODELS, ids=lambda p: getattr(p, "name", p))
+def test_device_layouts_match_on_model_matrices(path, consts):
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    em = jaxmc.build(jaxmc.load_model(str(path), consts))
+    shape = (em.num_choices, em.num_states)
+    for lanes in (1, 2):
+        _check(em.row_ptr, em.col, em.val, shape, lanes)
