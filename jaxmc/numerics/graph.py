@@ -2,10 +2,14 @@
 (`utility/graph.h`: performProb0/1, performProb01Max/Min) and BSCC / maximal
 end component decompositions.
 
-These run on the host with numpy/scipy: they are boolean, data-dependent
-fixed points whose cost is one or a few passes over the edges, and their
-results (masks) fix which states the numerical solvers iterate on.
-Only edges of positive probability count.
+They are boolean, data-dependent fixed points whose cost is one or a few
+passes over the edges, and their results (masks) fix which states the
+numerical solvers iterate on. Only edges of positive probability count.
+The host versions (numpy/scipy: a breadth-first search, work proportional
+to the edges) run by default; on a GPU, for large models, the prob0/prob1
+family runs as jitted fixed points on the device (`graph_device`, chosen by
+`graph_device.use_device`), with the same results. BSCCs and end components
+stay on the host (scipy's strongly connected components).
 
 All functions take an `ExplicitModel` and boolean numpy masks of shape [n].
 """
@@ -17,6 +21,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ..explore.model import ExplicitModel
+from . import graph_device
 
 
 # ---------------------------------------------------------------------------
@@ -99,6 +104,8 @@ def prob0(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where P(φ U ψ) = 0 (for an MDP: under every scheduler, = prob0A)."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        return graph_device.prob0(model, phi, psi)
     return ~_exists_reach(model, psi, phi & ~psi)
 
 
@@ -107,6 +114,8 @@ def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     `prob0` state through φ∧¬ψ states."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        return graph_device.prob1(model, phi, psi, no=no)
     if no is None:
         no = prob0(model, phi, psi)
     return ~_exists_reach(model, no, phi & ~psi)
@@ -131,6 +140,8 @@ def prob0E(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where Pmin(φ U ψ) = 0: some scheduler never reaches ψ via φ."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        return graph_device.prob0E(model, phi, psi)
     return ~_forall_reach(model, psi, phi & ~psi)
 
 
@@ -139,6 +150,8 @@ def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
     succ(c) ∩ Y ≠ ∅)."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        return graph_device.prob1E(model, phi, psi)
     src, ch, dst = _entries(model)
     z = np.ones(n, dtype=bool)
     while True:
@@ -154,6 +167,8 @@ def prob1A(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     `prob0E` state through φ∧¬ψ."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        return graph_device.prob1A(model, phi, psi, no=no)
     if no is None:
         no = prob0E(model, phi, psi)
     return ~_exists_reach(model, no, phi & ~psi)
