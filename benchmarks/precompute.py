@@ -1,0 +1,227 @@
+"""Graph precomputation and layout building: host (numpy/scipy) against the
+device (jitted JAX, `jaxmc.numerics.graph_device`, `jaxmc.layout.device_warp`)
+on the default JAX device (a GPU where there is one).
+
+For each case the model is built once; then
+
+- graph (`--what graph`): the prob0/prob1 sets of `P=? [ φ U ψ ]` (DTMC,
+  CTMC) or of `Pmax` and `Pmin` (MDP) on the host, and on the device: the
+  edge list moved to the device (`structure`), the first call (compilation
+  included) and a warm call (median of `--reps`); the sets are compared.
+  Also the host BSCC decomposition (`graph.bsccs`) for DTMCs/CTMCs and
+  MECs (`graph.mecs`) for MDPs, which stay on the host.
+- layout (`--what layout`): `WarpELL`/`CompactWarpELL.from_csr` on the host
+  (from host arrays, moved to the device at the end) against
+  `warp_from_device`/`compact_from_device` from device CSR arrays, cold
+  (compilation included) and warm; the arrays are compared.
+
+Prints a markdown table per part and one JSON line per case.
+
+    python benchmarks/precompute.py --size small
+    python benchmarks/precompute.py --size large --what all
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _gpu_common import table  # noqa: E402
+
+import jaxmc  # noqa: E402
+from jaxmc.layout import CSR, CompactWarpELL, WarpELL  # noqa: E402
+from jaxmc.layout.device_warp import compact_from_device, warp_from_device  # noqa: E402
+from jaxmc.numerics import graph, graph_device  # noqa: E402
+
+
+BASE = ROOT.parent / "shared" / "models" / "prism-examples"
+
+#: name -> (file under prism-examples (or JAXMC_MODELS), constants, ψ over
+#: the state columns `v`, φ or None for true)
+CASES = {
+    "small": [
+        ("tandem c=63", "ctmcs/tandem/tandem.sm", "c=63", lambda v: v["sc"] == 63),
+        ("kanban t=2", "ctmcs/kanban/kanban.sm", "t=2", lambda v: v["w4"] == 2),
+        ("brp N=64", "dtmcs/brp/brp.pm", "N=64,MAX=2", lambda v: v["s"] == 5),
+        ("coin2 K=4", "mdps/consensus/coin2.nm", "K=4", lambda v: v["pc1"] == 3),
+    ],
+    "medium": [  # 10^5 - 10^6 states: the CPU comparison
+        ("tandem c=255", "ctmcs/tandem/tandem.sm", "c=255", lambda v: v["sc"] == 255),
+        ("tandem c=511", "ctmcs/tandem/tandem.sm", "c=511", lambda v: v["sc"] == 511),
+        ("kanban t=4", "ctmcs/kanban/kanban.sm", "t=4", lambda v: v["w4"] == 4),
+        ("brp N=2048", "dtmcs/brp/brp.pm", "N=2048,MAX=5", lambda v: v["s"] == 5),
+        ("coin4 K=4", "mdps/consensus/coin4.nm", "K=4", lambda v: v["pc1"] == 3),
+        (
+            "zeroconf N=1000 K=4",
+            "mdps/zeroconf/zeroconf.nm",
+            "N=1000,K=4,reset=true,err=0.1",
+            lambda v: (v["l"] == 4) & (v["ip"] == 1),
+        ),
+    ],
+    "large": [  # the issue's sizes (a GPU)
+        ("tandem c=2047", "ctmcs/tandem/tandem.sm", "c=2047", lambda v: v["sc"] == 2047),
+        ("kanban t=5", "ctmcs/kanban/kanban.sm", "t=5", lambda v: v["w4"] == 5),
+        ("cluster N=256", "ctmcs/cluster/cluster.sm", "N=256", lambda v: v["left_n"] == 0),
+        ("brp N=32768", "dtmcs/brp/brp.pm", "N=32768,MAX=5", lambda v: v["s"] == 5),
+        ("coin6 K=4", "mdps/consensus/coin6.nm", "K=4", lambda v: v["pc1"] == 3),
+        (
+            "zeroconf N=1000 K=8",
+            "mdps/zeroconf/zeroconf.nm",
+            "N=1000,K=8,reset=true,err=0.1",
+            lambda v: (v["l"] == 4) & (v["ip"] == 1),
+        ),
+    ],
+}
+
+
+def timed(f, *a, **k):
+    t = time.perf_counter()
+    out = jax.block_until_ready(f(*a, **k))
+    return out, time.perf_counter() - t
+
+
+def median(f, reps, *a, **k):
+    return statistics.median(timed(f, *a, **k)[1] for _ in range(reps))
+
+
+def sets(module, em, phi, psi):
+    if not em.is_nondeterministic:
+        return module.prob0(em, phi, psi), module.prob1(em, phi, psi)
+    return (
+        module.prob0(em, phi, psi),
+        module.prob1E(em, phi, psi),
+        module.prob0E(em, phi, psi),
+        module.prob1A(em, phi, psi),
+    )
+
+
+def host_sets(em, phi, psi):
+    saved, graph_device.MODE = graph_device.MODE, "off"
+    try:
+        return sets(graph, em, phi, psi)
+    finally:
+        graph_device.MODE = saved
+
+
+def bench_graph(em, phi, psi, reps) -> dict:
+    want, host_s = timed(host_sets, em, phi, psi)
+    host_s = min(host_s, median(host_sets, reps, em, phi, psi))
+    graph_device._CACHE.pop(em, None)
+    _, move_s = timed(graph_device.structure, em)
+    got, cold_s = timed(sets, graph_device, em, phi, psi)
+    warm_s = median(sets, reps, graph_device, em, phi, psi)
+    same = all(np.array_equal(a, b) for a, b in zip(want, got))
+    if em.is_nondeterministic:
+        decomp, dec_s = "mecs", timed(graph.mecs, em)[1]
+    else:
+        decomp, dec_s = "bsccs", timed(graph.bsccs, em)[1]
+    return dict(
+        host_s=host_s,
+        device_move_s=move_s,
+        device_cold_s=cold_s,
+        device_warm_s=warm_s,
+        same=same,
+        decomposition=decomp,
+        decomposition_host_s=dec_s,
+    )
+
+
+def bench_layout(em, reps) -> list[dict]:
+    m, n = em.num_choices, em.num_states
+    shape = (m, n)
+    host = CSR(
+        data=em.val,
+        indices=em.col.astype(np.int32),
+        row_ids=em.row_of_entry().astype(np.int32),
+        indptr=em.row_ptr.astype(np.int32),
+        shape=shape,
+    )
+    dev = jax.device_put((em.row_ptr, em.col, em.val))
+    out = []
+    kinds = [("warp", 1), ("warp2", 2)]
+    if m == n:
+        kinds += [("compact", 1), ("compact2", 2)]
+    for kind, lanes in kinds:
+        if kind.startswith("compact"):
+            hb, db = CompactWarpELL.from_csr, compact_from_device
+        else:
+            hb, db = WarpELL.from_csr, warp_from_device
+        want, host_s = timed(hb, host, lanes=lanes)
+        got, cold_s = timed(db, *dev, shape, lanes=lanes)
+        warm_s = median(db, reps, *dev, shape, lanes=lanes)
+        same = all(
+            np.array_equal(np.asarray(a), np.asarray(b))
+            for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got))
+        )
+        out.append(
+            dict(kind=kind, host_s=host_s, device_cold_s=cold_s, device_warm_s=warm_s, same=same)
+        )
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(CASES), default="small")
+    ap.add_argument("--what", choices=("graph", "layout", "all"), default="all")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", help="run the cases whose name contains this")
+    args = ap.parse_args(argv)
+    print(f"# backend {jax.default_backend()}: {jax.devices()[0].device_kind}", flush=True)
+    grows, lrows = [], []
+    for name, rel, consts, psi_of in CASES[args.size]:
+        if args.only and args.only not in name:
+            continue
+        path = BASE / rel
+        t = time.perf_counter()
+        em = jaxmc.build(jaxmc.load_model(str(path), consts))
+        build_s = time.perf_counter() - t
+        v = {x.name: em.states[:, i] for i, x in enumerate(em.variables)}
+        psi = np.asarray(psi_of(v), dtype=bool)
+        phi = np.ones(em.num_states, bool)
+        base = dict(
+            case=name, states=em.num_states, transitions=em.num_transitions, build_s=build_s
+        )
+        if args.what in ("graph", "all"):
+            row = dict(base, **bench_graph(em, phi, psi, args.reps))
+            grows.append(row)
+            print(json.dumps(dict(row, part="graph")), flush=True)
+        if args.what in ("layout", "all"):
+            for r in bench_layout(em, args.reps):
+                row = dict(base, **r)
+                lrows.append(row)
+                print(json.dumps(dict(row, part="layout")), flush=True)
+    if grows:
+        print("\n## graph precomputation (prob0/prob1 sets; s)\n")
+        print(
+            table(
+                grows,
+                ["case", "states", "transitions", "host_s", "device_move_s",
+                 "device_cold_s", "device_warm_s", "same", "decomposition",
+                 "decomposition_host_s"],
+            )
+        )
+    if lrows:
+        print("\n## layout build (s)\n")
+        print(
+            table(
+                lrows,
+                ["case", "states", "transitions", "kind", "host_s", "device_cold_s",
+                 "device_warm_s", "same"],
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
