@@ -89,6 +89,28 @@ def _forall_reach(model, target, through) -> np.ndarray:
     return inside
 
 
+def _exists(model, target, through) -> np.ndarray:
+    """`_exists_reach`, on the device where `graph_device.use_device` says
+    so (the host finishing a search that needs too many rounds there)."""
+    if graph_device.use_device(model):
+        y, done = graph_device.exists_reach(model, target, through)
+        if done:
+            return y
+        target = y
+    return _exists_reach(model, target, through)
+
+
+def _forall(model, target, through) -> np.ndarray:
+    """`_forall_reach`, on the device where `graph_device.use_device` says
+    so (as `_exists`)."""
+    if graph_device.use_device(model):
+        y, done = graph_device.forall_reach(model, target, through)
+        if done:
+            return y
+        target = y
+    return _forall_reach(model, target, through)
+
+
 def _b(mask, n) -> np.ndarray:
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != (n,):
@@ -104,9 +126,7 @@ def prob0(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where P(φ U ψ) = 0 (for an MDP: under every scheduler, = prob0A)."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    if graph_device.use_device(model):
-        return graph_device.prob0(model, phi, psi)
-    return ~_exists_reach(model, psi, phi & ~psi)
+    return ~_exists(model, psi, phi & ~psi)
 
 
 def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
@@ -114,11 +134,9 @@ def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     `prob0` state through φ∧¬ψ states."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    if graph_device.use_device(model):
-        return graph_device.prob1(model, phi, psi, no=no)
     if no is None:
         no = prob0(model, phi, psi)
-    return ~_exists_reach(model, no, phi & ~psi)
+    return ~_exists(model, no, phi & ~psi)
 
 
 def prob01(model: ExplicitModel, phi, psi) -> tuple[np.ndarray, np.ndarray]:
@@ -140,9 +158,7 @@ def prob0E(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where Pmin(φ U ψ) = 0: some scheduler never reaches ψ via φ."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    if graph_device.use_device(model):
-        return graph_device.prob0E(model, phi, psi)
-    return ~_forall_reach(model, psi, phi & ~psi)
+    return ~_forall(model, psi, phi & ~psi)
 
 
 def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
@@ -151,7 +167,9 @@ def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
     if graph_device.use_device(model):
-        return graph_device.prob1E(model, phi, psi)
+        z, done = graph_device.prob1E(model, phi, psi)
+        if done:
+            return z
     src, ch, dst = _entries(model)
     z = np.ones(n, dtype=bool)
     while True:
@@ -167,11 +185,9 @@ def prob1A(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     `prob0E` state through φ∧¬ψ."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    if graph_device.use_device(model):
-        return graph_device.prob1A(model, phi, psi, no=no)
     if no is None:
         no = prob0E(model, phi, psi)
-    return ~_exists_reach(model, no, phi & ~psi)
+    return ~_exists(model, no, phi & ~psi)
 
 
 def prob01_max(model, phi, psi):

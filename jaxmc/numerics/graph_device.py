@@ -41,6 +41,11 @@ MODE = "auto"
 #: the host search is a millisecond and the device's compilation dominates.
 MIN_STATES = 200_000
 
+#: Rounds after which a device search stops and the host finishes it from
+#: the set found so far (a deep, narrow graph such as brp's would otherwise
+#: pay a pass over every edge per level). Read at each call.
+MAX_ROUNDS = 4096
+
 
 class Structure(eqx.Module):
     """The transition graph on the device: per entry its choice, state,
@@ -120,104 +125,105 @@ def _any_into(hit, ids, count):
     return got > 0
 
 
-def _exists(g: Structure, target, through, choice_ok=None):
+def _loop(step, y, rounds):
+    """Iterate `step` from `y` until nothing changes or `rounds` rounds:
+    `(y, converged)`."""
+
+    def body(carry):
+        y, _, k = carry
+        new = step(y)
+        return new, jnp.any(new != y), k + 1
+
+    y, changed, _ = jax.lax.while_loop(
+        lambda c: c[1] & (c[2] < rounds), body, (y, jnp.bool_(True), jnp.int32(0))
+    )
+    return y, ~changed
+
+
+def _exists(g: Structure, target, through, rounds, choice_ok=None):
     """Least `Y ⊇ target` with every `s ∈ through` having an allowed choice
-    with a positive entry into `Y` in `Y`."""
+    with a positive entry into `Y` in `Y`; `(Y so far, converged)`."""
     edge = g.positive & through[g.ent_state]
     if choice_ok is not None:
         edge &= choice_ok[g.ent_choice]
-
-    def body(carry):
-        y, _ = carry
-        new = y | _any_into(edge & y[g.dst], g.ent_state, g.n)
-        return new, jnp.any(new != y)
-
-    y, _ = jax.lax.while_loop(lambda c: c[1], body, (target, jnp.bool_(True)))
-    return y
+    return _loop(lambda y: y | _any_into(edge & y[g.dst], g.ent_state, g.n), target, rounds)
 
 
-def _forall(g: Structure, target, through):
+def _forall(g: Structure, target, through, rounds):
     """Least `Y ⊇ target` with every `s ∈ through` (with a choice) whose
-    every choice has a positive entry into `Y` in `Y` (an attractor)."""
+    every choice has a positive entry into `Y` in `Y` (an attractor);
+    `(Y so far, converged)`."""
     allowed = through & g.has_choice
 
-    def body(carry):
-        y, _ = carry
+    def step(y):
         hit = _any_into(g.positive & y[g.dst], g.ent_choice, g.m)
         every = jax.ops.segment_min(
-            hit.astype(jnp.int8), g.state_of_choice, num_segments=g.n,
+            hit.astype(jnp.int8),
+            g.state_of_choice,
+            num_segments=g.n,
             indices_are_sorted=True,
-        ) > 0
-        new = y | (allowed & every)
-        return new, jnp.any(new != y)
+        )
+        return y | (allowed & (every > 0))
 
-    y, _ = jax.lax.while_loop(lambda c: c[1], body, (target, jnp.bool_(True)))
-    return y
+    return _loop(step, target, rounds)
 
 
 @jax.jit
-def _prob0(g, phi, psi):
-    return ~_exists(g, psi, phi & ~psi)
+def _exists_jit(g, target, through, rounds):
+    return _exists(g, target, through, rounds)
 
 
 @jax.jit
-def _prob1(g, phi, psi, no):
-    return ~_exists(g, no, phi & ~psi)
+def _forall_jit(g, target, through, rounds):
+    return _forall(g, target, through, rounds)
 
 
 @jax.jit
-def _prob0E(g, phi, psi):
-    return ~_forall(g, psi, phi & ~psi)
-
-
-@jax.jit
-def _prob1E(g, phi, psi):
-    """νZ. μY. ψ ∪ (φ ∧ ∃c: succ(c) ⊆ Z ∧ succ(c) ∩ Y ≠ ∅)."""
+def _prob1E(g, phi, psi, rounds):
+    """νZ. μY. ψ ∪ (φ ∧ ∃c: succ(c) ⊆ Z ∧ succ(c) ∩ Y ≠ ∅); `(Z, converged)`
+    (every inner search within `rounds`)."""
 
     def body(carry):
-        z, _ = carry
+        z, _, ok = carry
         leaves = _any_into(g.positive & ~z[g.dst], g.ent_choice, g.m)
-        y = _exists(g, psi, phi & ~psi & z, choice_ok=~leaves)
-        return y, jnp.any(y != z)
+        y, done = _exists(g, psi, phi & ~psi & z, rounds, choice_ok=~leaves)
+        return y, jnp.any(y != z) & done, ok & done
 
-    z, _ = jax.lax.while_loop(
-        lambda c: c[1], body, (jnp.ones(g.n, bool), jnp.bool_(True))
+    z, _, ok = jax.lax.while_loop(
+        lambda c: c[1], body, (jnp.ones(g.n, bool), jnp.bool_(True), jnp.bool_(True))
     )
-    return z
+    return z, ok
 
 
 # ---------------------------------------------------------------------------
 # the model-level functions (`graph`'s signatures; numpy masks out)
 
 
-def _masks(g: Structure, *masks):
+def _masks(*masks):
     return tuple(jnp.asarray(np.asarray(x, dtype=bool)) for x in masks)
 
 
-def prob0(model: ExplicitModel, phi, psi, g: Structure | None = None) -> np.ndarray:
-    g = structure(model) if g is None else g
-    return np.asarray(_prob0(g, *_masks(g, phi, psi)))
+def _run(fixed_point, model, *args):
+    g = structure(model)
+    y, done = fixed_point(g, *_masks(*args), jnp.int32(MAX_ROUNDS))
+    return np.asarray(y), bool(done)
 
 
-def prob1(model: ExplicitModel, phi, psi, no=None, g=None) -> np.ndarray:
-    g = structure(model) if g is None else g
-    phi, psi = _masks(g, phi, psi)
-    no = _prob0(g, phi, psi) if no is None else jnp.asarray(np.asarray(no, bool))
-    return np.asarray(_prob1(g, phi, psi, no))
+def exists_reach(model: ExplicitModel, target, through) -> tuple[np.ndarray, bool]:
+    """`(Y, converged)`: `graph._exists_reach`'s least fixed point, or the
+    set found within `MAX_ROUNDS` rounds (a subset, from which the host can
+    go on)."""
+    return _run(_exists_jit, model, target, through)
 
 
-def prob0E(model: ExplicitModel, phi, psi, g=None) -> np.ndarray:
-    g = structure(model) if g is None else g
-    return np.asarray(_prob0E(g, *_masks(g, phi, psi)))
+def forall_reach(model: ExplicitModel, target, through) -> tuple[np.ndarray, bool]:
+    """`(Y, converged)`: `graph._forall_reach`'s attractor, or the subset
+    found within `MAX_ROUNDS` rounds."""
+    return _run(_forall_jit, model, target, through)
 
 
-def prob1A(model: ExplicitModel, phi, psi, no=None, g=None) -> np.ndarray:
-    g = structure(model) if g is None else g
-    phi, psi = _masks(g, phi, psi)
-    no = _prob0E(g, phi, psi) if no is None else jnp.asarray(np.asarray(no, bool))
-    return np.asarray(_prob1(g, phi, psi, no))
-
-
-def prob1E(model: ExplicitModel, phi, psi, g=None) -> np.ndarray:
-    g = structure(model) if g is None else g
-    return np.asarray(_prob1E(g, *_masks(g, phi, psi)))
+def prob1E(model: ExplicitModel, phi, psi) -> tuple[np.ndarray, bool]:
+    """`(Z, converged)`: `graph.prob1E`'s set where every inner search
+    converged within `MAX_ROUNDS` rounds (else not converged, and `Z` is
+    no answer)."""
+    return _run(_prob1E, model, phi, psi)

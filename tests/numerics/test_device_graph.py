@@ -6,6 +6,7 @@ labels as φ and ψ; and `graph`'s dispatch to the device path."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -62,9 +63,9 @@ def _random_model(seed: int, n: int, mdp: bool, chain: bool = False) -> Explicit
     )
 
 
-def _host(name, model, phi, psi):
+def _on(mode, name, model, phi, psi):
     saved = graph_device.MODE
-    graph_device.MODE = "off"
+    graph_device.MODE = mode
     try:
         return getattr(graph, name)(model, phi, psi)
     finally:
@@ -73,8 +74,8 @@ def _host(name, model, phi, psi):
 
 def _compare(model, phi, psi, funcs=FUNCS):
     for name in funcs:
-        want = _host(name, model, phi, psi)
-        got = getattr(graph_device, name)(model, phi, psi)
+        want = _on("off", name, model, phi, psi)
+        got = _on("on", name, model, phi, psi)
         assert got.dtype == bool and got.shape == want.shape
         np.testing.assert_array_equal(got, want, err_msg=name)
 
@@ -123,19 +124,37 @@ def test_graph_dispatches_to_the_device(monkeypatch):
     psi = np.zeros(200, bool)
     psi[::17] = True
     calls = []
-    real = graph_device.prob1E
+    real = graph_device.exists_reach
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(graph_device, "prob1E", spy)
+    monkeypatch.setattr(graph_device, "exists_reach", spy)
     monkeypatch.setattr(graph_device, "MODE", "on")
-    got = graph.prob01_max(model, phi, psi)
-    assert calls
-    monkeypatch.setattr(graph_device, "MODE", "off")
-    want = graph.prob01_max(model, phi, psi)
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(a, b)
+    graph.prob01(model, phi, psi)
+    assert len(calls) == 2  # prob0, then prob1
     monkeypatch.setattr(graph_device, "MODE", "auto")
     assert not graph_device.use_device(model)  # small, or no GPU
+
+
+def test_searches_past_the_round_limit_are_finished_on_the_host(monkeypatch):
+    """A chain needs a round per state; with few rounds allowed, the device
+    stops early (not converged) and the host finishes from its set."""
+    n = 120
+    model = dataclasses.replace(
+        _random_model(11, n, False),
+        row_ptr=np.arange(n + 1, dtype=np.int64),
+        col=np.minimum(np.arange(n, dtype=np.int64) + 1, n - 1),
+        val=np.ones(n),
+    )
+    psi = np.zeros(n, bool)
+    psi[-1] = True
+    phi = np.ones(n, bool)
+    y, done = graph_device.exists_reach(model, psi, phi)
+    assert done
+    monkeypatch.setattr(graph_device, "MAX_ROUNDS", 3)
+    part, done = graph_device.exists_reach(model, psi, phi)
+    assert not done and not (part & ~y).any() and part.sum() < y.sum()
+    _compare(model, phi, psi, FUNCS)
+    assert _on("on", "prob1", model, phi, psi).all()
