@@ -27,6 +27,7 @@ import numpy as np
 
 from .compact import narrow_int
 from .csr import CSR
+from .device_warp import compact_from_device, warp_from_device
 from .dia import CompactDIA
 from .ell import ELL, SlicedELL
 from .order import Permutation, window_order
@@ -170,14 +171,34 @@ def layout_kind(
     return "warp" + suffix
 
 
+#: Where the warp-segment layouts are built: "auto" (on the device on a
+#: GPU, `jaxmc.layout.device_warp`; with numpy on the host elsewhere), "on"
+#: (the device) or "off" (the host). Both give the same arrays. Read at
+#: each build.
+DEVICE_BUILD = "auto"
+
+
+def device_build() -> bool:
+    """Whether `build_layout` builds the warp-segment layouts on the device
+    (`DEVICE_BUILD`)."""
+    if DEVICE_BUILD == "auto":
+        return jax.default_backend() == "gpu"
+    return DEVICE_BUILD == "on"
+
+
 def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
-    """Build named layout `kind` (`"auto"` asks `layout_kind`)."""
+    """Build named layout `kind` (`"auto"` asks `layout_kind`); the
+    warp-segment layouts on the device where `device_build()` says so, from
+    the CSR's arrays as they are (device arrays stay on the device)."""
     if kind == "auto":
         kind = layout_kind(csr, device_kind)
-    if kind in ("warp", "warp2"):
-        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
-    if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    if kind in WARP_KINDS:
+        lanes = 2 if kind.endswith("2") else 1
+        compact = kind.startswith("compact")
+        if device_build():
+            build = compact_from_device if compact else warp_from_device
+            return build(csr.indptr, csr.indices, csr.data, csr.shape, lanes=lanes)
+        return (CompactWarpELL if compact else WarpELL).from_csr(csr, lanes=lanes)
     if kind == "vector":
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)

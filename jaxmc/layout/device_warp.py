@@ -73,7 +73,13 @@ def warp_stats(row_ptr, col, val, nrows: int, lanes: int = 1, spb=None, compact=
     the warp layout, and (with `compact`) distinct values among the entries
     and 0, and the range of column offsets (0 included)."""
     got = _stats(
-        row_ptr, col, val, nrows=nrows, lanes=lanes, spb=_spb(lanes, spb), compact=compact
+        row_ptr,
+        col,
+        val,
+        nrows=nrows,
+        lanes=lanes,
+        spb=_spb(lanes, spb),
+        compact=compact,
     )
     return tuple(int(v) for v in jax.device_get(got))
 
@@ -110,9 +116,7 @@ def _warp_arrays(row_ptr, col, val, *, shape, lanes, spb, total, vdtype):
     start = jnp.zeros(total, jnp.int64).at[seg_ptr[:-1]].max(jnp.arange(nseg))
     seg = jax.lax.cummax(start)
     i = jnp.arange(total, dtype=jnp.int64)
-    srow = jnp.where(
-        i < seg_ptr[-1], seg * seg_rows + (i - seg_ptr[seg]) % seg_rows, 0
-    )
+    srow = jnp.where(i < seg_ptr[-1], seg * seg_rows + (i - seg_ptr[seg]) % seg_rows, 0)
     cols = jnp.minimum(srow, ncols - 1).at[pos].set(col.astype(jnp.int64))
     data = jnp.zeros(total, vdtype).at[pos].set(val.astype(vdtype))
     i32 = jnp.int32
@@ -128,7 +132,14 @@ def _warp_arrays(row_ptr, col, val, *, shape, lanes, spb, total, vdtype):
 
 
 def warp_from_device(
-    row_ptr, col, val, shape, lanes: int = 1, segs_per_block=None, dtype=None, total=None
+    row_ptr,
+    col,
+    val,
+    shape,
+    lanes: int = 1,
+    segs_per_block=None,
+    dtype=None,
+    total=None,
 ) -> WarpELL:
     """`WarpELL.from_csr` of the CSR `(row_ptr, col, val)` (JAX arrays, or
     anything `jnp.asarray` takes), built on the device. `total` (the stored
@@ -154,14 +165,17 @@ def warp_from_device(
 
 @functools.partial(jax.jit, static_argnames=("distinct", "vt", "ot"))
 def _compact_arrays(data, cols, rows, slot, nnz, *, distinct, vt, ot):
-    s = jnp.sort(jnp.append(data, jnp.zeros((), data.dtype)))
+    # One sort of the stored values and 0: each run of equal values is a
+    # table entry, and its rank is the index of every element of the run.
+    x = jnp.append(data, jnp.zeros((), data.dtype))
+    order = jnp.argsort(x)
+    s = x[order]
     first = jnp.concatenate([jnp.ones(1, bool), s[1:] != s[:-1]])
-    where = jnp.where(first, jnp.cumsum(first) - 1, distinct)
-    table = jnp.zeros(distinct, data.dtype).at[where].set(s, mode="drop")
-    vidx = jnp.searchsorted(table, data, side="left", method="sort")
-    zero = jnp.searchsorted(table, jnp.zeros((), data.dtype), side="left")
+    rank = jnp.cumsum(first) - 1
+    table = jnp.zeros(distinct, data.dtype).at[rank].set(s)
+    idx = jnp.zeros(x.shape[0], rank.dtype).at[order].set(rank)
     off = jnp.where(slot == nnz, 0, cols.astype(jnp.int64) - rows)
-    return table, vidx.astype(vt), off.astype(ot), zero
+    return table, idx[:-1].astype(vt), off.astype(ot), idx[-1]
 
 
 def compact_from_device(

@@ -99,7 +99,9 @@ def structure(model: ExplicitModel) -> Structure:
     model lives."""
     got = _CACHE.get(model)
     if got is None:
-        got = Structure.from_arrays(model.choice_ptr, model.row_ptr, model.col, model.val)
+        got = Structure.from_arrays(
+            model.choice_ptr, model.row_ptr, model.col, model.val
+        )
         _CACHE[model] = got
     return got
 
@@ -146,7 +148,9 @@ def _exists(g: Structure, target, through, rounds, choice_ok=None):
     edge = g.positive & through[g.ent_state]
     if choice_ok is not None:
         edge &= choice_ok[g.ent_choice]
-    return _loop(lambda y: y | _any_into(edge & y[g.dst], g.ent_state, g.n), target, rounds)
+    return _loop(
+        lambda y: y | _any_into(edge & y[g.dst], g.ent_state, g.n), target, rounds
+    )
 
 
 def _forall(g: Structure, target, through, rounds):

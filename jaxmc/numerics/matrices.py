@@ -40,6 +40,8 @@ from ..layout import (
     SparseModel,
     VectorCSR,
     WarpELL,
+    build_layout,
+    device_build,
     group_index,
     layout_kind,
     make_layout,
@@ -91,13 +93,12 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     if kind == "dia":  # (no state order given here: `build_ordered` takes one)
         kind = "compact"
     if kind in COMPACT:
-        lanes = 2 if kind == "compact2" else 1
         if shape[0] == shape[1]:
             try:
-                return CompactWarpELL.from_csr(host, lanes=lanes)
+                return build_layout(host, kind)
             except ValueError:  # too many distinct values for the table
                 pass
-        return WarpELL.from_csr(host, lanes=lanes)
+        return build_layout(host, kind.replace("compact", "warp"))
     return make_layout(host, kind)
 
 
@@ -158,6 +159,8 @@ def sparse_model(
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
     if kind in HOST_BUILT + ("csr",):
         matrix = csr
+    elif kind in ("warp", "warp2") and device_build():
+        matrix = build_layout(csr, kind)  # from the CSR already on the device
     else:
         matrix = build_matrix(row_ptr, col, val, (m, n), kind)
     return SparseModel(

@@ -81,7 +81,9 @@ def _compare(model, phi, psi, funcs=FUNCS):
 
 
 @pytest.mark.parametrize("mdp", [False, True])
-@pytest.mark.parametrize("seed,n,chain", [(0, 1, False), (1, 40, False), (2, 600, False), (3, 300, True)])
+@pytest.mark.parametrize(
+    "seed,n,chain", [(0, 1, False), (1, 40, False), (2, 600, False), (3, 300, True)]
+)
 def test_random_graphs(seed, n, chain, mdp):
     model = _random_model(seed, n, mdp, chain)
     rng = np.random.default_rng(seed + 100)
