@@ -144,12 +144,7 @@ def test_searches_past_the_round_limit_are_finished_on_the_host(monkeypatch):
     """A chain needs a round per state; with few rounds allowed, the device
     stops early (not converged) and the host finishes from its set."""
     n = 120
-    model = dataclasses.replace(
-        _random_model(11, n, False),
-        row_ptr=np.arange(n + 1, dtype=np.int64),
-        col=np.minimum(np.arange(n, dtype=np.int64) + 1, n - 1),
-        val=np.ones(n),
-    )
+    model = _chain(n)
     psi = np.zeros(n, bool)
     psi[-1] = True
     phi = np.ones(n, bool)
@@ -160,3 +155,28 @@ def test_searches_past_the_round_limit_are_finished_on_the_host(monkeypatch):
     assert not done and not (part & ~y).any() and part.sum() < y.sum()
     _compare(model, phi, psi, FUNCS)
     assert _on("on", "prob1", model, phi, psi).all()
+
+
+def _chain(n):
+    return dataclasses.replace(
+        _random_model(11, n, False),
+        row_ptr=np.arange(n + 1, dtype=np.int64),
+        col=np.minimum(np.arange(n, dtype=np.int64) + 1, n - 1),
+        val=np.ones(n),
+    )
+
+
+def test_models_of_similar_size_share_the_padded_shapes():
+    assert [graph_device.bucket(k) for k in (0, 8, 9, 17, 1000, 1025)] == [
+        8,
+        8,
+        9,
+        18,
+        1024,
+        1152,
+    ]
+    for k in range(1, 5000, 37):
+        assert k <= graph_device.bucket(k) <= max(8, k * 1.125)
+    a, b = graph_device.structure(_chain(1000)), graph_device.structure(_chain(1003))
+    assert (a.n, a.m, a.ent_choice.shape) == (b.n, b.m, b.ent_choice.shape)
+    assert (a.states, b.states) == (1000, 1003)
