@@ -82,7 +82,7 @@ CASES = {
             "N=256",
             lambda v: v["left_n"] == 0,
         ),
-        ("brp N=32768", "dtmcs/brp/brp.pm", "N=32768,MAX=5", lambda v: v["s"] == 5),
+        ("brp N=4096", "dtmcs/brp/brp.pm", "N=4096,MAX=5", lambda v: v["s"] == 5),
         ("coin6 K=4", "mdps/consensus/coin6.nm", "K=4", lambda v: v["pc1"] == 3),
         (
             "zeroconf N=1000 K=8",

@@ -17,8 +17,11 @@ are static, so each build is two jitted passes:
    then a scatter), and the row of every stored element by a scatter of
    segment starts and a running maximum; the compact table by a sort.
 
-Both passes compile once per (rows, nnz, lanes) (and `total` for the
-second).
+Rows, entries, the stored size and the table are padded up to size
+buckets (`jaxmc.layout.device_pad.bucket`: padding rows are empty, padding
+entries are dropped, the results cut back to their sizes), so both passes
+compile once per bucket, lanes and index types: models of similar size
+share them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .compact import narrow_int
+from .device_pad import bucket, pad_tail
 from .warp import WARP, CompactWarpELL, WarpELL
 
 
@@ -45,43 +49,29 @@ def _nseg(nrows: int, lanes: int, spb: int) -> int:
     return -(-nseg // spb) * spb
 
 
-def _seg_width(row_ptr, nrows: int, lanes: int, spb: int):
-    """Each segment's width (steps): its longest row, in steps of `lanes`."""
+def _padded_csr(row_ptr, col, val):
+    """`(row_ptr, col, val, nrows, nnz)`: the CSR padded to buckets (empty
+    padding rows; padding entries past `nnz`), as JAX arrays."""
+    nrows, nnz = row_ptr.shape[0] - 1, col.shape[0]
+    rb, eb = bucket(nrows + 1), bucket(nnz)
+    return (
+        jnp.asarray(pad_tail(row_ptr, rb + 1, nnz)),
+        jnp.asarray(pad_tail(col, eb, 0)),
+        jnp.asarray(pad_tail(val, eb, 0)),
+        nrows,
+        nnz,
+    )
+
+
+def _seg_width(row_ptr, lanes: int, spb: int):
+    """Each segment's width (steps): its longest row, in steps of `lanes`
+    (the padding rows' segments are empty)."""
     seg_rows = WARP // lanes
+    nrows = row_ptr.shape[0] - 1
     nseg = _nseg(nrows, lanes, spb)
     lengths = (row_ptr[1:] - row_ptr[:-1]).astype(jnp.int64)
     steps = jnp.zeros(nseg * seg_rows, jnp.int64).at[:nrows].set(-(-lengths // lanes))
     return steps.reshape(nseg, seg_rows).max(axis=1)
-
-
-@functools.partial(jax.jit, static_argnames=("nrows", "lanes", "spb", "compact"))
-def _stats(row_ptr, col, val, *, nrows, lanes, spb, compact):
-    width = _seg_width(row_ptr, nrows, lanes, spb)
-    total = width.sum() * WARP + WARP
-    if not compact:
-        return total, jnp.int64(0), jnp.int64(0), jnp.int64(0)
-    s = jnp.sort(jnp.append(val, jnp.zeros((), val.dtype)))
-    distinct = 1 + jnp.count_nonzero(s[1:] != s[:-1])
-    rows = _entry_rows(row_ptr, col.shape[0])
-    off = col.astype(jnp.int64) - rows
-    # padding (offset 0) is always stored: the trailing warp
-    return total, distinct, jnp.minimum(off.min(initial=0), 0), off.max(initial=0)
-
-
-def warp_stats(row_ptr, col, val, nrows: int, lanes: int = 1, spb=None, compact=False):
-    """`(total, distinct, off_lo, off_hi)` as Python ints: stored entries of
-    the warp layout, and (with `compact`) distinct values among the entries
-    and 0, and the range of column offsets (0 included)."""
-    got = _stats(
-        row_ptr,
-        col,
-        val,
-        nrows=nrows,
-        lanes=lanes,
-        spb=_spb(lanes, spb),
-        compact=compact,
-    )
-    return tuple(int(v) for v in jax.device_get(got))
 
 
 def _entry_rows(row_ptr, nnz: int):
@@ -90,45 +80,108 @@ def _entry_rows(row_ptr, nnz: int):
     return jnp.cumsum(marks)[:nnz]
 
 
-@functools.partial(
-    jax.jit, static_argnames=("shape", "lanes", "spb", "total", "vdtype")
-)
-def _warp_arrays(row_ptr, col, val, *, shape, lanes, spb, total, vdtype):
-    nrows, ncols = shape
-    nnz = col.shape[0]
+@functools.partial(jax.jit, static_argnames=("lanes", "spb", "compact"))
+def _stats(row_ptr, col, val, nnz, *, lanes, spb, compact):
+    width = _seg_width(row_ptr, lanes, spb)
+    total = width.sum() * WARP + WARP
+    if not compact:
+        return total, jnp.int64(0), jnp.int64(0), jnp.int64(0)
+    s = jnp.sort(jnp.append(val, jnp.zeros((), val.dtype)))  # (padding: 0)
+    distinct = 1 + jnp.count_nonzero(s[1:] != s[:-1])
+    valid = jnp.arange(col.shape[0]) < nnz
+    off = jnp.where(
+        valid, col.astype(jnp.int64) - _entry_rows(row_ptr, col.shape[0]), 0
+    )
+    # padding (offset 0) is always stored: the trailing warp
+    return total, distinct, off.min(initial=0), off.max(initial=0)
+
+
+def warp_stats(row_ptr, col, val, lanes: int = 1, spb=None, compact=False):
+    """`(total, distinct, off_lo, off_hi)` as Python ints: stored entries of
+    the warp layout of the CSR `(row_ptr, col, val)`, and (with `compact`)
+    the distinct values among the entries and 0, and the range of column
+    offsets (0 included)."""
+    row_ptr, col, val, _, nnz = _padded_csr(row_ptr, col, val)
+    got = _stats(
+        row_ptr, col, val, nnz, lanes=lanes, spb=_spb(lanes, spb), compact=compact
+    )
+    return tuple(int(v) for v in jax.device_get(got))
+
+
+@functools.partial(jax.jit, static_argnames=("lanes", "spb", "total", "vdtype"))
+def _warp_arrays(row_ptr, col, val, nrows, ncols, nnz, *, lanes, spb, total, vdtype):
+    """The `WarpELL` arrays, `total` (a bucket) long; `nrows`, `ncols`,
+    `nnz` the real sizes (traced: padding rows and entries past them)."""
+    nb = col.shape[0]
     seg_rows = WARP // lanes
     row_ptr = row_ptr.astype(jnp.int64)
-    width = _seg_width(row_ptr, nrows, lanes, spb)
+    width = _seg_width(row_ptr, lanes, spb)
     nseg = width.shape[0]
     seg_ptr = jnp.concatenate([jnp.zeros(1, jnp.int64), jnp.cumsum(width * WARP)])
     block_width = width.reshape(-1, spb).max(axis=1)
-    rows = _entry_rows(row_ptr, nnz)
-    k = jnp.arange(nnz, dtype=jnp.int64) - row_ptr[rows]
-    pos = (
-        seg_ptr[rows // seg_rows]
-        + WARP * (k // lanes)
-        + seg_rows * (k % lanes)
-        + rows % seg_rows
-    )
-    slot = jnp.full(total, nnz, jnp.int64).at[pos].set(jnp.arange(nnz))
+    rows = _entry_rows(row_ptr, nb)
+    e = jnp.arange(nb, dtype=jnp.int64)
+    k = e - row_ptr[rows]
+    pos = seg_ptr[rows // seg_rows] + WARP * (k // lanes) + seg_rows * (k % lanes)
+    pos = jnp.where(e < nnz, pos + rows % seg_rows, total)  # padding: dropped
+    slot = jnp.full(total, nnz, jnp.int64).at[pos].set(e, mode="drop")
     # The segment of each stored element: the last segment starting at or
     # before it (empty segments start where the next one does).
     start = jnp.zeros(total, jnp.int64).at[seg_ptr[:-1]].max(jnp.arange(nseg))
     seg = jax.lax.cummax(start)
     i = jnp.arange(total, dtype=jnp.int64)
     srow = jnp.where(i < seg_ptr[-1], seg * seg_rows + (i - seg_ptr[seg]) % seg_rows, 0)
-    cols = jnp.minimum(srow, ncols - 1).at[pos].set(col.astype(jnp.int64))
-    data = jnp.zeros(total, vdtype).at[pos].set(val.astype(vdtype))
+    cols = jnp.minimum(srow, ncols - 1).at[pos].set(col.astype(jnp.int64), mode="drop")
+    data = jnp.zeros(total, vdtype).at[pos].set(val.astype(vdtype), mode="drop")
     i32 = jnp.int32
     return dict(
         data=data,
         cols=cols.astype(i32),
-        rows=jnp.minimum(srow, max(nrows - 1, 0)).astype(i32),
+        rows=jnp.minimum(srow, jnp.maximum(nrows - 1, 0)).astype(i32),
         slot=slot.astype(i32),
         seg_ptr=seg_ptr.astype(i32),
         seg_width=width.astype(i32),
         block_width=block_width.astype(i32),
     )
+
+
+def _cut(arrays: dict, total: int, nseg: int, spb: int) -> dict:
+    """The bucketed arrays cut to the real stored size and segments."""
+    sizes = dict(seg_ptr=nseg + 1, seg_width=nseg, block_width=nseg // spb)
+    return {k: v[: sizes.get(k, total)] for k, v in arrays.items()}
+
+
+def _warp(row_ptr, col, val, shape, lanes, spb, dtype, total):
+    """`(WarpELL, padded arrays, total bucket)` (the padded arrays feed the
+    compact build)."""
+    row_ptr, col, val, nrows, nnz = _padded_csr(row_ptr, col, val)
+    if total is None:
+        total = _stats(row_ptr, col, val, nnz, lanes=lanes, spb=spb, compact=False)[0]
+        total = int(total)
+    vdtype = np.dtype(val.dtype if dtype is None else dtype)
+    tb = bucket(total)
+    padded = _warp_arrays(
+        row_ptr,
+        col,
+        val,
+        nrows,
+        shape[1],
+        nnz,
+        lanes=lanes,
+        spb=spb,
+        total=tb,
+        vdtype=vdtype,
+    )
+    arrays = _cut(padded, total, _nseg(nrows, lanes, spb), spb)
+    w = WarpELL(
+        **arrays,
+        shape=shape,
+        lanes=lanes,
+        segs_per_block=spb,
+        nnz=nnz,
+        lane_info=None,
+    )
+    return w, padded, tb
 
 
 def warp_from_device(
@@ -142,25 +195,11 @@ def warp_from_device(
     total=None,
 ) -> WarpELL:
     """`WarpELL.from_csr` of the CSR `(row_ptr, col, val)` (JAX arrays, or
-    anything `jnp.asarray` takes), built on the device. `total` (the stored
-    size, `warp_stats`'s first value) skips the statistics pass."""
-    spb = _spb(lanes, segs_per_block)
+    numpy), built on the device. `total` (the stored size, `warp_stats`'s
+    first value) skips the statistics pass."""
     shape = (int(shape[0]), int(shape[1]))
-    row_ptr, col, val = jnp.asarray(row_ptr), jnp.asarray(col), jnp.asarray(val)
-    if total is None:
-        total = warp_stats(row_ptr, col, val, shape[0], lanes, spb)[0]
-    vdtype = np.dtype(val.dtype if dtype is None else dtype)
-    arrays = _warp_arrays(
-        row_ptr, col, val, shape=shape, lanes=lanes, spb=spb, total=total, vdtype=vdtype
-    )
-    return WarpELL(
-        **arrays,
-        shape=shape,
-        lanes=lanes,
-        segs_per_block=spb,
-        nnz=int(col.shape[0]),
-        lane_info=None,
-    )
+    spb = _spb(lanes, segs_per_block)
+    return _warp(row_ptr, col, val, shape, lanes, spb, dtype, total)[0]
 
 
 @functools.partial(jax.jit, static_argnames=("distinct", "vt", "ot"))
@@ -186,8 +225,7 @@ def compact_from_device(
     matrix (not square, more than 65536 distinct values)."""
     spb = _spb(lanes, segs_per_block)
     shape = (int(shape[0]), int(shape[1]))
-    row_ptr, col, val = jnp.asarray(row_ptr), jnp.asarray(col), jnp.asarray(val)
-    total, distinct, lo, hi = warp_stats(row_ptr, col, val, shape[0], lanes, spb, True)
+    total, distinct, lo, hi = warp_stats(row_ptr, col, val, lanes, spb, True)
     if shape[0] != shape[1]:
         raise ValueError(
             "the compact layout needs a square matrix (columns as row offsets)"
@@ -198,21 +236,22 @@ def compact_from_device(
             f"the matrix has {distinct} distinct values; the compact layout "
             "holds at most 65536"
         )
-    w = warp_from_device(row_ptr, col, val, shape, lanes, spb, total=total)
+    w, p, _ = _warp(row_ptr, col, val, shape, lanes, spb, None, total)
     table, vidx, offs, zero = _compact_arrays(
-        w.data,
-        w.cols,
-        w.rows,
-        w.slot,
+        p["data"],
+        p["cols"],
+        p["rows"],
+        p["slot"],
         w.nnz,
-        distinct=distinct,
+        distinct=bucket(distinct),
         vt=np.dtype(vt),
         ot=np.dtype(narrow_int(lo, hi)),
     )
+    table = table[:distinct]
     return CompactWarpELL(
         table=table if dtype is None else table.astype(dtype),
-        vidx=vidx,
-        offs=offs,
+        vidx=vidx[:total],
+        offs=offs[:total],
         rows=w.rows,
         seg_ptr=w.seg_ptr,
         seg_width=w.seg_width,

@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Int
 
 from ..explore.model import ExplicitModel
+from ..layout.device_pad import bucket, pad_tail
 
 
 #: "auto" (the device on a GPU, for models of `MIN_STATES` states or more),
@@ -72,34 +73,15 @@ class Structure(eqx.Module):
         state, past the real ones, holds one padding choice with every
         padding entry (not positive: no edge); the other padding states and
         choices are empty. Masks are padded with False and cut back."""
-        xp = jnp if isinstance(choice_ptr, jax.Array) else np
         n, m, e = choice_ptr.shape[0] - 1, row_ptr.shape[0] - 1, col.shape[0]
         nb, mb, eb = bucket(n + 1), bucket(m + 1), bucket(e)
-
-        def pad(a, fill, last=None):
-            tail = [
-                xp.full(fill[0] - a.shape[0] - (last is not None), fill[1], a.dtype)
-            ]
-            if last is not None:
-                tail.append(xp.full(1, last, a.dtype))
-            return xp.concatenate([a, *tail])
-
         arrays = (
-            pad(choice_ptr, (nb + 1, m), mb),
-            pad(row_ptr, (mb + 1, e), eb),
-            pad(col, (eb, 0)),
-            pad(val, (eb, 0)),
+            pad_tail(choice_ptr, nb + 1, m, last=mb),
+            pad_tail(row_ptr, mb + 1, e, last=eb),
+            pad_tail(col, eb, 0),
+            pad_tail(val, eb, 0),
         )
         return _structure(*(jnp.asarray(a) for a in arrays), nb, mb, n)
-
-
-def bucket(size: int) -> int:
-    """`size` rounded up to one of eight sizes per power of two (at most
-    12.5% more; 8 for the smallest)."""
-    if size <= 8:
-        return 8
-    step = 1 << max(size.bit_length() - 4, 0)
-    return -(-size // step) * step
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6))

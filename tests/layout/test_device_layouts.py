@@ -117,9 +117,7 @@ def test_empty_and_degenerate_matrices():
 
 def test_stats_pass_reports_the_stored_size():
     indptr, cols, vals, shape = _random(9, 700)
-    total = warp_stats(jnp.asarray(indptr), jnp.asarray(cols), jnp.asarray(vals), 700)[
-        0
-    ]
+    total = warp_stats(jnp.asarray(indptr), jnp.asarray(cols), jnp.asarray(vals))[0]
     host = WarpELL.from_csr(CSR.from_arrays(indptr, cols, vals, shape))
     assert total == host.data.shape[0]
 
@@ -162,3 +160,24 @@ def test_build_layout_on_the_device_is_the_host_layout(kind, monkeypatch):
     )
     if kind.startswith("warp"):  # (compact: built per solve, from values)
         _same(want, M.matrix, WARP_FIELDS)
+
+
+def _tridiagonal(n):
+    A = sp.diags(
+        [np.full(n - 1, 0.25), np.full(n, 0.5), np.full(n - 1, 0.25)], [-1, 0, 1]
+    )
+    A = A.tocsr()
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, (n, n)
+
+
+def test_matrices_of_similar_size_share_one_compilation():
+    from jaxmc.layout import device_warp
+
+    for lanes in (1, 2):
+        _check(*_tridiagonal(1000), lanes)
+        before = device_warp._warp_arrays._cache_size()
+        compact_before = device_warp._compact_arrays._cache_size()
+        _check(*_tridiagonal(1003), lanes)
+        assert device_warp._warp_arrays._cache_size() == before
+        assert device_warp._compact_arrays._cache_size() == compact_before
