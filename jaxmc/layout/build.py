@@ -27,6 +27,7 @@ import numpy as np
 
 from .compact import narrow_int
 from .csr import CSR
+from .device_vector import vector_from_device
 from .device_warp import compact_from_device, warp_from_device
 from .dia import CompactDIA
 from .ell import ELL, SlicedELL
@@ -171,16 +172,16 @@ def layout_kind(
     return "warp" + suffix
 
 
-#: Where the warp-segment layouts are built: "auto" (on the device on a
-#: GPU, `jaxmc.layout.device_warp`; with numpy on the host elsewhere), "on"
-#: (the device) or "off" (the host). Both give the same arrays. Read at
-#: each build.
+#: Where the warp-segment and CSR-vector layouts are built: "auto" (on the
+#: device on a GPU, `jaxmc.layout.device_warp`, `device_vector`; with numpy
+#: on the host elsewhere), "on" (the device) or "off" (the host). Both give
+#: the same arrays. Read at each build.
 DEVICE_BUILD = "auto"
 
 
 def device_build() -> bool:
-    """Whether `build_layout` builds the warp-segment layouts on the device
-    (`DEVICE_BUILD`)."""
+    """Whether `build_layout` builds the warp-segment and CSR-vector layouts
+    on the device (`DEVICE_BUILD`)."""
     if DEVICE_BUILD == "auto":
         return jax.default_backend() == "gpu"
     return DEVICE_BUILD == "on"
@@ -188,8 +189,8 @@ def device_build() -> bool:
 
 def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
     """Build named layout `kind` (`"auto"` asks `layout_kind`); the
-    warp-segment layouts on the device where `device_build()` says so, from
-    the CSR's arrays as they are (device arrays stay on the device)."""
+    warp-segment and CSR-vector layouts on the device where `device_build()`
+    says so, from the CSR's arrays as they are (device arrays stay there)."""
     if kind == "auto":
         kind = layout_kind(csr, device_kind)
     if kind in WARP_KINDS:
@@ -200,6 +201,8 @@ def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
             return build(csr.indptr, csr.indices, csr.data, csr.shape, lanes=lanes)
         return (CompactWarpELL if compact else WarpELL).from_csr(csr, lanes=lanes)
     if kind == "vector":
+        if device_build():
+            return vector_from_device(csr.indptr, csr.indices, csr.data, csr.shape)
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)
 

@@ -263,3 +263,30 @@ def compact_from_device(
         zero=int(zero),
         lane_info=None,
     )
+
+
+#: `layout.build.VECTOR_MIN_MEAN` (repeated: `build` imports this module).
+_VECTOR_MIN_MEAN = 64
+
+
+def device_layout_kind(row_ptr, col, val, shape, *, fixed_values: bool = False) -> str:
+    """`jaxmc.layout.layout_kind(csr, "gpu", fixed_values=...)` from
+    statistics computed on the device (the warp layouts' stored sizes, and
+    with `fixed_values` the distinct values and column offsets): the same
+    choice, with only a few scalars brought back."""
+    nrows, nnz = int(shape[0]), int(col.shape[0])
+    mean = nnz / nrows if nrows else 0.0
+    if nrows and mean >= _VECTOR_MIN_MEAN:
+        return "vector"
+    nz = max(nnz, 1)
+    full = (warp_stats(row_ptr, col, val, 1)[0] - WARP) / nz
+    half = (warp_stats(row_ptr, col, val, 2)[0] - WARP) / nz
+    lanes = 2 if (half < 0.9 * full or mean >= 24) else 1
+    suffix = "2" if lanes == 2 else ""
+    if fixed_values and shape[0] == shape[1] and nnz:
+        _, distinct, lo, hi = warp_stats(row_ptr, col, val, 1, compact=True)
+        # (`layout_kind` counts the values without the padding 0)
+        distinct -= not bool(jnp.any(jnp.asarray(val) == 0))
+        if distinct < 65536 and np.dtype(narrow_int(lo, hi)).itemsize <= 2:
+            return "compact" + suffix
+    return "warp" + suffix

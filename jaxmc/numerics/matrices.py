@@ -159,7 +159,7 @@ def sparse_model(
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
     if kind in HOST_BUILT + ("csr",):
         matrix = csr
-    elif kind in ("warp", "warp2") and device_build():
+    elif kind in ("warp", "warp2", "vector") and device_build():
         matrix = build_layout(csr, kind)  # from the CSR already on the device
     else:
         matrix = build_matrix(row_ptr, col, val, (m, n), kind)

@@ -15,8 +15,14 @@ import pytest
 import scipy.sparse as sp
 
 import jaxmc
-from jaxmc.layout import CSR, CompactWarpELL, WarpELL
-from jaxmc.layout.device_warp import compact_from_device, warp_from_device, warp_stats
+from jaxmc.layout import CSR, CompactWarpELL, VectorCSR, WarpELL, layout_kind
+from jaxmc.layout.device_vector import vector_from_device
+from jaxmc.layout.device_warp import (
+    compact_from_device,
+    device_layout_kind,
+    warp_from_device,
+    warp_stats,
+)
 
 
 jax.config.update("jax_enable_x64", True)
@@ -49,6 +55,20 @@ def _same(host, dev, fields):
     assert dev.lane_info is None and host.lane_info is None
 
 
+VECTOR_FIELDS = ("data", "cols", "rows", "slot", "row_ptr", "block_width")
+
+
+def _same_vector(csr, **kw):
+    host = VectorCSR.from_csr(csr, **kw)
+    dev = vector_from_device(csr.indptr, csr.indices, csr.data, csr.shape, **kw)
+    for f in VECTOR_FIELDS:
+        a, b = np.asarray(getattr(host, f)), np.asarray(getattr(dev, f))
+        assert a.dtype == b.dtype and a.shape == b.shape, f
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f
+    for f in ("shape", "lanes", "rows_per_block", "nnz"):
+        assert getattr(host, f) == getattr(dev, f), f
+
+
 def _random(seed: int, n: int, m: int | None = None, distinct: int | None = None):
     rng = np.random.default_rng(seed)
     m = n if m is None else m
@@ -79,6 +99,13 @@ def _check(indptr, cols, vals, shape, lanes):
     host = WarpELL.from_csr(csr, lanes=lanes)
     dev = warp_from_device(csr.indptr, csr.indices, csr.data, shape, lanes=lanes)
     _same(host, dev, WARP_FIELDS)
+    if lanes == 1:
+        _same_vector(csr)
+    for fixed in (False, True):
+        got = device_layout_kind(
+            csr.indptr, csr.indices, csr.data, shape, fixed_values=fixed
+        )
+        assert got == layout_kind(csr, "gpu", fixed_values=fixed)
     if shape[0] != shape[1]:
         with pytest.raises(ValueError):
             compact_from_device(csr.indptr, csr.indices, csr.data, shape, lanes)
@@ -107,6 +134,19 @@ def _check(indptr, cols, vals, shape, lanes):
 )
 def test_device_warp_layouts_match_the_host_builders(seed, n, m, distinct, lanes):
     _check(*_random(seed, n, m, distinct), lanes)
+
+
+def test_long_rows_vector_layout_and_choice():
+    """Rows of ~100 entries: the vector layout (several lane counts) and
+    `layout_kind`'s choice of it."""
+    rng = np.random.default_rng(5)
+    n = 300
+    A = sp.random(n, n, density=0.33, random_state=rng, format="csr")
+    A.sort_indices()
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    for kw in ({}, {"lanes": 32}, {"lanes": 256, "align": 4}):
+        _same_vector(csr, **kw)
+    assert device_layout_kind(csr.indptr, csr.indices, csr.data, A.shape) == "vector"
 
 
 def test_empty_and_degenerate_matrices():
@@ -140,7 +180,7 @@ def test_device_layouts_match_on_model_matrices(path, consts):
         _check(em.row_ptr, em.col, em.val, shape, lanes)
 
 
-@pytest.mark.parametrize("kind", ["warp", "warp2", "compact", "compact2"])
+@pytest.mark.parametrize("kind", ["warp", "warp2", "compact", "compact2", "vector"])
 def test_build_layout_on_the_device_is_the_host_layout(kind, monkeypatch):
     from jaxmc.layout import build as build_mod
     from jaxmc.numerics import matrices
@@ -160,6 +200,9 @@ def test_build_layout_on_the_device_is_the_host_layout(kind, monkeypatch):
     )
     if kind.startswith("warp"):  # (compact: built per solve, from values)
         _same(want, M.matrix, WARP_FIELDS)
+    if kind == "vector":
+        for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(M.matrix)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def _tridiagonal(n):
