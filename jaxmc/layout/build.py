@@ -27,8 +27,9 @@ import numpy as np
 
 from .compact import narrow_int
 from .csr import CSR
+from .device_order import window_permuted
 from .device_vector import vector_from_device
-from .device_warp import compact_from_device, warp_from_device
+from .device_warp import compact_from_device, warp_from_device, warp_stats
 from .dia import CompactDIA
 from .ell import ELL, SlicedELL
 from .order import Permutation, window_order
@@ -80,28 +81,43 @@ def _offset_type(csr: CSR):
 
 def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None):
     """`(Permutation, permuted CSR)` if reordering pays for `kind`, else
-    None (see `choose_order`)."""
+    None (see `choose_order`); on the device where `device_build()` says so
+    (the same decision and matrix; the permuted CSR then a device one)."""
     window = ORDER_WINDOW if window is None else window
     min_padding = ORDER_MIN_PADDING if min_padding is None else min_padding
     if kind not in WARP_KINDS or csr.shape[0] != csr.shape[1] or csr.nnz == 0:
         return None
     lanes = 2 if kind.endswith("2") else 1
-    before = padding(csr, lanes)
+    on_device = device_build()
+    pad = _device_padding if on_device else padding
+    before = pad(csr, lanes)
     if before < min_padding:
         return None
-    perm = window_order(csr, window)
-    B = perm.csr(csr, host=True)
-    if padding(B, lanes) > 0.5 * before:
+    if on_device:
+        perm, B = window_permuted(csr, window)
+    else:
+        perm = window_order(csr, window)
+        B = perm.csr(csr, host=True)
+    if pad(B, lanes) > 0.5 * before:
         return None
     # The compact layout stores columns as offsets from the row; a move of
     # up to `window` places must not widen them (int16 -> int32 would cost
     # more bytes than the padding saved).
-    if (
-        kind.startswith("compact")
-        and _offset_type(B).itemsize > _offset_type(csr).itemsize
-    ):
+    otype = _device_offset_type if on_device else _offset_type
+    if kind.startswith("compact") and otype(B).itemsize > otype(csr).itemsize:
         return None
     return perm, B
+
+
+def _device_padding(csr: CSR, lanes: int = 1) -> float:
+    """`padding`, from device statistics."""
+    total = warp_stats(csr.indptr, csr.indices, csr.data, lanes)[0]
+    return (total - WARP) / max(csr.nnz, 1) - 1.0
+
+
+def _device_offset_type(csr: CSR):
+    _, _, lo, hi = warp_stats(csr.indptr, csr.indices, csr.data, 1, compact=True)
+    return np.dtype(narrow_int(lo, hi))
 
 
 def choose_order(

@@ -93,13 +93,19 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     if kind == "dia":  # (no state order given here: `build_ordered` takes one)
         kind = "compact"
     if kind in COMPACT:
-        if shape[0] == shape[1]:
-            try:
-                return build_layout(host, kind)
-            except ValueError:  # too many distinct values for the table
-                pass
-        return build_layout(host, kind.replace("compact", "warp"))
+        return _compact_or_warp(host, kind)
     return make_layout(host, kind)
+
+
+def _compact_or_warp(csr: CSR, kind: str):
+    """The compact layout `kind` of `csr`, or where it cannot hold the
+    matrix the warp layout with the same lanes."""
+    if csr.shape[0] == csr.shape[1]:
+        try:
+            return build_layout(csr, kind)
+        except ValueError:  # too many distinct values for the table
+            pass
+    return build_layout(csr, kind.replace("compact", "warp"))
 
 
 def build_ordered(
@@ -127,6 +133,8 @@ def build_ordered(
         if host is None:
             host = host_csr(indptr, cols, vals, shape)
         B, order = ordered_csr(host, kind)
+        if order is not None and device_build():  # (B is on the device)
+            return _compact_or_warp(B, kind), order
         if order is not None:
             B = host_csr(B.indptr, B.indices, B.data, shape)
             return build_matrix(B.indptr, B.indices, B.data, shape, kind), order

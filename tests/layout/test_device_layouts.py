@@ -224,3 +224,60 @@ def test_matrices_of_similar_size_share_one_compilation():
         _check(*_tridiagonal(1003), lanes)
         assert device_warp._warp_arrays._cache_size() == before
         assert device_warp._compact_arrays._cache_size() == compact_before
+
+
+def _uneven(seed, n=2000):
+    """Rows of very mixed lengths within every segment, in a band: the
+    warp layouts pad much, and `window_order` removes most of it."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice([1, 2, 12], size=n, p=[0.5, 0.3, 0.2])
+    rows, cols = [], []
+    for r, k in enumerate(lengths):
+        lo, hi = max(0, r - 40), min(n, r + 41)
+        rows.append(np.full(k, r))
+        cols.append(np.sort(rng.choice(np.arange(lo, hi), size=k, replace=False)))
+    vals = rng.choice([0.25, 0.5, 1.0], size=int(lengths.sum()))
+    A = sp.csr_matrix((vals, (np.concatenate(rows), np.concatenate(cols))), (n, n))
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, (n, n)
+
+
+def test_window_order_and_permutation_on_the_device():
+    from jaxmc.layout import window_order
+    from jaxmc.layout.device_order import window_permuted
+
+    for seed, window in ((0, 1024), (1, 64), (2, 7)):
+        indptr, cols, vals, shape = _uneven(seed)
+        csr = CSR.from_arrays(indptr, cols, vals, shape)
+        perm = window_order(csr, window)
+        want = perm.csr(csr, host=True)
+        got_perm, got = window_permuted(csr, window)
+        np.testing.assert_array_equal(got_perm.order, perm.order)
+        assert got_perm.order.dtype == perm.order.dtype
+        for f in ("indptr", "indices", "data", "row_ids"):
+            a, b = np.asarray(getattr(want, f)), np.asarray(getattr(got, f))
+            assert a.dtype == b.dtype, f
+            np.testing.assert_array_equal(a, b, err_msg=f)
+
+
+@pytest.mark.parametrize("kind", ["warp", "warp2", "compact"])
+def test_ordered_build_on_the_device_is_the_host_build(kind, monkeypatch):
+    from jaxmc.layout import build as build_mod
+    from jaxmc.numerics import matrices
+
+    indptr, cols, vals, shape = _uneven(3)
+    out = {}
+    for mode in ("off", "on"):
+        monkeypatch.setattr(build_mod, "DEVICE_BUILD", mode)
+        out[mode] = matrices.build_ordered(indptr, cols, vals, shape, kind)
+    (want, want_order), (got, got_order) = out["off"], out["on"]
+    # warp: reordering pays on this matrix; compact: it would widen the
+    # column offsets (int8 -> int16), so the order is kept
+    assert (want_order is None) == (kind == "compact")
+    assert (got_order is None) == (want_order is None)
+    if want_order is not None:
+        np.testing.assert_array_equal(want_order.order, got_order.order)
+    assert type(want) is type(got)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
