@@ -14,10 +14,13 @@ For each case the model is built once; then
   device time includes that).
   Also the host BSCC decomposition (`graph.bsccs`) for DTMCs/CTMCs and
   MECs (`graph.mecs`) for MDPs, which stay on the host.
-- layout (`--what layout`): `WarpELL`/`CompactWarpELL.from_csr` on the host
-  (from host arrays, moved to the device at the end) against
-  `warp_from_device`/`compact_from_device` from device CSR arrays, cold
-  (compilation included) and warm; the arrays are compared.
+- layout (`--what layout`): `numerics.matrices.build_ordered` (a solve's
+  layout build: the window reordering where it pays, then the layout) from
+  the model's host arrays, with `jaxmc.layout.build.DEVICE_BUILD` "off"
+  (numpy on the host, moved to the device at the end) and "on"
+  (`jaxmc.layout.device_warp`, `device_vector`, `device_order`: the arrays
+  moved once, then built there), cold (compilation included) and warm; the
+  arrays are compared.
 
 Prints a markdown table per part and one JSON line per case.
 
@@ -45,9 +48,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _gpu_common import table  # noqa: E402
 
 import jaxmc  # noqa: E402
-from jaxmc.layout import CSR, CompactWarpELL, WarpELL  # noqa: E402
-from jaxmc.layout.device_warp import compact_from_device, warp_from_device  # noqa: E402
-from jaxmc.numerics import graph, graph_device  # noqa: E402
+from jaxmc.layout import build as layout_build  # noqa: E402
+from jaxmc.numerics import graph, graph_device, matrices  # noqa: E402
 
 
 BASE = ROOT.parent / "shared" / "models" / "prism-examples"
@@ -144,37 +146,37 @@ def bench_graph(em, phi, psi, reps) -> dict:
     )
 
 
+def ordered(mode, indptr, cols, vals, shape, kind):
+    """`numerics.matrices.build_ordered` (the solve's build: the window
+    reordering where it pays, then the layout) with `DEVICE_BUILD = mode`."""
+    saved, layout_build.DEVICE_BUILD = layout_build.DEVICE_BUILD, mode
+    try:
+        return matrices.build_ordered(indptr, cols, vals, shape, kind)
+    finally:
+        layout_build.DEVICE_BUILD = saved
+
+
 def bench_layout(em, reps) -> list[dict]:
     m, n = em.num_choices, em.num_states
-    shape = (m, n)
-    host = CSR(
-        data=em.val,
-        indices=em.col.astype(np.int32),
-        row_ids=em.row_of_entry().astype(np.int32),
-        indptr=em.row_ptr.astype(np.int32),
-        shape=shape,
-    )
-    dev = jax.device_put((em.row_ptr, em.col, em.val))
+    args = (em.row_ptr, em.col, em.val, (m, n))
     out = []
-    kinds = [("warp", 1), ("warp2", 2)]
+    kinds = ["warp", "warp2", "vector"]
     if m == n:
-        kinds += [("compact", 1), ("compact2", 2)]
-    for kind, lanes in kinds:
-        if kind.startswith("compact"):
-            hb, db = CompactWarpELL.from_csr, compact_from_device
-        else:
-            hb, db = WarpELL.from_csr, warp_from_device
-        want, host_s = timed(hb, host, lanes=lanes)
-        host_s = min(host_s, median(hb, reps, host, lanes=lanes))
-        got, cold_s = timed(db, *dev, shape, lanes=lanes)
-        warm_s = median(db, reps, *dev, shape, lanes=lanes)
-        same = all(
+        kinds += ["compact", "compact2"]
+    for kind in kinds:
+        (want, wo), host_s = timed(ordered, "off", *args, kind)
+        host_s = min(host_s, median(ordered, reps, "off", *args, kind))
+        (got, go), cold_s = timed(ordered, "on", *args, kind)
+        warm_s = median(ordered, reps, "on", *args, kind)
+        same = type(want) is type(got) and all(
             np.array_equal(np.asarray(a), np.asarray(b))
             for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got))
         )
+        same = same and (wo is None) == (go is None)
         out.append(
             dict(
                 kind=kind,
+                reordered=wo is not None,
                 host_s=host_s,
                 device_cold_s=cold_s,
                 device_warm_s=warm_s,
@@ -250,6 +252,7 @@ def main(argv=None):
                     "states",
                     "transitions",
                     "kind",
+                    "reordered",
                     "host_s",
                     "device_cold_s",
                     "device_warm_s",
