@@ -4,9 +4,11 @@ Layouts (`SolveOptions.layout`): every iterative solve runs its SpMV on the
 device matrix named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
 `segment_sum` is best there) and `jaxmc.layout.layout_kind` on a GPU (the
 warp-segment layouts, which the solvers run through the fused Pallas
-kernels). The compact layouts tabulate their values on the host, so they are
-rebuilt for each solve from the (host) masked values; "auto" never picks them
-(the host build costs seconds on large models), and where they cannot hold
+kernels). The compact layouts tabulate their values when they are built, so
+they are rebuilt for each solve from the (host) masked values (on the device
+where `jaxmc.layout.device_build()`, a GPU by default; the warp and vector
+layouts and the window reordering too); "auto" never picks them
+(a host build costs seconds on large models), and where they cannot hold
 the matrix (not square, more than 65536 distinct values) the warp layout with
 the same lanes is used instead. `"dia"` (`jaxmc.layout.CompactDIA`) runs the
 solve in PRISM's lexicographic state order, where a model whose reachable
@@ -52,8 +54,8 @@ from ..options import LAYOUTS, OptionsError
 
 
 COMPACT = ("compact", "compact2")
-#: Layouts built on the host from each solve's values (the device matrix
-#: cached per model holds the structure only).
+#: Layouts built from each solve's values (the device matrix cached per
+#: model holds the structure only).
 HOST_BUILT = COMPACT + ("dia",)
 
 
