@@ -14,6 +14,11 @@ For each case the model is built once; then
   device time includes that).
   Also the host BSCC decomposition (`graph.bsccs`) for DTMCs/CTMCs and
   MECs (`graph.mecs`) for MDPs, which stay on the host.
+- check (`--what check`): `jaxmc.check` of the case's property (`PROPS`)
+  with both host (`DEVICE_BUILD` and `graph_device.MODE` "off") and device
+  ("on") paths, on a fresh device model each time: the host twice (the
+  first compiles the solve), the device cold and warm; wall time and the
+  `precompute` / `layout` / `solve` split.
 - layout (`--what layout`): `numerics.matrices.build_ordered` (a solve's
   layout build: the window reordering where it pays, then the layout) from
   the model's host arrays, with `jaxmc.layout.build.DEVICE_BUILD` "off"
@@ -93,6 +98,19 @@ CASES = {
             lambda v: (v["l"] == 4) & (v["ip"] == 1),
         ),
     ],
+}
+
+
+#: The property `--what check` checks, by the case's first word.
+PROPS = {
+    "tandem": "P=? [ F<=0.25 sc=c ]",
+    "kanban": "S=? [ w4>0 ]",
+    "cluster": 'S=? [ "premium" ]',
+    "brp": "P=? [ F s=5 ]",
+    "coin2": 'Pmin=? [ F "finished" ]',
+    "coin4": 'Pmin=? [ F "finished" ]',
+    "coin6": 'Pmin=? [ F "finished" ]',
+    "zeroconf": "Pmin=? [ F l=4 & ip=1 ]",
 }
 
 
@@ -186,23 +204,67 @@ def bench_layout(em, reps) -> list[dict]:
     return out
 
 
+def check_in(mode, model, em, prop, layout="auto") -> dict:
+    """`jaxmc.check` with the layouts and graph fixed points on the host
+    (`mode` "host") or on the device ("device": forced, also on a CPU), on a
+    fresh device model: wall seconds and the stage split."""
+    import jaxmc.api
+
+    jaxmc.api._DEVICE_MODELS.pop(em, None)
+    graph_device._CACHE.pop(em, None)
+    on = "on" if mode == "device" else "off"
+    saved = layout_build.DEVICE_BUILD, graph_device.MODE
+    layout_build.DEVICE_BUILD, graph_device.MODE = on, on
+    try:
+        t = time.perf_counter()
+        r = jaxmc.check(model, prop, layout=layout)
+        wall = time.perf_counter() - t
+    finally:
+        layout_build.DEVICE_BUILD, graph_device.MODE = saved
+    tm = r.timing
+    return dict(
+        wall_s=wall,
+        precompute_s=tm.get("precompute", 0.0),
+        layout_s=tm.get("layout", 0.0),
+        solve_s=tm.get("solve", 0.0),
+        value=float(np.asarray(r.value)),
+    )
+
+
+def bench_check(model, em, prop, layout="auto") -> list[dict]:
+    """The check on the host twice (the first compiles the solve), then on
+    the device twice (cold: the builders compile; warm)."""
+    a = (model, em, prop, layout)
+    check_in("host", *a)
+    out = [dict(run="host", **check_in("host", *a))]
+    out.append(dict(run="device cold", **check_in("device", *a)))
+    out.append(dict(run="device warm", **check_in("device", *a)))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(CASES), default="small")
-    ap.add_argument("--what", choices=("graph", "layout", "all"), default="all")
+    ap.add_argument(
+        "--what", choices=("graph", "layout", "check", "all"), default="all"
+    )
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--layout", default="auto", help="the checks' layout (auto: CSR on a CPU)"
+    )
     ap.add_argument("--only", help="run the cases whose name contains this")
     args = ap.parse_args(argv)
     print(
         f"# backend {jax.default_backend()}: {jax.devices()[0].device_kind}", flush=True
     )
-    grows, lrows = [], []
+    grows, lrows, crows = [], [], []
     for name, rel, consts, psi_of in CASES[args.size]:
         if args.only and args.only not in name:
             continue
         path = BASE / rel
         t = time.perf_counter()
-        em = jaxmc.build(jaxmc.load_model(str(path), consts))
+        model = jaxmc.load_model(str(path), consts)
+        em = jaxmc.build(model)
         build_s = time.perf_counter() - t
         v = {x.name: em.states[:, i] for i, x in enumerate(em.variables)}
         psi = np.asarray(psi_of(v), dtype=bool)
@@ -222,6 +284,21 @@ def main(argv=None):
                 row = dict(base, **r)
                 lrows.append(row)
                 print(json.dumps(dict(row, part="layout")), flush=True)
+        if args.what in ("check", "all"):
+            prop = PROPS[name.split()[0]]
+            for r in bench_check(model, em, prop, args.layout):
+                row = dict(base, prop=prop, **r)
+                crows.append(row)
+                print(json.dumps(dict(row, part="check")), flush=True)
+    if crows:
+        print("\n## check (s; timing stages)\n")
+        print(
+            table(
+                crows,
+                ["case", "states", "prop", "run", "wall_s", "precompute_s",
+                 "layout_s", "solve_s", "value"],
+            )
+        )  # fmt: skip
     if grows:
         print("\n## graph precomputation (prob0/prob1 sets; s)\n")
         print(
