@@ -141,14 +141,22 @@ def _any_into(hit, ids, count):
     return got > 0
 
 
+#: Rounds per trip of a search loop: the loop's condition is read once per
+#: trip (on a GPU, a device-to-host copy), so a few rounds go together.
+#: The steps are monotone: no change over a trip means no change in a round.
+UNROLL = 4
+
+
 def _loop(step, y, rounds):
-    """Iterate `step` from `y` until nothing changes or `rounds` rounds:
-    `(y, converged)`."""
+    """Iterate `step` from `y` until nothing changes or about `rounds`
+    rounds: `(y, converged)`."""
 
     def body(carry):
         y, _, k = carry
-        new = step(y)
-        return new, jnp.any(new != y), k + 1
+        new = y
+        for _ in range(UNROLL):
+            new = step(new)
+        return new, jnp.any(new != y), k + UNROLL
 
     y, changed, _ = jax.lax.while_loop(
         lambda c: c[1] & (c[2] < rounds), body, (y, jnp.bool_(True), jnp.int32(0))
