@@ -88,7 +88,7 @@ def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None)
     if kind not in WARP_KINDS or csr.shape[0] != csr.shape[1] or csr.nnz == 0:
         return None
     lanes = 2 if kind.endswith("2") else 1
-    on_device = device_build()
+    on_device = device_build(csr.nnz)
     pad = _device_padding if on_device else padding
     before = pad(csr, lanes)
     if before < min_padding:
@@ -189,17 +189,25 @@ def layout_kind(
 
 
 #: Where the warp-segment and CSR-vector layouts are built: "auto" (on the
-#: device on a GPU, `jaxmc.layout.device_warp`, `device_vector`; with numpy
-#: on the host elsewhere), "on" (the device) or "off" (the host). Both give
-#: the same arrays. Read at each build.
+#: device on a GPU for matrices of `DEVICE_MIN_NNZ` entries or more,
+#: `jaxmc.layout.device_warp`, `device_vector`; with numpy on the host
+#: elsewhere), "on" (the device) or "off" (the host). Both give the same
+#: arrays. Read at each build.
 DEVICE_BUILD = "auto"
 
+#: Smallest matrix (entries) that "auto" builds on the device: below it the
+#: numpy build takes milliseconds and a first device build's compilation
+#: would dominate.
+DEVICE_MIN_NNZ = 1_000_000
 
-def device_build() -> bool:
+
+def device_build(nnz: int | None = None) -> bool:
     """Whether `build_layout` builds the warp-segment and CSR-vector layouts
-    on the device (`DEVICE_BUILD`)."""
+    of a matrix of `nnz` entries (None: any size) on the device
+    (`DEVICE_BUILD`)."""
     if DEVICE_BUILD == "auto":
-        return jax.default_backend() == "gpu"
+        big = nnz is None or nnz >= DEVICE_MIN_NNZ
+        return big and jax.default_backend() == "gpu"
     return DEVICE_BUILD == "on"
 
 
@@ -212,12 +220,12 @@ def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
     if kind in WARP_KINDS:
         lanes = 2 if kind.endswith("2") else 1
         compact = kind.startswith("compact")
-        if device_build():
+        if device_build(csr.nnz):
             build = compact_from_device if compact else warp_from_device
             return build(csr.indptr, csr.indices, csr.data, csr.shape, lanes=lanes)
         return (CompactWarpELL if compact else WarpELL).from_csr(csr, lanes=lanes)
     if kind == "vector":
-        if device_build():
+        if device_build(csr.nnz):
             return vector_from_device(csr.indptr, csr.indices, csr.data, csr.shape)
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)

@@ -6,7 +6,7 @@ device matrix named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA
 warp-segment layouts, which the solvers run through the fused Pallas
 kernels). The compact layouts tabulate their values when they are built, so
 they are rebuilt for each solve from the (host) masked values (on the device
-where `jaxmc.layout.device_build()`, a GPU by default; the warp and vector
+where `jaxmc.layout.device_build()`: large matrices on a GPU; the warp and vector
 layouts and the window reordering too); "auto" never picks them
 (a host build costs seconds on large models), and where they cannot hold
 the matrix (not square, more than 65536 distinct values) the warp layout with
@@ -135,7 +135,7 @@ def build_ordered(
         if host is None:
             host = host_csr(indptr, cols, vals, shape)
         B, order = ordered_csr(host, kind)
-        if order is not None and device_build():  # (B is on the device)
+        if order is not None and device_build(host.nnz):  # (B is on the device)
             return _compact_or_warp(B, kind), order
         if order is not None:
             B = host_csr(B.indptr, B.indices, B.data, shape)
@@ -169,7 +169,7 @@ def sparse_model(
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
     if kind in HOST_BUILT + ("csr",):
         matrix = csr
-    elif kind in ("warp", "warp2", "vector") and device_build():
+    elif kind in ("warp", "warp2", "vector") and device_build(csr.nnz):
         matrix = build_layout(csr, kind)  # from the CSR already on the device
     else:
         matrix = build_matrix(row_ptr, col, val, (m, n), kind)

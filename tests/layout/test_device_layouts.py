@@ -281,3 +281,14 @@ def test_ordered_build_on_the_device_is_the_host_build(kind, monkeypatch):
     for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
         assert np.asarray(a).dtype == np.asarray(b).dtype
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_auto_builds_large_matrices_on_a_gpu_only(monkeypatch):
+    from jaxmc.layout import build as build_mod
+
+    monkeypatch.setattr(build_mod, "DEVICE_BUILD", "auto")
+    monkeypatch.setattr(build_mod.jax, "default_backend", lambda: "gpu")
+    assert not build_mod.device_build(build_mod.DEVICE_MIN_NNZ - 1)
+    assert build_mod.device_build(build_mod.DEVICE_MIN_NNZ)
+    monkeypatch.setattr(build_mod.jax, "default_backend", lambda: "cpu")
+    assert not build_mod.device_build(build_mod.DEVICE_MIN_NNZ)
