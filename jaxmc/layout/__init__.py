@@ -4,7 +4,8 @@ static, values dynamic.
 Modules, lowest first: `stats` (padding and bytes per non-zero), `compact`
 (narrow integers, `CompactVector`), `csr`, `ell` (ELL, sliced ELL), `warp`
 (warp-segment sliced ELL, full/half warp, and its compact variant),
-`vector` (CSR-vector, for long rows), `order` (state orderings: BFS, RCM,
+`vector` (CSR-vector, for long rows), `device_warp` (the warp-segment
+layouts built on the device from device CSR arrays), `order` (state orderings: BFS, RCM,
 length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
 builder, and the automatic choice), `grouped` (per-state min/max over MDP
 choices) and `sparse_model` (`SparseModel`, the model's matrix on the
@@ -16,6 +17,7 @@ from .build import (
     choose_layout as choose_layout,
     choose_order as choose_order,
     choose_ordered_layout as choose_ordered_layout,
+    device_build as device_build,
     layout_kind as layout_kind,
     make_layout as make_layout,
     ordered_csr as ordered_csr,

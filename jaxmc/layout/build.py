@@ -27,6 +27,9 @@ import numpy as np
 
 from .compact import narrow_int
 from .csr import CSR
+from .device_order import window_permuted
+from .device_vector import vector_from_device
+from .device_warp import compact_from_device, warp_from_device, warp_stats
 from .dia import CompactDIA
 from .ell import ELL, SlicedELL
 from .order import Permutation, window_order
@@ -78,28 +81,43 @@ def _offset_type(csr: CSR):
 
 def _ordered(csr: CSR, kind: str, window: int | None, min_padding: float | None):
     """`(Permutation, permuted CSR)` if reordering pays for `kind`, else
-    None (see `choose_order`)."""
+    None (see `choose_order`); on the device where `device_build()` says so
+    (the same decision and matrix; the permuted CSR then a device one)."""
     window = ORDER_WINDOW if window is None else window
     min_padding = ORDER_MIN_PADDING if min_padding is None else min_padding
     if kind not in WARP_KINDS or csr.shape[0] != csr.shape[1] or csr.nnz == 0:
         return None
     lanes = 2 if kind.endswith("2") else 1
-    before = padding(csr, lanes)
+    on_device = device_build(csr.nnz)
+    pad = _device_padding if on_device else padding
+    before = pad(csr, lanes)
     if before < min_padding:
         return None
-    perm = window_order(csr, window)
-    B = perm.csr(csr, host=True)
-    if padding(B, lanes) > 0.5 * before:
+    if on_device:
+        perm, B = window_permuted(csr, window)
+    else:
+        perm = window_order(csr, window)
+        B = perm.csr(csr, host=True)
+    if pad(B, lanes) > 0.5 * before:
         return None
     # The compact layout stores columns as offsets from the row; a move of
     # up to `window` places must not widen them (int16 -> int32 would cost
     # more bytes than the padding saved).
-    if (
-        kind.startswith("compact")
-        and _offset_type(B).itemsize > _offset_type(csr).itemsize
-    ):
+    otype = _device_offset_type if on_device else _offset_type
+    if kind.startswith("compact") and otype(B).itemsize > otype(csr).itemsize:
         return None
     return perm, B
+
+
+def _device_padding(csr: CSR, lanes: int = 1) -> float:
+    """`padding`, from device statistics."""
+    total = warp_stats(csr.indptr, csr.indices, csr.data, lanes)[0]
+    return (total - WARP) / max(csr.nnz, 1) - 1.0
+
+
+def _device_offset_type(csr: CSR):
+    _, _, lo, hi = warp_stats(csr.indptr, csr.indices, csr.data, 1, compact=True)
+    return np.dtype(narrow_int(lo, hi))
 
 
 def choose_order(
@@ -170,15 +188,45 @@ def layout_kind(
     return "warp" + suffix
 
 
+#: Where the warp-segment and CSR-vector layouts are built: "auto" (on the
+#: device on a GPU for matrices of `DEVICE_MIN_NNZ` entries or more,
+#: `jaxmc.layout.device_warp`, `device_vector`; with numpy on the host
+#: elsewhere), "on" (the device) or "off" (the host). Both give the same
+#: arrays. Read at each build.
+DEVICE_BUILD = "auto"
+
+#: Smallest matrix (entries) that "auto" builds on the device: below it the
+#: numpy build takes milliseconds and a first device build's compilation
+#: would dominate.
+DEVICE_MIN_NNZ = 1_000_000
+
+
+def device_build(nnz: int | None = None) -> bool:
+    """Whether `build_layout` builds the warp-segment and CSR-vector layouts
+    of a matrix of `nnz` entries (None: any size) on the device
+    (`DEVICE_BUILD`)."""
+    if DEVICE_BUILD == "auto":
+        big = nnz is None or nnz >= DEVICE_MIN_NNZ
+        return big and jax.default_backend() == "gpu"
+    return DEVICE_BUILD == "on"
+
+
 def build_layout(csr: CSR, kind: str, device_kind: str | None = None):
-    """Build named layout `kind` (`"auto"` asks `layout_kind`)."""
+    """Build named layout `kind` (`"auto"` asks `layout_kind`); the
+    warp-segment and CSR-vector layouts on the device where `device_build()`
+    says so, from the CSR's arrays as they are (device arrays stay there)."""
     if kind == "auto":
         kind = layout_kind(csr, device_kind)
-    if kind in ("warp", "warp2"):
-        return WarpELL.from_csr(csr, lanes=2 if kind == "warp2" else 1)
-    if kind in ("compact", "compact2"):
-        return CompactWarpELL.from_csr(csr, lanes=2 if kind == "compact2" else 1)
+    if kind in WARP_KINDS:
+        lanes = 2 if kind.endswith("2") else 1
+        compact = kind.startswith("compact")
+        if device_build(csr.nnz):
+            build = compact_from_device if compact else warp_from_device
+            return build(csr.indptr, csr.indices, csr.data, csr.shape, lanes=lanes)
+        return (CompactWarpELL if compact else WarpELL).from_csr(csr, lanes=lanes)
     if kind == "vector":
+        if device_build(csr.nnz):
+            return vector_from_device(csr.indptr, csr.indices, csr.data, csr.shape)
         return VectorCSR.from_csr(csr)
     return make_layout(csr, kind)
 

@@ -2,10 +2,14 @@
 (`utility/graph.h`: performProb0/1, performProb01Max/Min) and BSCC / maximal
 end component decompositions.
 
-These run on the host with numpy/scipy: they are boolean, data-dependent
-fixed points whose cost is one or a few passes over the edges, and their
-results (masks) fix which states the numerical solvers iterate on.
-Only edges of positive probability count.
+They are boolean, data-dependent fixed points whose cost is one or a few
+passes over the edges, and their results (masks) fix which states the
+numerical solvers iterate on. Only edges of positive probability count.
+The host versions (numpy/scipy: a breadth-first search, work proportional
+to the edges) run by default; on a GPU, for large models, the prob0/prob1
+family runs as jitted fixed points on the device (`graph_device`, chosen by
+`graph_device.use_device`), with the same results. BSCCs and end components
+stay on the host (scipy's strongly connected components).
 
 All functions take an `ExplicitModel` and boolean numpy masks of shape [n].
 """
@@ -17,6 +21,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ..explore.model import ExplicitModel
+from . import graph_device
 
 
 # ---------------------------------------------------------------------------
@@ -84,6 +89,28 @@ def _forall_reach(model, target, through) -> np.ndarray:
     return inside
 
 
+def _exists(model, target, through) -> np.ndarray:
+    """`_exists_reach`, on the device where `graph_device.use_device` says
+    so (the host finishing a search that needs too many rounds there)."""
+    if graph_device.use_device(model):
+        y, done = graph_device.exists_reach(model, target, through)
+        if done:
+            return y
+        target = y
+    return _exists_reach(model, target, through)
+
+
+def _forall(model, target, through) -> np.ndarray:
+    """`_forall_reach`, on the device where `graph_device.use_device` says
+    so (as `_exists`)."""
+    if graph_device.use_device(model):
+        y, done = graph_device.forall_reach(model, target, through)
+        if done:
+            return y
+        target = y
+    return _forall_reach(model, target, through)
+
+
 def _b(mask, n) -> np.ndarray:
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != (n,):
@@ -99,7 +126,7 @@ def prob0(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where P(φ U ψ) = 0 (for an MDP: under every scheduler, = prob0A)."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    return ~_exists_reach(model, psi, phi & ~psi)
+    return ~_exists(model, psi, phi & ~psi)
 
 
 def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
@@ -109,7 +136,7 @@ def prob1(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     phi, psi = _b(phi, n), _b(psi, n)
     if no is None:
         no = prob0(model, phi, psi)
-    return ~_exists_reach(model, no, phi & ~psi)
+    return ~_exists(model, no, phi & ~psi)
 
 
 def prob01(model: ExplicitModel, phi, psi) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +158,7 @@ def prob0E(model: ExplicitModel, phi, psi) -> np.ndarray:
     """States where Pmin(φ U ψ) = 0: some scheduler never reaches ψ via φ."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
-    return ~_forall_reach(model, psi, phi & ~psi)
+    return ~_forall(model, psi, phi & ~psi)
 
 
 def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
@@ -139,6 +166,10 @@ def prob1E(model: ExplicitModel, phi, psi) -> np.ndarray:
     succ(c) ∩ Y ≠ ∅)."""
     n = model.num_states
     phi, psi = _b(phi, n), _b(psi, n)
+    if graph_device.use_device(model):
+        z, done = graph_device.prob1E(model, phi, psi)
+        if done:
+            return z
     src, ch, dst = _entries(model)
     z = np.ones(n, dtype=bool)
     while True:
@@ -156,7 +187,7 @@ def prob1A(model: ExplicitModel, phi, psi, no=None) -> np.ndarray:
     phi, psi = _b(phi, n), _b(psi, n)
     if no is None:
         no = prob0E(model, phi, psi)
-    return ~_exists_reach(model, no, phi & ~psi)
+    return ~_exists(model, no, phi & ~psi)
 
 
 def prob01_max(model, phi, psi):

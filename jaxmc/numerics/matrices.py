@@ -4,9 +4,11 @@ Layouts (`SolveOptions.layout`): every iterative solve runs its SpMV on the
 device matrix named by `layout`, one of `LAYOUTS`. `"auto"` is CSR on a CPU (XLA:CPU's
 `segment_sum` is best there) and `jaxmc.layout.layout_kind` on a GPU (the
 warp-segment layouts, which the solvers run through the fused Pallas
-kernels). The compact layouts tabulate their values on the host, so they are
-rebuilt for each solve from the (host) masked values; "auto" never picks them
-(the host build costs seconds on large models), and where they cannot hold
+kernels). The compact layouts tabulate their values when they are built, so
+they are rebuilt for each solve from the (host) masked values (on the device
+where `jaxmc.layout.device_build()`: large matrices on a GPU; the warp and vector
+layouts and the window reordering too); "auto" never picks them
+(a host build costs seconds on large models), and where they cannot hold
 the matrix (not square, more than 65536 distinct values) the warp layout with
 the same lanes is used instead. `"dia"` (`jaxmc.layout.CompactDIA`) runs the
 solve in PRISM's lexicographic state order, where a model whose reachable
@@ -40,6 +42,8 @@ from ..layout import (
     SparseModel,
     VectorCSR,
     WarpELL,
+    build_layout,
+    device_build,
     group_index,
     layout_kind,
     make_layout,
@@ -50,8 +54,8 @@ from ..options import LAYOUTS, OptionsError
 
 
 COMPACT = ("compact", "compact2")
-#: Layouts built on the host from each solve's values (the device matrix
-#: cached per model holds the structure only).
+#: Layouts built from each solve's values (the device matrix cached per
+#: model holds the structure only).
 HOST_BUILT = COMPACT + ("dia",)
 
 
@@ -91,14 +95,19 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     if kind == "dia":  # (no state order given here: `build_ordered` takes one)
         kind = "compact"
     if kind in COMPACT:
-        lanes = 2 if kind == "compact2" else 1
-        if shape[0] == shape[1]:
-            try:
-                return CompactWarpELL.from_csr(host, lanes=lanes)
-            except ValueError:  # too many distinct values for the table
-                pass
-        return WarpELL.from_csr(host, lanes=lanes)
+        return _compact_or_warp(host, kind)
     return make_layout(host, kind)
+
+
+def _compact_or_warp(csr: CSR, kind: str):
+    """The compact layout `kind` of `csr`, or where it cannot hold the
+    matrix the warp layout with the same lanes."""
+    if csr.shape[0] == csr.shape[1]:
+        try:
+            return build_layout(csr, kind)
+        except ValueError:  # too many distinct values for the table
+            pass
+    return build_layout(csr, kind.replace("compact", "warp"))
 
 
 def build_ordered(
@@ -126,6 +135,8 @@ def build_ordered(
         if host is None:
             host = host_csr(indptr, cols, vals, shape)
         B, order = ordered_csr(host, kind)
+        if order is not None and device_build(host.nnz):  # (B is on the device)
+            return _compact_or_warp(B, kind), order
         if order is not None:
             B = host_csr(B.indptr, B.indices, B.data, shape)
             return build_matrix(B.indptr, B.indices, B.data, shape, kind), order
@@ -158,6 +169,8 @@ def sparse_model(
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
     if kind in HOST_BUILT + ("csr",):
         matrix = csr
+    elif kind in ("warp", "warp2", "vector") and device_build(csr.nnz):
+        matrix = build_layout(csr, kind)  # from the CSR already on the device
     else:
         matrix = build_matrix(row_ptr, col, val, (m, n), kind)
     return SparseModel(
