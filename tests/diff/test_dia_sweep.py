@@ -1,8 +1,8 @@
 """The diagonal (DIA) layout of the Gauss-Seidel sweeps
 (`jaxmc.layout.sweep_dia.dia_layout` / `kernels.sweep_dia.dia_sweep`):
 found where the states form a box in PRISM's lexicographic order, one
-sweep equal to the gather layout's (`gs_sweep`) to rounding, remainders and batches included, and
-the same values and gradients through `jaxmc.parametric`."""
+sweep equal to the gather layout's (`gs_sweep`) to rounding, remainders
+and batches included, and the same values and gradients through `jaxmc.parametric`."""
 
 import jax
 import jax.numpy as jnp
