@@ -134,20 +134,24 @@ def fixed_point_columns(step, x0, eps, max_iters, rel=None) -> Solution:
     rel = rel or Relevance()
 
     def cond(c):
-        _, it, done = c
+        _, it, done, _ = c
         return (~jnp.all(done)) & (it < max_iters)
 
     def body(c):
-        x, it, done = c
+        x, it, done, its = c
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
         ok = rel.converged(d, x2, eps, finite=True)
-        return jnp.where(done, x, x2), it + 2, done | ok
+        its = jnp.where(done, its, it + 2)
+        return jnp.where(done, x, x2), it + 2, done | ok, its
 
     done0 = jnp.zeros(x0.shape[1:], bool)
-    x, it, done = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), done0))
-    return outcome(done, x, it, step, rel)
+    its0 = jnp.zeros(x0.shape[1:], jnp.int32)
+    x, _, done, its = lax.while_loop(
+        cond, body, (x0, jnp.zeros((), jnp.int32), done0, its0)
+    )
+    return outcome(done, x, its, step, rel)
 
 
 #: Automatic over-relaxation (`sor`): sweeps per measuring/judging window,
@@ -184,7 +188,7 @@ def sor(sweep, x0, eps, max_iters, omega=None, rel=None):
     `w` per column (`_sor_run`, which says how `w` is chosen)."""
     rel = rel or Relevance()
     out = _sor_run(sweep, x0, eps, max_iters, omega, rel)
-    return outcome(out[3], out[0], out[2], sweep, rel), out[4]
+    return outcome(out[3], out[0], out[11], sweep, rel), out[4]
 
 
 def _sor_run(
@@ -202,8 +206,9 @@ def _sor_run(
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
     own relaxation `w`, state and convergence flag, and stops changing once
     converged (so a column ends where a one-vector solve would). Returns
-    the loop's state: `(x, snapshot, sweeps, done, w, ...)`, `done` and
-    the final `w` per column (`sor` makes it a `Solution`).
+    the loop's state: `(x, snapshot, sweeps, done, w, ..., its)`, `done`,
+    the final `w` and the sweeps until convergence `its` per column (`sor`
+    makes it a `Solution`).
 
     Why: the chains solved here mix slowly (rates ~0.95-0.99 per sweep), so
     Gauss-Seidel needs ~10^3 sweeps per point; over-relaxation needs
@@ -305,7 +310,7 @@ def _sor_run(
         return x_new, snap, w_new, phase, a_ref, r_min, z_ref, u_ref, rel.measure(x_new)
 
     def step_cond(c):
-        _, _, it, done, _, i = c
+        _, _, it, done, _, i, _ = c
         return (i < L // 2) & ~jnp.all(done) & (it < max_iters)
 
     def step(c, m):
@@ -315,12 +320,14 @@ def _sor_run(
         they sweep with `w = 0`, which leaves them exactly as they are (so
         a column ends where a one-vector solve would, and no select pass
         over the iterate is needed). The first sweep's result is carried
-        out for the window's bookkeeping."""
-        x, _, it, done, w, i = c
+        out for the window's bookkeeping; `its` counts each column's
+        sweeps until it converged."""
+        x, _, it, done, w, i, its = c
         we = jnp.where(done, 0.0, w)  # (one vector: the loop stops instead)
         x1 = sweep(x, we)
         x2, ok = sweep(x1, we, check=(rel, eps, m))
-        return x2, x1, it + 2, done | ok, w, i + 1
+        its = jnp.where(done, its, it + 2)
+        return x2, x1, it + 2, done | ok, w, i + 1, its
 
     def cond(c):
         go = (~jnp.all(c[3])) & (c[2] < max_iters)
@@ -332,16 +339,16 @@ def _sor_run(
         # Windows of SOR_WINDOW sweeps: an inner loop of sweeps, then the
         # bookkeeping once (not masks on every iteration, nor a `cond` per
         # iteration, which costs a host round trip per step on a GPU).
-        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m = c
-        x, x1, it, done, w, _ = lax.while_loop(
+        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m, its = c
+        x, x1, it, done, w, _, its = lax.while_loop(
             step_cond,
             lambda c: step(c, m),
-            (x, x, it, done, w, jnp.zeros((), jnp.int32)),
+            (x, x, it, done, w, jnp.zeros((), jnp.int32), its),
         )
         x, snap, w, phase, a_ref, r_min, z_ref, u_ref, m = window(
             (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), jnp.abs(x - x1), done
         )
-        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
+        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m, its
 
     init = (
         state
@@ -358,6 +365,7 @@ def _sor_run(
             full(0, jnp.int32),
             full(0, jnp.int32),
             rel.measure(x0),
+            full(0, jnp.int32),
         )
     )
     return lax.while_loop(cond, body, init)
@@ -390,8 +398,7 @@ def sor_shrinking(
     of its columns still run: the running columns move to a batch of half
     the width (a new `sweep` from `build(columns)`, `columns` the original
     indices, or None for all), the finished ones leave with their values.
-    Returns the `Solution` in the original column order (the sweeps per
-    column: when it left its batch).
+    Returns the `Solution` in the original column order.
 
     Why: a batch runs to its slowest column (in `benchmarks/sweep.py`'s
     grid the points need 334 sweeps at the median and up to 584), and a
@@ -427,20 +434,20 @@ def sor_shrinking(
             state,
             min_active=half,
         )
-        x, it, done = state[0], state[2], state[3]
+        x, it, done = state[0], state[11], state[3]
         # running columns first (at most `half` of them: or the loop hit
         # `max_iters`, and the others stay not done), then the finished
         keep = jnp.argsort(done, stable=True)
         gone = keep[half:]
         x_out = x_out.at[:, cols[gone]].set(x[:, gone])
         done_out = done_out.at[cols[gone]].set(done[gone])
-        it_out = it_out.at[cols[gone]].set(it)
+        it_out = it_out.at[cols[gone]].set(it[gone])
         keep = keep[:half]
         state = tuple(v if v.ndim == 0 else v[..., keep] for v in state)
         cols, width = cols[keep], half
     x_out = x_out.at[:, cols].set(state[0])
     done_out = done_out.at[cols].set(state[3])
-    it_out = it_out.at[cols].set(state[2])
+    it_out = it_out.at[cols].set(state[11])
     return outcome(done_out, x_out, it_out, build(None), Relevance(weights))
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jaxmc
-from jaxmc.errors import ModelCheckingError
+from jaxmc.errors import ConvergenceError
 
 
 PARAM = (
@@ -87,7 +87,7 @@ def test_sweep_ctmc_time_bound_grows_terms():
 
 def test_sweep_reports_invalid_points():
     model = jaxmc.load_model(PARAM / "dtmcs/dtmc_pctl.prism", parameters=("p",))
-    with pytest.raises(ModelCheckingError, match="did not converge"):
+    with pytest.raises(ConvergenceError, match="SOR did not converge"):
         # p = 2 is not a probability: the linear system has no valid solution
         jaxmc.sweep(
             model,
