@@ -441,9 +441,12 @@ def sweep(
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
       at `build_params` or at the first point.
 
-    **Returns:** a numpy array of the points' shape.
+    **Returns:** a numpy array of the points' shape. A point whose solve
+    does not converge raises `ConvergenceError` (with `options.throw`, the
+    default; else its value is NaN).
     """
     check_values(params, batch=True)
+    options = params_options(options)
     arrs = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrs.values()))
@@ -466,7 +469,7 @@ def sweep(
         params=first,
         properties=properties,
         build_params=build_params,
-        options=params_options(options),
+        options=options,
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:
@@ -554,7 +557,7 @@ def sweep(
             for res in pool.map(solve_chunk, starts[1:]):
                 finish(res)
     report = reports[starts[0]]
-    if report.methods:
+    if report.methods and options.throw:
         status = np.concatenate([reports[lo].status for lo in starts])
         for i in rebuilt:  # (solved again, on the model built there)
             status[i] = 0
@@ -567,7 +570,7 @@ def sweep(
         raise_on_solve_failure(report)
     for i, v in rebuilt.items():
         out[i] = v
-    if np.isnan(out).any():  # (every solve converged: the points' values)
+    if options.throw and np.isnan(out).any():  # (every solve converged)
         raise ModelCheckingError(
             f"{int(np.isnan(out).sum())} of {total} points gave NaN",
             hint="check that every point gives a valid model",

@@ -120,6 +120,8 @@ def test_sweep_failure_is_a_convergence_error_with_the_points(model):
         jaxmc.sweep(model, WIN, params={"p": ps}, max_iters=10)
     with pytest.raises(jaxmc.ConvergenceError, match=r"at 8 of 8 points"):
         jaxmc.sweep(model, WIN, params={"p": ps}, max_iters=10, chunk=1)
+    out = jaxmc.sweep(model, WIN, params={"p": ps}, max_iters=10, throw=False)
+    assert np.isnan(out).all()
     np.testing.assert_allclose(
         jaxmc.sweep(model, WIN, params={"p": ps}), ruin(ps), rtol=1e-9
     )
