@@ -11,7 +11,7 @@ many, is a sequence of row gathers in a hybrid ELL layout
 (`hybrid_ell`: slot-major ELL plus a few scatter-added overflow entries for
 very long rows), because a scatter-add (`segment_sum`) is much slower than a
 gather on a GPU. Under `jax.vmap` the Jacobi loop is not vmapped as is (that
-runs a batched scatter per step): `_jacobi_solver` is a `custom_vmap` whose
+runs a batched scatter per step): `jacobi_solver` is a `custom_vmap` whose
 rule runs the explicit multi-vector iteration, batch axis last, with a
 per-column convergence mask. Gradients are unaffected:
 `custom_linear_solve` never differentiates its solver.
@@ -22,20 +22,18 @@ column that did not converge are NaN. The tangent and adjoint solves of
 `jax.jvp`/`jax.grad` have no way out but their values: a column of theirs
 that does not converge is NaN (so is the derivative).
 
-`solve(system, b)` solves `(I - A) x = b` by multicolour Gauss-Seidel
-(Jacobi's parallelism, at most Jacobi's iterations), over-relaxed with a
-guarded automatic `w` (`jaxmc.solvers.sor`; fewer sweeps on slowly
-mixing chains),
-and is wrapped in
-`lax.custom_linear_solve`, so its derivative is the implicit-function
-theorem's: a tangent costs one more solve with the same matrix, a cotangent
-one solve with `(I - A)^T` (the transposed structure is precomputed on the
-host, the values are gathered). The forward `lax.while_loop` is never
-differentiated. Given `relevance`, that cotangent solve stops when the
-*gradient* has converged (`Relevance`: adjoint entries weighted by the
-values their row's derivative multiplies) rather than when every adjoint
-entry has, down to 1e-200 far from the initial state (`benchmarks/grad.py`
-measures the adjoint's sweeps against the forward's).
+`linear_solve` solves `(I - A) x = b` by multicolour Gauss-Seidel (Jacobi's
+parallelism, at most Jacobi's iterations), over-relaxed with a guarded
+automatic `w` (`jaxmc.solvers.sor`; fewer sweeps on slowly mixing chains),
+wrapped in `lax.custom_linear_solve`, so its derivative is the
+implicit-function theorem's: a tangent costs one more solve with the same
+matrix, a cotangent one solve with `(I - A)^T` (the transposed structure is
+precomputed on the host, the values are gathered). The forward
+`lax.while_loop` is never differentiated. Given `relevance`, that cotangent
+solve stops when the *gradient* has converged (`Relevance`: adjoint entries
+weighted by the values their row's derivative multiplies) rather than when
+every adjoint entry has, down to 1e-200 far from the initial state
+(`benchmarks/grad.py` measures the adjoint's sweeps against the forward's).
 """
 
 from __future__ import annotations
