@@ -44,7 +44,7 @@ class Settings:
     solves built after it.
 
     - `diff_dia`: whether the Gauss-Seidel sweeps use the diagonal layout
-      where a matrix has one (`jaxmc.diff._dia`); `"auto"`: on the CPU
+      where a matrix has one (`jaxmc.layout.sweep_dia`); `"auto"`: on the CPU
       backend, unless the fused SOR kernel was asked for.
     - `diff_shrink`: whether batched solves shrink their batch as its
       columns converge; `"auto"`: where the fused SOR kernel runs (a GPU).

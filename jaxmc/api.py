@@ -209,7 +209,11 @@ def solve(
     build option, else at the first concrete values; parameters may appear
     only in probabilities, rates, state reward values and CSL time bounds.
     `epsilon` (default 1e-12 on this path: `jaxmc.options.DEFAULTS`),
-    `max_iters` (200,000) and `omega` set the solvers' tolerance. With
+    `max_iters` (200,000) and `omega` set the solvers' tolerance. A solve
+    that does not converge raises `ConvergenceError` (naming the method,
+    iterations and residual) on concrete values; under `jax.jit`,
+    `jax.grad` or `jax.vmap`, or with `throw=False`, its value is NaN, and
+    `jaxmc.parametric(...).solve_report(params)` says why. With
     `rebuild=True` the model is instead rebuilt with the values as constants
     (anything goes; not differentiable).
     """
@@ -235,7 +239,9 @@ def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
     numpy array of the points' shape. See `jaxmc.diff.sweep` for `chunk`,
     `progress`, `workers` (chunks solved at once on host threads; on a CPU
     by default one per core), `build_params`; the numerical options as
-    [`jaxmc.parametric`][]."""
+    [`jaxmc.parametric`][]. A point whose solve does not converge raises
+    `ConvergenceError` (how many points, and the first one's method,
+    iterations and residual)."""
     from . import diff
 
     options, kwargs = _split(kwargs)

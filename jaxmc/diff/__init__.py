@@ -9,7 +9,10 @@ model's parameters (`jax.grad`, `jax.jvp`, `jax.jacrev`, `jax.vmap`).
 `jaxmc.solve(model, prop, params=...)` and `jaxmc.sweep` are the public
 spellings. See `jaxmc.diff._values` for the semantics of parameters (the
 structure is fixed, as in Storm's parametric models) and
-`jaxmc.diff._problem` for how each property is differentiated.
+`jaxmc.diff._problem` for how each property is differentiated, and
+`jaxmc.diff._status` for what happens when a solve fails. The solvers
+are `jaxmc.solvers` (`sor`, `adjoint`), on the layouts of
+`jaxmc.layout.sweep`.
 """
 
 from .._config import enable_x64
@@ -24,8 +27,8 @@ from ._api import (  # noqa: E402
     sweep as sweep,
     with_parameters as with_parameters,
 )
-from ._linear_solve import linear_solve as linear_solve  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
+from ._status import SolveReport as SolveReport  # noqa: E402
 from ._values import (  # noqa: E402
     StateRewards as StateRewards,
     TransitionValues as TransitionValues,

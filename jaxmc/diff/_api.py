@@ -27,9 +27,9 @@ from ..explore import build as _build
 from ..options import SolveOptions
 from ..props import check_property, raise_on_failure
 from ..props.resolve import property_to_check, resolve_property
-from ._linear_solve import raise_if_nan
 from ._params import check_values, concrete
 from ._problem import Problem
+from ._status import raise_on_failure as raise_on_solve_failure
 from ._structure import generic_points
 from ._values import VanishingAtBuildPoint
 
@@ -274,8 +274,11 @@ def solve_params(
     options: SolveOptions | None = None,
     **kwargs,
 ):
-    """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`. With
-    `options.throw` False a solve that does not converge gives NaN."""
+    """`jaxmc.solve(model, prop, params=...)`: see `jaxmc.solve`. A solve
+    that does not converge raises `ConvergenceError` (naming the method,
+    iterations and residual) on concrete values with `options.throw`;
+    otherwise (`throw` False, or traced values: under `jax.jit`, `jax.grad`,
+    `jax.vmap`) it gives NaN (`jaxmc.diff._status`)."""
     options = params_options(options)
     problem = parametric(
         model,
@@ -297,9 +300,11 @@ def solve_params(
             # the transitions that vanish here change the graph: check the
             # model built at this point (the value, not differentiable here)
             return rebuild_solve(model, prop, point)
-    out = problem(params)
-    if options.throw:
-        raise_if_nan(out, "the parametric solve")
+    if options.throw and _concrete(params):
+        out, report = problem.solve_report(params)
+        raise_on_solve_failure(report)
+    else:
+        out = problem(params)
     if problem.result_type is not None and _concrete(params):
         out = out.astype(problem.result_type)
     return out
@@ -438,9 +443,12 @@ def sweep(
     - the other arguments as [`jaxmc.parametric`][]; the state space is built
       at `build_params` or at the first point.
 
-    **Returns:** a numpy array of the points' shape.
+    **Returns:** a numpy array of the points' shape. A point whose solve
+    does not converge raises `ConvergenceError` (with `options.throw`, the
+    default; else its value is NaN).
     """
     check_values(params, batch=True)
+    options = params_options(options)
     arrs = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrs.values()))
@@ -463,7 +471,7 @@ def sweep(
         params=first,
         properties=properties,
         build_params=build_params,
-        options=params_options(options),
+        options=options,
     )
     missing = [k for k in problem.names if k not in flat]
     if missing:
@@ -483,7 +491,7 @@ def sweep(
         if jax.default_backend() == "gpu" and chunk >= 64:
             # a power of two, up to ~2 GB per [nnz, chunk] array: the
             # widths the fused SOR kernel takes, and batches that shrink
-            # as their points converge (`_iteration._sor_shrinking`)
+            # as their points converge (`solvers.sor_shrinking`)
             chunk = 1 << (((1 << 28) // nnz).bit_length() - 1)
         if jax.default_backend() == "cpu":
             # Above ~2^17 entries one point's values already fill the
@@ -512,17 +520,17 @@ def sweep(
         hi = min(total, lo + chunk)
         th = {k: flat[k][lo:hi] for k in problem.names}
         if single:
-            return (
-                lo,
-                hi,
-                np.asarray(problem({k: v[0] for k, v in th.items()})).reshape(1),
-            )
+            v, rep = problem.solve_report({k: v[0] for k, v in th.items()})
+            rep = jax.tree_util.tree_map(lambda a: np.asarray(a)[None], rep)
+            return lo, hi, np.asarray(v).reshape(1), rep
         if hi - lo < chunk and lo > 0:  # pad the last chunk: one compilation
             th = {
                 k: np.concatenate([v, np.repeat(v[-1:], chunk - (hi - lo))])
                 for k, v in th.items()
             }
-        return lo, hi, np.asarray(batched(th))[: hi - lo]
+        v, rep = batched(th)
+        rep = jax.tree_util.tree_map(lambda a: np.asarray(a)[: hi - lo], rep)
+        return lo, hi, np.asarray(v)[: hi - lo], rep
 
     starts = list(range(0, total, chunk))
     if workers is None:
@@ -530,9 +538,11 @@ def sweep(
     workers = max(1, min(int(workers), len(starts)))
     done = 0
 
+    reports = {}
+
     def finish(res):
         nonlocal done
-        lo, hi, vals = res
+        lo, hi, vals, reports[lo] = res
         out[lo:hi] = vals
         done += hi - lo
         if report is not None:
@@ -548,12 +558,24 @@ def sweep(
         with ThreadPoolExecutor(workers, thread_name_prefix="jaxmc-sweep") as pool:
             for res in pool.map(solve_chunk, starts[1:]):
                 finish(res)
+    report = reports[starts[0]]
+    if report.methods and options.throw:
+        status = np.concatenate([reports[lo].status for lo in starts])
+        for i in rebuilt:  # (solved again, on the model built there)
+            status[i] = 0
+        report = dataclasses.replace(
+            report,
+            status=status,
+            iterations=np.concatenate([reports[lo].iterations for lo in starts]),
+            residual=np.concatenate([reports[lo].residual for lo in starts]),
+        )
+        raise_on_solve_failure(report)
     for i, v in rebuilt.items():
         out[i] = v
-    if np.isnan(out).any():
+    if options.throw and np.isnan(out).any():  # (every solve converged)
         raise ModelCheckingError(
-            f"{int(np.isnan(out).sum())} of {total} points did not converge (NaN)",
-            hint="raise `max_iters` or check that every point gives a valid model",
+            f"{int(np.isnan(out).sum())} of {total} points gave NaN",
+            hint="check that every point gives a valid model",
         )
     if problem.result_type is not None:
         out = out.astype(problem.result_type)

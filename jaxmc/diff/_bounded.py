@@ -13,11 +13,11 @@ import numpy as np
 from jax import lax
 
 from ..explore.lower import lower_parametric
+from ..kernels.coo import coo_spmv as spmv
 from ..lang import ast
 from ..numerics import graph
 from ..numerics.ctmc import UNIF_FACTOR
 from ..numerics.foxglynn import fox_glynn
-from ._sparsity import spmv
 
 
 def evaluate_scalar(e, params, theta, *, what: str = "expression"):

@@ -69,6 +69,7 @@ from ..props import state_formulas
 from ._bounded import BoundedSolves, site_terms
 from ._execute import PlanExecution
 from ._rewards import RewardSolves
+from ._status import SolveLog
 from ._steady import SteadySolves
 from ._structure import GraphLog
 from ._unbounded import UnboundedSolves
@@ -97,7 +98,11 @@ class Problem(
 
     Call it with a dict name → value (scalars, or traced values): returns the
     value at the initial state (or the values at the initial states, if
-    several) as a JAX array.
+    several) as a JAX array; NaN where a solve did not converge.
+    `solve_report(theta)` returns `(value, SolveReport)`: the value and the
+    status, iterations and residual of every solve, traceable too (under
+    `jax.jit` and `jax.vmap`, where nothing can raise, the report is how a
+    caller learns why a value is NaN; `jaxmc.diff._status`).
     """
 
     def __init__(
@@ -131,13 +136,15 @@ class Problem(
         self.col = np.asarray(m.col, dtype=np.int64)
         self.init = np.asarray(m.initial_states, dtype=np.int64)
         # PRISM's state order (lexicographic in the variables' values): the
-        # solves' diagonal layout (`_dia.dia_layout`) is found in it
+        # solves' diagonal layout (`layout.sweep_dia`) is found in it
         st = np.asarray(m.states)
         self.lex = np.lexsort(st.T[::-1]) if st.ndim == 2 and st.shape[1] else None
         self.host: dict = {"tv": self.tv.arrays, "init": self.init.astype(np.int32)}
         self.statics: dict = {}
         self._rewards: dict = {}
         self.traces = 0
+        #: where the plan's solves record their outcome (`solve_report`)
+        self.log = SolveLog()
         self._plan = self._compile(prop.expr)
         self.arrays = jax.tree_util.tree_map(jnp.asarray, self.host)
         self._make_jits()
@@ -151,6 +158,23 @@ class Problem(
             return x
         return x[arrays["init"][0]] if self.init.size == 1 else x[arrays["init"]]
 
+    def _run_report(self, arrays, theta) -> tuple:
+        """`_run` and the `SolveReport` of its solves."""
+        with self.log.collect() as report:
+            x = self._run(arrays, theta)
+            return x, report()
+
+    def solve_report(self, theta) -> tuple:
+        """`(value, SolveReport)` at `theta` (a dict name → value, as for
+        calling the problem): the value and the outcome of every solve.
+        Not differentiable (`jax.grad` the problem itself); traceable under
+        `jax.jit` and `jax.vmap`."""
+        self._check_names(theta)
+        th = {k: _f64(theta[k]) for k in self.names}
+        if _concrete(th):
+            return self._jit(self.arrays, th)
+        return self._jit_report_nested(self.arrays, th)
+
     def _make_jits(self):
         """The compiled entry points. With `cpu_solver_options` (the CPU
         backend), a top-level call compiles with them; a nested jit (under
@@ -162,7 +186,10 @@ class Problem(
         same as without it."""
         opts = cpu_solver_options()
         self._jit_nested = jax.jit(self._run)
-        self._jit = jax.jit(self._run, compiler_options=opts)
+        self._jit_report_nested = jax.jit(self._run_report)
+        # (a concrete call computes the report too: `solve_report` and the
+        # eager API share this one compiled function)
+        self._jit = jax.jit(self._run_report, compiler_options=opts)
         self._reverse = None
         if opts is None:
             return
@@ -189,6 +216,19 @@ class Problem(
         self._reverse = reverse
 
     def __call__(self, theta):
+        self._check_names(theta)
+        th = {k: _f64(theta[k]) for k in self.names}
+        if _concrete(th):
+            return self._jit(self.arrays, th)[0]
+        if self._reverse is not None:
+            try:
+                return self._reverse(th)
+            except TypeError as e:  # forward mode (jax.jvp) meets the custom_vjp
+                if "custom_vjp" not in str(e):
+                    raise
+        return self._jit_nested(self.arrays, th)
+
+    def _check_names(self, theta) -> None:
         missing = [k for k in self.names if k not in theta]
         if missing:
             raise SemanticError(
@@ -201,16 +241,6 @@ class Problem(
                 f"`{extra[0]}` is not a parameter of the model (parameters: "
                 f"{', '.join(self.names)})"
             )
-        th = {k: _f64(theta[k]) for k in self.names}
-        if _concrete(th):
-            return self._jit(self.arrays, th)
-        if self._reverse is not None:
-            try:
-                return self._reverse(th)
-            except TypeError as e:  # forward mode (jax.jvp) meets the custom_vjp
-                if "custom_vjp" not in str(e):
-                    raise
-        return self._jit_nested(self.arrays, th)
 
     def ensure(self, theta) -> None:
         """Make the static numbers of uniformisation terms (CTMC time
@@ -264,11 +294,11 @@ class Problem(
         return np.asarray(self._vanish_jit(self.arrays["tv"], th))
 
     def batched(self):
-        """`theta (name -> [k] arrays) -> [k] values`: `jax.vmap` of the
-        problem, compiled once per batch size."""
+        """`theta (name -> [k] arrays) -> ([k] values, SolveReport)`:
+        `jax.vmap` of `solve_report`, compiled once per batch size."""
         if getattr(self, "_batched", None) is None:
             self._batched = jax.jit(
-                jax.vmap(self._run, in_axes=(None, 0)),
+                jax.vmap(self._run_report, in_axes=(None, 0)),
                 compiler_options=cpu_solver_options(),
             )
         jb = self._batched

@@ -1,6 +1,6 @@
 """Steady-state properties of a `Problem`: stationary distributions of
 the BSCCs by power iteration, made differentiable through the stationary
-equations (an implicit GMRES solve), combined with the absorption
+equations (`solvers.implicit_gmres`), combined with the absorption
 probabilities into the BSCCs."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..kernels.coo import coo_spmv_t as spmv_t
+from ..layout.sweep import Pattern
 from ..numerics import graph
-from ._sparsity import Pattern, spmv_t
+from ..solvers import fixed_point_loop, implicit_gmres
 from ._values import StateRewards
 
 
@@ -100,15 +102,14 @@ class SteadySolves:
             def power(pi):
                 return pi - flow(pi) / q
 
-            from ._iteration import _jacobi
-
-            pi_p, _, ok = _jacobi(
+            pw = fixed_point_loop(
                 lambda p: power(lax.stop_gradient(p)),
                 h["pi0"],
                 jnp.asarray(opts.epsilon, jnp.float64),
                 opts.max_iters,
             )
-            pi_p = lax.stop_gradient(jnp.where(ok, pi_p, jnp.nan))
+            pi_p = lax.stop_gradient(self.log.record("power", pw))
+            pi_p = jnp.where(pw.status == 0, pi_p, jnp.nan)
 
             def matvec(pi):
                 y = jnp.where(h["inb"], flow(pi), pi)
@@ -116,7 +117,8 @@ class SteadySolves:
                 return jnp.where(h["rep"], mass[h["lab"]], y)
 
             rhs = h["rep"].astype(jnp.float64) - matvec(pi_p)
-            pi = pi_p + _implicit_gmres(matvec, rhs, opts)
+            corr = implicit_gmres(matvec, rhs, max(opts.epsilon, 1e-14))
+            pi = pi_p + self.log.record("gmres", corr)
             g_b = jax.ops.segment_sum(
                 jnp.where(h["inb"], pi * f(arrays, theta, P, val), 0.0),
                 h["lab"],
@@ -126,17 +128,3 @@ class SteadySolves:
             return absorb(arrays, theta, g)
 
         return plan
-
-
-def _implicit_gmres(matvec, rhs, opts):
-    """`matvec^{-1} rhs`, differentiable implicitly (GMRES for the primal,
-    tangent and cotangent solves)."""
-    from jax.scipy.sparse.linalg import gmres
-
-    tol = max(opts.epsilon, 1e-14)
-
-    def solve(mv, b):
-        x, _ = gmres(mv, b, tol=tol, atol=0.0, restart=50, maxiter=200)
-        return x
-
-    return lax.custom_linear_solve(matvec, rhs, solve, solve)

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._linear_solve import linear_solve
-from ._sparsity import Pattern, spmv
+from ..kernels.coo import coo_spmv as spmv
+from ..layout.sweep import Pattern
+from ..solvers import fixed_point_loop, linear_solve, method_name
 
 
 class UnboundedSolves:
@@ -61,7 +62,7 @@ class UnboundedSolves:
             if reward is not None:
                 b = b + jnp.where(h["maybe"], reward(arrays, theta, P, val), 0.0)
             rel = {"b_scale": jnp.maximum(h["kb_bound"], jnp.abs(b))} if weigh else None
-            return linear_solve(
+            sol = linear_solve(
                 P[h["km"]],
                 pat,
                 h["pat"],
@@ -71,6 +72,7 @@ class UnboundedSolves:
                 relevance=rel,
                 rhs_rows=h.get("rhs_rows") if weigh else None,
             )
+            return self.log.record(method_name(opts.omega), sol)
 
         return plan
 
@@ -82,7 +84,7 @@ class UnboundedSolves:
         when there are too many classes to gain anything. A batched solve
         (`jaxmc.sweep`) then reads a `[C, k]` table per sweep instead of
         `[nnz, k]` values, after checking at the actual points that the
-        classes hold (`jaxmc.diff._linear_solve`); a wrong guess costs speed, never
+        classes hold (`jaxmc.solvers.adjoint`); a wrong guess costs speed, never
         accuracy."""
         if not self.names or km.size == 0:
             return {}
@@ -176,15 +178,14 @@ class UnboundedSolves:
                 return jnp.where(h["maybe"], v, h["fixed"])
 
             # Value iteration (forward only: never differentiated).
-            from ._iteration import _jacobi
-
-            x_vi, _, ok = _jacobi(
+            vi = fixed_point_loop(
                 lambda x: bellman(lax.stop_gradient(x)),
                 lax.stop_gradient(h["fixed"]),
                 jnp.asarray(opts.epsilon, jnp.float64),
                 opts.max_iters,
             )
-            x_vi = lax.stop_gradient(jnp.where(ok, x_vi, jnp.nan))
+            x_vi = lax.stop_gradient(self.log.record("value_iteration", vi))
+            x_vi = jnp.where(vi.status == 0, x_vi, jnp.nan)
             sigma = lax.stop_gradient(self._scheduler(h, q_of(x_vi), x_vi, opt))
             # The chosen scheduler's linear system, solved for a correction
             # to x_vi so that gradients are those of the policy's value.
@@ -204,7 +205,8 @@ class UnboundedSolves:
                 if weigh
                 else None
             )
-            return x_vi + linear_solve(a_sig, pat, h["pat"], r, opts, relevance=rel)
+            sol = linear_solve(a_sig, pat, h["pat"], r, opts, relevance=rel)
+            return x_vi + self.log.record(method_name(opts.omega), sol)
 
         return plan
 
@@ -288,7 +290,8 @@ class UnboundedSolves:
             )
             if not maybe.any():
                 return b
-            return linear_solve(P[h["km"]], pat, h["pat"], b, opts)
+            sol = linear_solve(P[h["km"]], pat, h["pat"], b, opts)
+            return self.log.record(method_name(opts.omega), sol)
 
         return solve
 

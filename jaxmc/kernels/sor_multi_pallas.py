@@ -1,5 +1,5 @@
 """Pallas (Triton) kernel: one colour block's SOR update of a batched
-multicolour Gauss-Seidel sweep (`jaxmc.diff._sweep.gs_sweep`), in one
+multicolour Gauss-Seidel sweep (`jaxmc.kernels.sweep.gs_sweep`), in one
 pass over the block, in place.
 
 For the colour-sorted iterate `x` of shape `[n, k]` (batch last, row-major:
@@ -169,7 +169,7 @@ def block_update(
     the solver's stop rule as they are written, `d <= eps max(|x'|,
     1e-300)` with `d = |x' - x|`, or with weights `nw` (`[n]` or `[n, k]`,
     in row order) and `m` (`[k]`) `d nw <= eps max(|x'| nw, max(m,
-    1e-300))` (`jaxmc.diff._iteration.Relevance.converged`, the same
+    1e-300))` (`jaxmc.solvers.sor.Relevance.converged`, the same
     operations), and `x'` finite. Each program then loops over up to
     `CHECK_TILES` row tiles and writes one row of `[K]` flags (non-zero:
     some entry of that column failed); returns `(buffer, flags)`, flags

@@ -1,7 +1,9 @@
 """Stage 5: iterative solvers (jitted `lax.while_loop`s returning a `Status`).
 
 The solvers live in private modules and are re-exported here; `progress`
-(how long solves report their progress to the front end) is public.
+(how long solves report their progress to the front end), `sor` (the
+multi-right-hand-side fixed-point and SOR loops) and `adjoint` (the
+implicitly differentiated solves built on them) are public.
 
 Model checking needs float64 by default, as PRISM uses doubles: with float32 a
 relative criterion of 1e-6 is at the rounding level and iterations stall. So
@@ -43,4 +45,19 @@ from ._sound import (  # noqa: E402
 from ._topological import (  # noqa: E402
     gaps as gaps,
     topological_iteration as topological_iteration,
+)
+from .adjoint import (  # noqa: E402
+    implicit_gmres as implicit_gmres,
+    jacobi_solver as jacobi_solver,
+    linear_solve as linear_solve,
+)
+from .sor import (  # noqa: E402
+    Relevance as Relevance,
+    fixed_point_columns as fixed_point_columns,
+    fixed_point_loop as fixed_point_loop,
+    flag as flag,
+    iterate as iterate,
+    method_name as method_name,
+    sor as sor,
+    sor_shrinking as sor_shrinking,
 )

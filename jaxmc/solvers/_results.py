@@ -115,6 +115,7 @@ METHOD_NAMES = {
     "value_iteration": "Value iteration",
     "interval_iteration": "Interval iteration",
     "gmres": "GMRES",
+    "sor": "SOR",
 }
 
 

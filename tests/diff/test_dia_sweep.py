@@ -1,8 +1,8 @@
 """The diagonal (DIA) layout of the Gauss-Seidel sweeps
-(`jaxmc.diff._dia.dia_layout` / `dia_sweep`): found where the states form
-a box in PRISM's lexicographic order, one sweep equal to the gather
-layout's (`gs_sweep`) to rounding, remainders and batches included, and
-the same values and gradients through `jaxmc.parametric`."""
+(`jaxmc.layout.sweep_dia.dia_layout` / `kernels.sweep_dia.dia_sweep`):
+found where the states form a box in PRISM's lexicographic order, one
+sweep equal to the gather layout's (`gs_sweep`) to rounding, remainders
+and batches included, and the same values and gradients through `jaxmc.parametric`."""
 
 import jax
 import jax.numpy as jnp
@@ -12,11 +12,11 @@ import scipy.sparse as sp
 
 import jaxmc
 from jaxmc import _config
-from jaxmc.diff import _dia
-from jaxmc.diff._dia import dia_sweep
-from jaxmc.diff._iteration import Relevance
-from jaxmc.diff._sparsity import Pattern
-from jaxmc.diff._sweep import gs_sweep
+from jaxmc.kernels.sweep import gs_sweep
+from jaxmc.kernels.sweep_dia import dia_sweep
+from jaxmc.layout import sweep_dia as _dia
+from jaxmc.layout.sweep import Pattern
+from jaxmc.solvers.sor import Relevance
 
 
 WALK = """dtmc

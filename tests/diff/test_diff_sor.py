@@ -1,4 +1,4 @@
-"""Over-relaxed (SOR) multicolour Gauss-Seidel in `jaxmc.diff` (`_iteration`, `_sweep`):
+"""Over-relaxed (SOR) multicolour Gauss-Seidel (`jaxmc.solvers.sor`, `kernels.sweep`):
 the automatic `omega`, its divergence guard, plain Gauss-Seidel on demand,
 and accuracy against direct solves."""
 
@@ -13,10 +13,11 @@ import scipy.sparse.linalg as sla
 from jax import lax
 
 import jaxmc
-from jaxmc.diff._iteration import Relevance, _iterate, _jacobi, _sor
-from jaxmc.diff._sparsity import Pattern
-from jaxmc.diff._sweep import gs_sweep
+from jaxmc.kernels.sweep import gs_sweep
+from jaxmc.layout.sweep import Pattern
 from jaxmc.options import SolveOptions
+from jaxmc.solvers import Status
+from jaxmc.solvers.sor import Relevance, fixed_point_loop, iterate, sor, sor_shrinking
 
 
 EXAMPLES = (
@@ -75,8 +76,10 @@ def solver(Q):
         rhs = jnp.asarray(rhs)
         sweep, to_p, from_p = sweep_for(rhs)
         rel = Relevance(None if weights is None else to_p(jnp.asarray(weights)))
-        x, it, done, w = _sor(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, rel)
-        return np.asarray(from_p(x)), int(it), np.asarray(done), np.asarray(w)
+        sol, w = sor(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, rel)
+        done = np.asarray(sol.status == Status.CONVERGED)
+        sweeps = int(jnp.max(sol.iterations))  # (the loop runs to the slowest column)
+        return np.asarray(from_p(sol.value)), sweeps, done, np.asarray(w)
 
     run.sweep_for = sweep_for
     return run
@@ -160,9 +163,10 @@ def test_omega_one_is_plain_gauss_seidel():
     Q, b, _ = walk_system(20, 0.4)
     sweep, _, _ = solver(Q).sweep_for(jnp.asarray(b))
     x0 = jnp.zeros(Q.shape[0])
-    plain, _, ok = _jacobi(sweep, x0, 1e-10, 100_000)
+    sol = fixed_point_loop(sweep, x0, 1e-10, 100_000)
+    plain, ok = sol.value, sol.status == Status.CONVERGED
     assert ok
-    np.testing.assert_array_equal(_iterate(sweep, x0, 1e-10, 100_000, 1.0), plain)
+    np.testing.assert_array_equal(iterate(sweep, x0, 1e-10, 100_000, 1.0).value, plain)
     # ...and w = 1 inside the SOR sweep is exactly Gauss-Seidel too
     np.testing.assert_array_equal(sweep(plain, jnp.float64(1.0)), sweep(plain))
 
@@ -297,8 +301,6 @@ def test_shrinking_batch_gives_each_column_its_full_batch_result():
     and sweeps it gets in the full batch. Columns of very different
     difficulty (right-hand sides on different scales and a point source),
     so the batch does shrink, down to a width of 2."""
-    from jaxmc.diff import _iteration as iteration
-
     Q, b, i0 = walk_system(24, 0.45)
     run = solver(Q)
     n = b.size
@@ -317,11 +319,12 @@ def test_shrinking_batch_gives_each_column_its_full_batch_result():
         widths.append(int(c.shape[0]))
         return run.sweep_for(B[:, c])[0]
 
-    xs, ds = jax.jit(
-        lambda: iteration._sor_shrinking(
+    sol = jax.jit(
+        lambda: sor_shrinking(
             build, jnp.zeros_like(B), 1e-10, 100_000, None, None, min_width=2
         )
     )()
+    xs, ds = sol.value, sol.status == Status.CONVERGED
     assert widths == [4, 2]  # shrank twice (traced once)
     np.testing.assert_array_equal(np.asarray(ds), done)
     np.testing.assert_array_equal(np.asarray(from_p(xs)), X)

@@ -2,7 +2,7 @@
 behind `gs_sweep`, in Pallas' interpret mode: one sweep equals the XLA
 path's (same reads in the same order) on random bipartite systems, systems
 with overflow entries and a leftover colour, and the walk, with class
-tables or stored values and every kind of `omega`; full `_sor` solves
+tables or stored values and every kind of `omega`; full `sor` solves
 agree; the default on a CPU stays the XLA path."""
 
 import jax
@@ -13,10 +13,10 @@ from jax import lax
 from test_diff_sor import walk_system
 
 from jaxmc import _config
-from jaxmc.diff._iteration import Relevance, _sor
-from jaxmc.diff._sparsity import Pattern
-from jaxmc.diff._sweep import gs_sweep
 from jaxmc.kernels import sor_multi_pallas as K
+from jaxmc.kernels.sweep import gs_sweep
+from jaxmc.layout.sweep import Pattern
+from jaxmc.solvers.sor import Relevance, sor
 
 
 def random_system(n, seed, bipartite=True, long_row=False, clique=0):
@@ -168,7 +168,7 @@ def test_sweep_matches_xla_walk():
 
 
 def test_sor_solve_agrees_with_xla():
-    """A full automatic-`omega` `_sor` solve of the walk, 4 columns, class
+    """A full automatic-`omega` `sor` solve of the walk, 4 columns, class
     table: the kernel path gives the XLA path's sweeps, `omega`s and
     values."""
     Q, b, _ = walk_system(12, 0.4)
@@ -184,10 +184,8 @@ def test_sor_solve_agrees_with_xla():
         sweep, _, from_p = gs_sweep(
             off, dg, rhs, arrays["lay"], arrays["order"], pat.bounds, n, classes
         )
-        x, it, done, w = _sor(
-            sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance()
-        )
-        return from_p(x), it, done, w
+        sol, w = sor(sweep, jnp.zeros_like(rhs), 1e-10, 20_000, None, Relevance())
+        return from_p(sol.value), jnp.max(sol.iterations), sol.status == 0, w
 
     (x0, it0, d0, w0), _ = in_mode("off", solve, rhs)
     (x1, it1, d1, w1), calls = in_mode("interpret", solve, rhs)

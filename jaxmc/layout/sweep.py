@@ -1,8 +1,8 @@
-"""The sparsity of the differentiable path's matrices, on the host: the
-`Pattern` of a square matrix (its transpose, a colouring of the states and
-the gather layouts of the Gauss-Seidel sweeps), the hybrid ELL layout the
-loops gather through (`hybrid_ell`), and the one-off SpMVs (`spmv`,
-`spmv_t`).
+"""The layouts of the multicolour Gauss-Seidel sweeps, built on the host:
+the `Pattern` of a square matrix (its transpose, a colouring of the states
+and the gather layouts of the sweeps, in both orientations; the diagonal
+layout of `sweep_dia` where it fits) and the hybrid ELL layout the sweeps
+gather through (`hybrid_ell`). The sweeps are `jaxmc.kernels.sweep`.
 
 The loops never scatter: every sweep, forward or transposed, one vector or
 many, is a sequence of row gathers in a hybrid ELL layout (slot-major ELL
@@ -12,11 +12,10 @@ scatter-add (`segment_sum`) is much slower than a gather on a GPU.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from .._config import SETTINGS
-from ._dia import dia_layout
+from .sweep_dia import dia_layout
 
 
 class Pattern:
@@ -231,24 +230,3 @@ def hybrid_ell(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     ell = np.full((w, n), nnz, np.int64)
     ell[slot[inside], rows[inside]] = np.flatnonzero(inside)
     return ell.astype(np.int32), np.flatnonzero(~inside).astype(np.int32)
-
-
-def _bcast(data, g):
-    return (
-        data if data.ndim == g.ndim else data.reshape(data.shape + (1,) * (g.ndim - 1))
-    )
-
-
-def spmv(data, rows, cols, n_rows: int, x):
-    """`y = A x` for `A` given by entries `data` at `(rows, cols)`; `x` is
-    `[n]` or `[n, k]` and `data` `[nnz]` or `[nnz, k]`. A scatter-add: used
-    once per call (residuals, the JVP's `A' x`), never inside a loop."""
-    g = x[cols]
-    return jax.ops.segment_sum(
-        _bcast(data, g) * g, rows, num_segments=n_rows, indices_are_sorted=True
-    )
-
-
-def spmv_t(data, pat: dict, n_cols: int, x):
-    """`y = A^T x` through the precomputed transpose (sorted segments)."""
-    return spmv(data[pat["perm"]], pat["t_rows"], pat["t_cols"], n_cols, x)

@@ -1,9 +1,18 @@
-"""The fixed-point loops of the differentiable path: Gauss-Seidel/Jacobi
-to PRISM's relative criterion (`_jacobi`, `_jacobi_columns`, with the
-`Relevance` floor of a gradient's adjoint solve), and over-relaxed
-multicolour SOR with a guarded automatic `w` (`_sor`; fewer sweeps on
+"""The multi-right-hand-side fixed-point loops of the linear solves that
+are differentiated implicitly (`jaxmc.solvers.adjoint`): a plain loop
+`x <- step(x)` to PRISM's relative criterion (`fixed_point_loop`, one
+vector; `fixed_point_columns`, `[n, k]` with a flag per column; Jacobi,
+Gauss-Seidel, value or power iteration, whatever `step` is), with the
+`Relevance` floor of a gradient's adjoint solve, and over-relaxed
+multicolour SOR with a guarded automatic `w` (`sor`; fewer sweeps on
 slowly mixing chains), on batches that shrink as their columns converge
-(`_sor_shrinking`). `_iterate` picks one."""
+(`sor_shrinking`). `iterate` picks one. The sweeps are
+`jaxmc.kernels.sweep`.
+
+Every loop returns a `Solution`: the values as they stand (never NaN'd),
+a `Status` per column (CONVERGED, MAX_ITERS, NONFINITE), the iterations
+and the relative change of one more step (`residual`, measured after the
+loop: a failed solve says how far it was)."""
 
 from __future__ import annotations
 
@@ -12,11 +21,7 @@ from jax import lax
 
 from .._config import SETTINGS
 from ..kernels import sor_multi_pallas as _sor_kernel
-
-
-def _col_max(v):
-    a = jnp.abs(v)
-    return jnp.max(a, axis=0) if a.ndim else a
+from ._results import Solution, Status
 
 
 class Relevance:
@@ -77,12 +82,30 @@ class Relevance:
         )
 
 
-def _jacobi(step, x0, eps, max_iters, rel=None):
+def outcome(done, x, iterations, step, rel) -> Solution:
+    """The `Solution` of a loop that stopped at `x` after `iterations`
+    steps, `done` (per column) whether its stop rule held: the status
+    (CONVERGED; else NONFINITE where `x` has a non-finite entry, else
+    MAX_ITERS) and, as the residual, the largest change of one more
+    `step`, relative to `max(|x|, rel.floor(x))` (the stop rule's scale)."""
+    finite = jnp.all(jnp.isfinite(x), axis=0)
+    status = jnp.where(
+        done,
+        Status.CONVERGED,
+        jnp.where(finite, Status.MAX_ITERS, Status.NONFINITE),
+    ).astype(jnp.int32)
+    d = jnp.abs(step(x) - x) / jnp.maximum(jnp.abs(x), rel.floor(x))
+    residual = jnp.max(jnp.where(jnp.isnan(d), jnp.inf, d), axis=0)
+    return Solution(x, status, jnp.asarray(iterations, jnp.int32), residual)
+
+
+def fixed_point_loop(step, x0, eps, max_iters, rel=None) -> Solution:
     """Iterate `x <- step(x)` until every entry changes by at most `eps`
     relative to itself (PRISM's relative criterion, so that small values,
     such as a tiny probability at the initial state, are accurate too;
     entries below 1e-300 count as converged; `rel`: a `Relevance` floor),
-    or `max_iters`. Returns `(x, iterations, converged)`."""
+    or `max_iters`. The loop's flag is one for all of `x` (`[n]`, or `[n,
+    k]` converging together)."""
     rel = rel or Relevance()
 
     def cond(c):
@@ -100,35 +123,38 @@ def _jacobi(step, x0, eps, max_iters, rel=None):
     x, it, ok = lax.while_loop(
         cond, body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
     )
-    return x, it, ok
+    return outcome(ok, x, it, step, rel)
 
 
-def _jacobi_columns(step, x0, eps, max_iters, rel=None):
-    """`_jacobi` for `x0` of shape `[n, k]`: each column has its own
-    convergence flag and stops changing once converged (so it ends exactly
-    where a single-vector `_jacobi` would); the loop runs until every column
-    has converged or `max_iters`. Returns `x` with non-converged columns NaN.
-    """
+def fixed_point_columns(step, x0, eps, max_iters, rel=None) -> Solution:
+    """`fixed_point_loop` for `x0` of shape `[n, k]`: each column has its
+    own convergence flag (and status) and stops changing once converged
+    (so it ends exactly where a single-vector loop would); the loop runs
+    until every column has converged or `max_iters`."""
     rel = rel or Relevance()
 
     def cond(c):
-        _, it, done = c
+        _, it, done, _ = c
         return (~jnp.all(done)) & (it < max_iters)
 
     def body(c):
-        x, it, done = c
+        x, it, done, its = c
         x1 = step(x)
         x2 = step(x1)
         d = jnp.abs(x2 - x1)
         ok = rel.converged(d, x2, eps, finite=True)
-        return jnp.where(done, x, x2), it + 2, done | ok
+        its = jnp.where(done, its, it + 2)
+        return jnp.where(done, x, x2), it + 2, done | ok, its
 
     done0 = jnp.zeros(x0.shape[1:], bool)
-    x, _, done = lax.while_loop(cond, body, (x0, jnp.zeros((), jnp.int32), done0))
-    return jnp.where(done, x, jnp.nan)
+    its0 = jnp.zeros(x0.shape[1:], jnp.int32)
+    x, _, done, its = lax.while_loop(
+        cond, body, (x0, jnp.zeros((), jnp.int32), done0, its0)
+    )
+    return outcome(done, x, its, step, rel)
 
 
-#: Automatic over-relaxation (`_sor`): sweeps per measuring/judging window,
+#: Automatic over-relaxation (`sor`): sweeps per measuring/judging window,
 #: sweeps of plain Gauss-Seidel before `omega` is chosen, and the largest
 #: `omega` tried.
 SOR_WINDOW = 16
@@ -137,7 +163,7 @@ SOR_MAX_OMEGA = 1.9
 
 
 def _window_stats(p, q):
-    """The combiner of `_sor`'s window statistics: max, max, max, sum, sum,
+    """The combiner of `sor`'s window statistics: max, max, max, sum, sum,
     sum (any non-finite)."""
     return (
         jnp.maximum(p[0], q[0]),
@@ -157,7 +183,15 @@ def young_omega(rho):
     return 2.0 / (1.0 + jnp.sqrt(jnp.maximum(1.0 - rho, 0.0)))
 
 
-def _sor(
+def sor(sweep, x0, eps, max_iters, omega=None, rel=None):
+    """Multicolour SOR to the relative criterion: `(Solution, w)`, the final
+    `w` per column (`_sor_run`, which says how `w` is chosen)."""
+    rel = rel or Relevance()
+    out = _sor_run(sweep, x0, eps, max_iters, omega, rel)
+    return outcome(out[3], out[0], out[11], sweep, rel), out[4]
+
+
+def _sor_run(
     sweep,
     x0,
     eps,
@@ -166,14 +200,15 @@ def _sor(
     rel=None,
     state=None,
     min_active=0,
-    keep_state=False,
 ):
     """Iterate `x <- sweep(x, w)` (multicolour SOR) until every entry changes
-    by at most `eps` relative to itself (`_jacobi`'s criterion, unchanged),
+    by at most `eps` relative to itself (`fixed_point_loop`'s criterion),
     or `max_iters` sweeps. `x0` is `[n]` or `[n, k]`; every column has its
     own relaxation `w`, state and convergence flag, and stops changing once
     converged (so a column ends where a one-vector solve would). Returns
-    `(x, sweeps, done, w)`, `done` and the final `w` per column.
+    the loop's state: `(x, snapshot, sweeps, done, w, ..., its)`, `done`,
+    the final `w` and the sweeps until convergence `its` per column (`sor`
+    makes it a `Solution`).
 
     Why: the chains solved here mix slowly (rates ~0.95-0.99 per sweep), so
     Gauss-Seidel needs ~10^3 sweeps per point; over-relaxation needs
@@ -201,14 +236,13 @@ def _sor(
        Gauss-Seidel for good.
 
     A fixed `omega` skips step 1 and keeps the guard; `omega=1.0` is plain
-    Gauss-Seidel (`_jacobi`). Non-convergence still shows as `done = False`
-    (callers NaN those columns). `rel`: the stop rule's `Relevance` floor
-    (also used by the guard's counts), its `M` measured at window ends.
+    Gauss-Seidel (`fixed_point_loop`). Non-convergence shows as `done =
+    False`. `rel`: the stop rule's `Relevance` floor (also used by the
+    guard's counts), its `M` measured at window ends.
 
     `min_active` > 0: stop as soon as at most that many columns are still
-    running. `keep_state`: also return the whole loop state (a fifth
-    element), which `state` resumes (`x0` is then ignored;
-    `_sor_shrinking`)."""
+    running. `state` resumes a returned state (`x0` is then ignored;
+    `sor_shrinking`)."""
     rel = rel or Relevance()
     L = SOR_WINDOW
     auto = omega is None
@@ -276,7 +310,7 @@ def _sor(
         return x_new, snap, w_new, phase, a_ref, r_min, z_ref, u_ref, rel.measure(x_new)
 
     def step_cond(c):
-        _, _, it, done, _, i = c
+        _, _, it, done, _, i, _ = c
         return (i < L // 2) & ~jnp.all(done) & (it < max_iters)
 
     def step(c, m):
@@ -286,12 +320,14 @@ def _sor(
         they sweep with `w = 0`, which leaves them exactly as they are (so
         a column ends where a one-vector solve would, and no select pass
         over the iterate is needed). The first sweep's result is carried
-        out for the window's bookkeeping."""
-        x, _, it, done, w, i = c
+        out for the window's bookkeeping; `its` counts each column's
+        sweeps until it converged."""
+        x, _, it, done, w, i, its = c
         we = jnp.where(done, 0.0, w)  # (one vector: the loop stops instead)
         x1 = sweep(x, we)
         x2, ok = sweep(x1, we, check=(rel, eps, m))
-        return x2, x1, it + 2, done | ok, w, i + 1
+        its = jnp.where(done, its, it + 2)
+        return x2, x1, it + 2, done | ok, w, i + 1, its
 
     def cond(c):
         go = (~jnp.all(c[3])) & (c[2] < max_iters)
@@ -303,16 +339,16 @@ def _sor(
         # Windows of SOR_WINDOW sweeps: an inner loop of sweeps, then the
         # bookkeeping once (not masks on every iteration, nor a `cond` per
         # iteration, which costs a host round trip per step on a GPU).
-        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m = c
-        x, x1, it, done, w, _ = lax.while_loop(
+        x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m, its = c
+        x, x1, it, done, w, _, its = lax.while_loop(
             step_cond,
             lambda c: step(c, m),
-            (x, x, it, done, w, jnp.zeros((), jnp.int32)),
+            (x, x, it, done, w, jnp.zeros((), jnp.int32), its),
         )
         x, snap, w, phase, a_ref, r_min, z_ref, u_ref, m = window(
             (x, snap, w, phase, a_ref, r_min, z_ref, u_ref, it), jnp.abs(x - x1), done
         )
-        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m
+        return x, snap, it, done, w, phase, a_ref, r_min, z_ref, u_ref, m, its
 
     init = (
         state
@@ -329,15 +365,13 @@ def _sor(
             full(0, jnp.int32),
             full(0, jnp.int32),
             rel.measure(x0),
+            full(0, jnp.int32),
         )
     )
-    out = lax.while_loop(cond, body, init)
-    if keep_state:
-        return out[0], out[2], out[3], out[4], out
-    return out[0], out[2], out[3], out[4]
+    return lax.while_loop(cond, body, init)
 
 
-#: `_sor_shrinking`: the narrowest batch it shrinks to, and when batched
+#: `sor_shrinking`: the narrowest batch it shrinks to, and when batched
 #: solves shrink: `"auto"` where the fused SOR kernel runs (a GPU: there a
 #: sweep's time is proportional to the batch's width; on a CPU the extra
 #: compiled loops cost more than they save on the small batches it runs),
@@ -345,7 +379,8 @@ def _sor(
 SHRINK_MIN = 64
 
 
-def _shrinks(k: int, omega) -> bool:
+def shrinks(k: int, omega) -> bool:
+    """Whether a batched solve of `k` columns shrinks (`sor_shrinking`)."""
     shrink = SETTINGS.diff_shrink
     if (
         shrink == "off"
@@ -356,12 +391,14 @@ def _shrinks(k: int, omega) -> bool:
     return shrink == "on" or _sor_kernel.active(k) is not None
 
 
-def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_width=None):
-    """`_sor` of an `[n, k]` batch whose width halves whenever at most half
+def sor_shrinking(
+    build, x0, eps, max_iters, omega=None, weights=None, min_width=None
+) -> Solution:
+    """`sor` of an `[n, k]` batch whose width halves whenever at most half
     of its columns still run: the running columns move to a batch of half
     the width (a new `sweep` from `build(columns)`, `columns` the original
     indices, or None for all), the finished ones leave with their values.
-    Returns `(x, done)` in the original column order.
+    Returns the `Solution` in the original column order.
 
     Why: a batch runs to its slowest column (in `benchmarks/sweep.py`'s
     grid the points need 334 sweeps at the median and up to 584), and a
@@ -374,20 +411,20 @@ def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_widt
     n, k = x0.shape
     lo = SHRINK_MIN if min_width is None else min_width
     if k // 2 < lo:
-        x, _, done, _ = _sor(build(None), x0, eps, max_iters, omega, Relevance(weights))
-        return x, done
+        return sor(build(None), x0, eps, max_iters, omega, Relevance(weights))[0]
     cols = jnp.arange(k, dtype=jnp.int32)
     x_out = jnp.zeros_like(x0)
     done_out = jnp.zeros((k,), bool)
+    it_out = jnp.zeros((k,), jnp.int32)
     state, width = None, k
     while True:  # static: one compiled loop per width
         full = state is None or weights is None or weights.ndim == 1
         rel = Relevance(weights if full else weights[:, cols])
         half = width // 2
         if half < lo:  # the last width runs to the end
-            x, _, done, _ = _sor(build(cols), x0, eps, max_iters, omega, rel, state)
+            state = _sor_run(build(cols), x0, eps, max_iters, omega, rel, state)
             break
-        x, _, done, _, state = _sor(
+        state = _sor_run(
             build(None if state is None else cols),
             x0,
             eps,
@@ -396,38 +433,45 @@ def _sor_shrinking(build, x0, eps, max_iters, omega=None, weights=None, min_widt
             rel,
             state,
             min_active=half,
-            keep_state=True,
         )
+        x, it, done = state[0], state[11], state[3]
         # running columns first (at most `half` of them: or the loop hit
         # `max_iters`, and the others stay not done), then the finished
         keep = jnp.argsort(done, stable=True)
         gone = keep[half:]
         x_out = x_out.at[:, cols[gone]].set(x[:, gone])
         done_out = done_out.at[cols[gone]].set(done[gone])
+        it_out = it_out.at[cols[gone]].set(it[gone])
         keep = keep[:half]
         state = tuple(v if v.ndim == 0 else v[..., keep] for v in state)
         cols, width = cols[keep], half
-    x_out = x_out.at[:, cols].set(x)
-    done_out = done_out.at[cols].set(done)
-    return x_out, done_out
+    x_out = x_out.at[:, cols].set(state[0])
+    done_out = done_out.at[cols].set(state[3])
+    it_out = it_out.at[cols].set(state[11])
+    return outcome(done_out, x_out, it_out, build(None), Relevance(weights))
 
 
-def _iterate(sweep, x0, eps, max_iters, omega, weights=None):
-    """`_sor` (`omega` None: automatic, or a fixed guarded `w`), or plain
-    Gauss-Seidel (`_jacobi`/`_jacobi_columns`, unchanged) when `omega == 1`;
-    `weights` (in the iterate's order) give the stop rule's
-    `Relevance` floor. Returns `x` with non-converged columns NaN."""
+def iterate(sweep, x0, eps, max_iters, omega, weights=None) -> Solution:
+    """`sor` (`omega` None: automatic, or a fixed guarded `w`), or plain
+    Gauss-Seidel (`fixed_point_loop` / `fixed_point_columns`) when `omega
+    == 1`; `weights` (in the iterate's order) give the stop rule's
+    `Relevance` floor."""
     rel = Relevance(weights)
     if omega is not None and float(omega) == 1.0:
         if x0.ndim > 1:
-            return _jacobi_columns(sweep, x0, eps, max_iters, rel)
-        x, _, ok = _jacobi(sweep, x0, eps, max_iters, rel)
-        return _flag(x, ok)
-    x, _, done, _ = _sor(sweep, x0, eps, max_iters, omega, rel)
-    return _flag(x, done)
+            return fixed_point_columns(sweep, x0, eps, max_iters, rel)
+        return fixed_point_loop(sweep, x0, eps, max_iters, rel)
+    return sor(sweep, x0, eps, max_iters, omega, rel)[0]
 
 
-def _flag(x, ok):
-    """NaN out a solution that did not converge (the caller raises
-    `ConvergenceError` on NaN results outside of tracing)."""
-    return jnp.where(ok, x, jnp.nan)
+def method_name(omega) -> str:
+    """The name (`jaxmc.solvers.METHOD_NAMES`) of the method `iterate` runs
+    for `omega`."""
+    return "gauss_seidel" if omega is not None and float(omega) == 1.0 else "sor"
+
+
+def flag(sol: Solution):
+    """`sol.value` with the columns that did not converge NaN: how a failed
+    solve shows where only values can leave (inside `jax.grad`'s tangent and
+    adjoint solves, or a caller that does not ask for the status)."""
+    return jnp.where(sol.status == Status.CONVERGED, sol.value, jnp.nan)

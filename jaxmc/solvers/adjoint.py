@@ -1,5 +1,6 @@
 """Implicitly differentiated linear solves `(I - A) x = b`, on one vector
-or a batch (`linear_solve`, `_jacobi_solver`).
+or a batch (`linear_solve`, `jacobi_solver`), and matrix-free ones by
+GMRES (`implicit_gmres`).
 
 Everything here works on one right-hand side (`x` of shape `[n]`) or on
 many at once (`[n, k]`, with values `[nnz]` shared or `[nnz, k]` per
@@ -10,24 +11,29 @@ many, is a sequence of row gathers in a hybrid ELL layout
 (`hybrid_ell`: slot-major ELL plus a few scatter-added overflow entries for
 very long rows), because a scatter-add (`segment_sum`) is much slower than a
 gather on a GPU. Under `jax.vmap` the Jacobi loop is not vmapped as is (that
-runs a batched scatter per step): `_jacobi_solver` is a `custom_vmap` whose
+runs a batched scatter per step): `jacobi_solver` is a `custom_vmap` whose
 rule runs the explicit multi-vector iteration, batch axis last, with a
 per-column convergence mask. Gradients are unaffected:
 `custom_linear_solve` never differentiates its solver.
 
-`solve(system, b)` solves `(I - A) x = b` by multicolour Gauss-Seidel
-(Jacobi's parallelism, at most Jacobi's iterations), over-relaxed with a
-guarded automatic `w` (`_sor`; fewer sweeps on slowly mixing chains),
-and is wrapped in
-`lax.custom_linear_solve`, so its derivative is the implicit-function
-theorem's: a tangent costs one more solve with the same matrix, a cotangent
-one solve with `(I - A)^T` (the transposed structure is precomputed on the
-host, the values are gathered). The forward `lax.while_loop` is never
-differentiated. Given `relevance`, that cotangent solve stops when the
-*gradient* has converged (`Relevance`: adjoint entries weighted by the
-values their row's derivative multiplies) rather than when every adjoint
-entry has, down to 1e-200 far from the initial state (`benchmarks/grad.py`
-measures the adjoint's sweeps against the forward's).
+Failures: `linear_solve` returns a `Solution`, the status of the forward
+solve (per point under `jax.vmap`) next to the values; the values of a
+column that did not converge are NaN. The tangent and adjoint solves of
+`jax.jvp`/`jax.grad` have no way out but their values: a column of theirs
+that does not converge is NaN (so is the derivative).
+
+`linear_solve` solves `(I - A) x = b` by multicolour Gauss-Seidel (Jacobi's
+parallelism, at most Jacobi's iterations), over-relaxed with a guarded
+automatic `w` (`jaxmc.solvers.sor`; fewer sweeps on slowly mixing chains),
+wrapped in `lax.custom_linear_solve`, so its derivative is the
+implicit-function theorem's: a tangent costs one more solve with the same
+matrix, a cotangent one solve with `(I - A)^T` (the transposed structure is
+precomputed on the host, the values are gathered). The forward
+`lax.while_loop` is never differentiated. Given `relevance`, that cotangent
+solve stops when the *gradient* has converged (`Relevance`: adjoint entries
+weighted by the values their row's derivative multiplies) rather than when
+every adjoint entry has, down to 1e-200 far from the initial state
+(`benchmarks/grad.py` measures the adjoint's sweeps against the forward's).
 """
 
 from __future__ import annotations
@@ -37,33 +43,53 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..errors import ConvergenceError
+from ..kernels.coo import bcast, coo_spmv
+from ..kernels.sweep import gs_sweep, make_sweep
+from ..kernels.sweep_dia import dia_active
+from ..layout.sweep import Pattern
 from ..options import SolveOptions
-from ._dia import dia_active
-from ._iteration import _flag, _iterate, _shrinks, _sor_shrinking
-from ._sparsity import Pattern, _bcast, spmv
-from ._sweep import gs_sweep, make_sweep
+from ._results import Solution, Status
+from .sor import flag, iterate, shrinks, sor_shrinking
 
 
-def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
-    """`jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows) -> x` with
-    `x = (rhs + off x) / dg` by multicolour Gauss-Seidel (`gs_sweep`; plain
-    Jacobi when there is one colour), stopped by `_jacobi`'s criterion
-    (`weights`, optional: its `Relevance` floor); NaN if not converged.
+def _out(sol: Solution, from_p, batched=False):
+    """A solver's outputs: the values in the caller's order (NaN where not
+    converged), the status, iterations and residual (`[k]` each, batch
+    last, when `batched`)."""
+    x = from_p(flag(sol))
+    if not batched:
+        return x, sol.status, sol.iterations, sol.residual
+    k = x.shape[-1]
+    return (
+        x.T,
+        jnp.broadcast_to(sol.status, (k,)),
+        jnp.broadcast_to(sol.iterations, (k,)),
+        jnp.broadcast_to(sol.residual, (k,)),
+    )
+
+
+def jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
+    """`jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows) ->
+    (x, status, iterations, residual)` with `x = (rhs + off x) / dg` by
+    multicolour Gauss-Seidel (`gs_sweep`; plain Jacobi when there is one
+    colour), stopped by `fixed_point_loop`'s criterion (`weights`, optional:
+    its `Relevance` floor); `x` NaN if not converged.
     `rhs_rows` (optional): the rows where `rhs` can be non-zero (`gs_sweep`).
     Under `jax.vmap` it runs the explicit multi-vector iteration instead of
     vmapping the loop: the iterate is `[n, k]` with the batch axis last, the
     values `[nnz, k]` (or shared `[nnz]`), one gather over the shared column
     indices per slot and sweep, and a per-column convergence mask; where
     the SOR kernel runs, a batch halves its width as its columns converge
-    (`_sor_shrinking`). `dia` (static offsets): `lay` and `order` are the
+    (`sor_shrinking`). `dia` (static offsets): `lay` and `order` are the
     diagonal layout's (`dia_sweep`)."""
 
     @jax.custom_batching.custom_vmap
     def jac(off, dg, rhs, order, lay, rows, classes, weights, rhs_rows=None):
         sweep, to_p, from_p = make_sweep(off, dg, rhs, lay, order, bounds, n, dia=dia)
         wp = None if weights is None else to_p(weights)
-        return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp))
+        return _out(
+            iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp), from_p
+        )
 
     @jac.def_vmap
     def _rule(
@@ -79,7 +105,7 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
             )
             return jax.vmap(jac.fun, in_axes=axes)(
                 off, dg, rhs, order, lay, rows, classes, weights, rhs_rows
-            ), True
+            ), (True,) * 4
         off = off.T if b_off else off  # [nnz, k] or [nnz]
         dg = dg.T if b_dg else dg  # [n, k] or [n]
         rhs = rhs.T if b_rhs else jnp.broadcast_to(rhs[:, None], (rhs.shape[0], k))
@@ -91,10 +117,9 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
                 off, dg, rhs, lay, order, bounds, n, cl, rhs_rows, dia
             )
             wp = None if weights is None else to_p(weights)
-            if dia is not None or not _shrinks(k, omega):
-                return from_p(
-                    _iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
-                ).T
+            if dia is not None or not shrinks(k, omega):
+                sol = iterate(sweep, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
+                return _out(sol, from_p, batched=True)
 
             def build(c):  # the sweep of columns `c` (None: all)
                 if c is None:
@@ -112,13 +137,11 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
                     sub(off), sub(dg), rhs[:, c], lay, order, bounds, n, cc, rhs_rows
                 )[0]
 
-            x, done = _sor_shrinking(
-                build, jnp.zeros_like(rhs), eps, max_iters, omega, wp
-            )
-            return from_p(_flag(x, done)).T
+            sol = sor_shrinking(build, jnp.zeros_like(rhs), eps, max_iters, omega, wp)
+            return _out(sol, from_p, batched=True)
 
         if not classes or not b_off:
-            return run(None), True
+            return run(None), (True,) * 4
         # Per-point weights in classes: gather a [C, k] table per sweep
         # instead of [nnz, k] values, if the classes hold at these points
         # (checked exactly; else the plain path).
@@ -126,10 +149,10 @@ def _jacobi_solver(n: int, eps, max_iters: int, bounds, omega=None, dia=None):
         s = off / d[rows]
         table = s[classes["rep"]]
         ok = jnp.all(s == table[classes["cls"]])
-        x = lax.cond(
+        out = lax.cond(
             ok, lambda: run({"cls": classes["cls"], "table": table}), lambda: run(None)
         )
-        return x, True
+        return out, (True,) * 4
 
     return jac
 
@@ -144,10 +167,13 @@ def linear_solve(
     relevance=None,
     rhs_rows=None,
 ):
-    """`x` with `x = A x + b`, i.e. `(I - A) x = b`, for `A` = `data` on
-    `pat` (spectral radius < 1: the caller restricts `A` to the transient
-    "maybe" states). Differentiable in `data` and `b` by the implicit function
-    theorem. `arrays` are `pat.arrays` on the device; `classes` (optional,
+    """A `Solution` whose `value` is `x` with `x = A x + b`, i.e. `(I - A) x
+    = b`, for `A` = `data` on `pat` (spectral radius < 1: the caller
+    restricts `A` to the transient "maybe" states), NaN where the solve did
+    not converge, and whose status, iterations and residual are the forward
+    solve's (`jaxmc.solvers.sor`; per point under `jax.vmap`). The value is
+    differentiable in `data` and `b` by the implicit function theorem.
+    `arrays` are `pat.arrays` on the device; `classes` (optional,
     `{"cls": [nnz], "rep": [C]}`) guesses which entries have equal Jacobi
     weights `A[e] / (1 - A_ii)` at every parameter point (used, after an
     exact check, by batched forward solves).
@@ -176,8 +202,8 @@ def linear_solve(
     omega = getattr(opts, "omega", None)
     dia = pat.dia if pat.dia is not None and "dia" in arrays and dia_active() else None
     jacs = {
-        False: _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[0]),
-        True: _jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[1]),
+        False: jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[0]),
+        True: jacobi_solver(n, opts.epsilon, mi, pat.bounds, omega, dia and dia[1]),
     }
     # Everything the solves read is passed explicitly (`st`), never closed
     # over: the custom JVP below must not capture traced arrays.
@@ -193,9 +219,9 @@ def linear_solve(
             )
         else:
             dg = 1.0 - jax.ops.segment_sum(
-                jnp.where(_bcast(r == c, d), d, 0.0), r, num_segments=n
+                jnp.where(bcast(r == c, d), d, 0.0), r, num_segments=n
             )
-        off = jnp.where(_bcast(r == c, d), 0.0, d)
+        off = jnp.where(bcast(r == c, d), 0.0, d)
         a = st["arrays"]
         if dia is not None:
             lay = a["dia"]["t" if transposed else "fwd"]
@@ -208,19 +234,22 @@ def linear_solve(
                 off, dg, rhs, lay, order, pat.bounds, n, dia=offsets
             )
             wp = None if weights is None else to_p(weights)  # [n] or [n, k]
-            return from_p(_iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp))
-        return jacs[transposed](off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
+            out = _out(iterate(sweep, jnp.zeros_like(rhs), eps, mi, omega, wp), from_p)
+        else:
+            out = jacs[transposed](off, dg, rhs, order, lay, r, cl, weights, rhs_rows)
+        return out[0], out[1:]
 
     def pieces(st, dat, weights, rhs_rows=None):
         """`(matvec, solve, transpose_solve)` of `custom_linear_solve` for
-        the values `dat`; `weights` weigh the transposed solve's stop rule;
-        `rhs_rows` (the primal solve only) the rows where `solve`'s
+        the values `dat` (the solves return `(x, (status, iterations,
+        residual))`: `has_aux`); `weights` weigh the transposed solve's stop
+        rule; `rhs_rows` (the primal solve only) the rows where `solve`'s
         right-hand side can be non-zero."""
         a = st["arrays"]
         rows, cols = a["rows"], a["cols"]
 
         def matvec(x):
-            return x - spmv(dat, rows, cols, n, x)
+            return x - coo_spmv(dat, rows, cols, n, x)
 
         def solve(_, rhs):
             return _solver(
@@ -254,7 +283,10 @@ def linear_solve(
 
     if relevance is None:
         matvec, solve, transpose_solve = pieces(st, data, None)
-        return lax.custom_linear_solve(matvec, b, solve, transpose_solve)
+        x, aux = lax.custom_linear_solve(
+            matvec, b, solve, transpose_solve, has_aux=True
+        )
+        return Solution(x, *aux)
 
     # The adjoint's weights depend on the solution, so the derivative is
     # written out: a custom JVP whose tangent solve, transposed by
@@ -268,7 +300,7 @@ def linear_solve(
     def solve_x_jvp(primals, tangents):
         dat, rhs, rel, st = primals
         d_dat, d_rhs = tangents[:2]
-        x = solve_x(dat, rhs, rel, st)
+        x, aux = solve_x(dat, rhs, rel, st)
         rows, cols = st["arrays"]["rows"], st["arrays"]["cols"]
         full = jnp.abs(rel["offset"] + x)
         w = jnp.maximum(
@@ -278,8 +310,11 @@ def linear_solve(
             ),
         )
         matvec, solve, transpose_solve = pieces(st, dat, w)
-        t = d_rhs + spmv(d_dat, rows, cols, n, x)
-        return x, lax.custom_linear_solve(matvec, t, solve, transpose_solve)
+        t = d_rhs + coo_spmv(d_dat, rows, cols, n, x)
+        dx = lax.custom_linear_solve(
+            matvec, t, _values_of(solve), _values_of(transpose_solve)
+        )
+        return (x, aux), (dx, jax.tree_util.tree_map(_zero_tangent, aux))
 
     rel = jax.tree_util.tree_map(
         lax.stop_gradient,
@@ -291,18 +326,52 @@ def linear_solve(
     )
     if rhs_rows is not None:
         st = dict(st, rhs_rows=rhs_rows)
-    return solve_x(data, b, rel, st)
+    x, aux = solve_x(data, b, rel, st)
+    return Solution(x, *aux)
 
 
-def raise_if_nan(value, what: str = "the solver") -> None:
-    """Host check after a concrete call."""
-    try:
-        v = np.asarray(value)
-    except Exception:  # a tracer: nothing to check
-        return
-    if np.any(np.isnan(v)):
-        raise ConvergenceError(
-            f"{what} did not converge (or produced NaN)",
-            hint="raise `max_iters`, loosen `epsilon`, or check that the parameter "
-            "point gives a valid model",
-        )
+def _values_of(solve):
+    """A solve of `pieces` without its status (the tangent and adjoint
+    solves: their values are NaN where they fail)."""
+    return lambda mv, rhs: solve(mv, rhs)[0]
+
+
+def _zero_tangent(a):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return np.zeros(a.shape, jax.dtypes.float0)
+    return jnp.zeros_like(a)
+
+
+def implicit_gmres(matvec, rhs, tol: float, restart: int = 50, maxiter: int = 200):
+    """A `Solution` whose value is `matvec^{-1} rhs`, by restarted GMRES
+    (`jax.scipy.sparse.linalg.gmres`: `restart` Arnoldi steps per cycle,
+    at most `maxiter` cycles, stopped at a residual of `tol |rhs|`),
+    differentiable implicitly (GMRES for the primal, tangent and cotangent
+    solves). Its status: NONFINITE where the solution is not finite,
+    MAX_ITERS where the true residual `|matvec(x) - rhs|` (the residual, as
+    a fraction of `|rhs|`, 2-norms) is above `GMRES_SLACK * tol` (GMRES's
+    own test is on its recurrence, which rounding separates from the true
+    residual), else CONVERGED; `iterations` is the bound on the Arnoldi
+    steps (GMRES does not say how many it took)."""
+    from jax.scipy.sparse.linalg import gmres
+
+    def solve(mv, b):
+        x, _ = gmres(mv, b, tol=tol, atol=0.0, restart=restart, maxiter=maxiter)
+        return x
+
+    x = lax.custom_linear_solve(matvec, rhs, solve, solve)
+    res = lax.stop_gradient(
+        jnp.linalg.norm(matvec(x) - rhs)
+        / jnp.maximum(jnp.linalg.norm(rhs), jnp.finfo(rhs.dtype).tiny)
+    )
+    finite = jnp.all(jnp.isfinite(x))
+    status = jnp.where(
+        ~finite,
+        Status.NONFINITE,
+        jnp.where(res <= GMRES_SLACK * tol, Status.CONVERGED, Status.MAX_ITERS),
+    ).astype(jnp.int32)
+    return Solution(x, status, jnp.int32(restart * maxiter), res)
+
+
+#: `implicit_gmres`: how far above `tol` the true relative residual may be.
+GMRES_SLACK = 1e3

@@ -1,6 +1,8 @@
 """One multicolour Gauss-Seidel sweep of `x = (rhs + off x) / dg`, on one
-vector or a batch (`[n, k]`): in the gather layout (`gs_sweep`) or the
-diagonal one (`jaxmc.diff._dia.dia_sweep`), chosen by `make_sweep`."""
+vector or a batch (`[n, k]`): in the gather layout of
+`jaxmc.layout.sweep` (`gs_sweep`) or the diagonal one
+(`jaxmc.kernels.sweep_dia.dia_sweep`), chosen by `make_sweep`. The loops
+around them are `jaxmc.solvers.sor`."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..kernels import sor_multi_pallas as _sor_kernel
-from ._dia import dia_sweep
+from . import sor_multi_pallas as _sor_kernel
+from .sweep_dia import dia_sweep
 
 
 def gs_sweep(
