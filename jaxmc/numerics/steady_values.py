@@ -29,7 +29,7 @@ from .steady import (
     _solve_transient,
     _transient_system,
 )
-from .steady_longrun import Bsccs, gains
+from .steady_longrun import Bsccs, budget_for, gains
 from .steady_solve import solves_on_device
 from .timing import stage
 from .transitions import state_of_entry
@@ -121,6 +121,7 @@ def _long_run(model, r, options, device_model, device):
                 layout=layout if on_device else "csr",
                 rank=dm.dia_rank(idx) if on_device else None,
                 precision=precision,
+                budget=budget_for(max_iters, options.max_iters_given),
             )
         c[uniq], half[uniq] = mid, hw
     absorb = _absorb(model, labels, c, options=options, dm=dm, device=device)
