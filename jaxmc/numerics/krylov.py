@@ -232,10 +232,10 @@ def bicgstab(
 
 
 @eqx.filter_jit
-def _bicgstab_l(op, b, state, rtol, max_spmv, ell: int):
+def _bicgstab_l(op, b, state, rtol, max_spmv, ell: int, shadow=None):
     tol = rtol * _norm(b)
     if not isinstance(state, tuple):  # a start vector
-        state = bicgstab_l_start(op, b, state)
+        state = bicgstab_l_start(op, b, state, shadow)
     sol, state = bicgstab_l_loop(op, state, tol, max_spmv, _norm, ell)
     true = _norm(b - op(sol.value)) / jnp.where(tol > 0, tol / rtol, 1.0)
     sol = Solution(
@@ -244,11 +244,11 @@ def _bicgstab_l(op, b, state, rtol, max_spmv, ell: int):
     return sol, state
 
 
-def bicgstab_l(op, b, start=None, *, ell=2, rtol=1e-13, max_spmv=10000):
+def bicgstab_l(op, b, start=None, *, ell=2, rtol=1e-13, max_spmv=10000, shadow=None):
     """BiCGStab(`ell`) for `op(x) = b` on the device (`solvers.
     bicgstab_l_loop`) from `start`, a vector (default 0; its residual is
-    the shadow vector) or the state a previous call returned (the iteration
-    goes on), stopped when its recursive residual is below `rtol ||b||_2`.
+    the shadow vector unless `shadow` is given) or the state a previous
+    call returned (the iteration goes on), stopped when its recursive residual is below `rtol ||b||_2`.
     Returns `(solution, state)`; `residual` is the true relative residual,
     `iterations` counts SpMVs. On a non-finite step the solution holds the
     last finite iterate with status `NONFINITE`."""
@@ -262,6 +262,7 @@ def bicgstab_l(op, b, start=None, *, ell=2, rtol=1e-13, max_spmv=10000):
         jnp.asarray(rtol, b.dtype),
         jnp.asarray(max_spmv, jnp.int32),
         int(ell),
+        None if shadow is None else jnp.asarray(shadow, b.dtype),
     )
 
 

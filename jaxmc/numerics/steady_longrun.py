@@ -23,9 +23,10 @@ recorded as `Attempt`s:
 - "direct": sparse LU of the bordered Poisson system (`_poisson_matrix`)
   on the host, for systems up to `DIRECT_MAX_STATES` first (not on a device
   layout), and as the last resort up to `DIRECT_FALLBACK_MAX_STATES`;
-- "bicgstab": BiCGStab on the bordered system (`krylov.Bordered`), in the
-  jump-chain scaling (rows divided by the exit rate, Jacobi
-  preconditioning), restarted from its true residual;
+- "bicgstab": BiCGStab(2) on the bordered system (`krylov.Bordered`), in
+  the jump-chain scaling (rows divided by the exit rate, Jacobi
+  preconditioning), restarted from its true residual where it stops
+  (`BICGSTAB_ELL`: why not plain BiCGStab);
 - "jacobi": the stationary and the Poisson Jacobi iterations together
   (`krylov.pair_jacobi`), stopping on the certificate; what converges on
   stiff chains where the Krylov methods break down (tandem);
@@ -37,7 +38,10 @@ fits); `method="jacobi"` (and "gauss_seidel", which runs as Jacobi, noted
 in the attempt) or `"power"` put that method first; with
 `precision="fp32"` the value iteration runs first in float32 (certified in
 float64 all the same). All but "direct" run on the device layout (or plain
-JAX CSR on the host), `max_iters` matrix-vector products (steps) each.
+JAX CSR on the host), `max_iters` matrix-vector products (steps) each;
+with the default `max_iters` (not given), a method whose certified bracket
+shrinks at a rate that reaches epsilon within `BUDGET_FACTOR` times that
+goes on (`budget_for`).
 """
 
 from __future__ import annotations
@@ -240,7 +244,8 @@ def _krylov(dev: _Device, r, z0, method, max_iters, gap, budget):
     (`gap(z)`: the largest ratio of a half-width to its tolerance; at most
     1: stop); `(z or None, status, iterations)` (SpMVs). Past `max_iters`
     SpMVs it goes on, up to `budget`, while the gap's rate over the last
-    chunks predicts convergence within `budget` (`_steady_rate`). BiCGStab goes on across chunks; where it stops (its recursive
+    chunks predicts convergence within `budget` (`_steady_rate`).
+    BiCGStab goes on across chunks; where it stops (its recursive
     residual converged, a breakdown, a non-finite step: from the last finite
     iterate) it restarts from the true residual, which is also its new
     shadow vector. GMRES restarts every chunk. STALLED when the best true
@@ -252,7 +257,8 @@ def _krylov(dev: _Device, r, z0, method, max_iters, gap, budget):
     total, best, status, since, state = 0, None, Status.MAX_ITERS, 0, None
     gaps: list[tuple[int, float]] = []
     while total < max_iters or _steady_rate(gaps, budget):
-        left = min(budget - total, KRYLOV_CHUNK)
+        cap = max_iters if total < max_iters else budget
+        left = min(cap - total, KRYLOV_CHUNK)
         if method == "gmres":
             sol = device_gmres(
                 op, b, x, rtol=KRYLOV_RTOL, restart=GMRES_RESTART, max_iters=left
@@ -308,6 +314,13 @@ def _steady_rate(gaps, budget) -> bool:
     return i1 + need <= budget
 
 
+def _window(max_iters: int) -> int:
+    """The certified iterations' measuring window: `STALL_WINDOW`, or a
+    quarter of a smaller `max_iters` (so that a rate is measured before
+    it)."""
+    return max(min(STALL_WINDOW, int(max_iters) // 4), 16)
+
+
 def _power(dev: _Device, r, h0, epsilon, relative, max_iters, budget, fp32=False):
     """Relative value iteration from `h0` (matrix and iterate in float32 if
     `fp32`); `(h, status, iterations)`."""
@@ -334,7 +347,7 @@ def _power(dev: _Device, r, h0, epsilon, relative, max_iters, budget, fp32=False
         epsilon=epsilon,
         relative=relative,
         max_iters=max_iters,
-        window=STALL_WINDOW,
+        window=_window(max_iters),
         budget=budget,
     )
     h = back(np.asarray(sol.value, dtype=np.float64))
@@ -361,7 +374,7 @@ def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters, budget):
         epsilon=epsilon,
         relative=relative,
         max_iters=max_iters,
-        window=STALL_WINDOW,
+        window=_window(max_iters),
         damped=not _aperiodic(B.lab, B.nb, B.src, B.dst),
         budget=budget,
     )

@@ -346,6 +346,11 @@ def bicgstab(
     return check_solution(sol, throw, "BiCGStab")
 
 
+#: BiCGStab(ell) stops with BREAKDOWN where `|rhat . A u|` is at most this
+#: times `||rhat|| ||A u||` (its next step would be rounding noise).
+NEAR_BREAKDOWN = 1e-13
+
+
 def bicgstab_l_start(op, b, x0, rhat0=None):
     """The state of `bicgstab_l_loop` at `x0`: `(x, r, u, rhat, rho0, alpha,
     omega)`, the shadow residual `rhat0` (default the initial residual)."""
@@ -399,7 +404,10 @@ def bicgstab_l_loop(op, state, tol, max_spmv, rnorm, ell: int):
             us = [rs[i] - beta * us[i] for i in range(j + 1)]
             us.append(op(us[j]))
             gamma = jnp.vdot(rhat, us[j + 1])
-            broke = broke | (gamma == 0)
+            # Near-breakdown (rhat nearly orthogonal to A u): the step would
+            # be rounding noise times a huge alpha.
+            scale = jnp.sqrt(jnp.vdot(rhat, rhat) * jnp.vdot(us[j + 1], us[j + 1]))
+            broke = broke | (jnp.abs(gamma) <= NEAR_BREAKDOWN * scale)
             alpha = rho0 / jnp.where(gamma == 0, one, gamma)
             rs = [rs[i] - alpha * us[i + 1] for i in range(j + 1)]
             rs.append(op(rs[j]))
@@ -422,16 +430,18 @@ def bicgstab_l_loop(op, state, tol, max_spmv, rnorm, ell: int):
             ~finite,
             Status.NONFINITE,
             jnp.where(
-                res <= tol,
-                Status.CONVERGED,
+                broke,
+                Status.BREAKDOWN,
                 jnp.where(
-                    broke,
-                    Status.BREAKDOWN,
+                    res <= tol,
+                    Status.CONVERGED,
                     jnp.where(it >= max_spmv, Status.MAX_ITERS, RUNNING),
                 ),
             ),
         ).astype(jnp.int32)
-        x = jnp.where(finite, x, x0_)  # keep the last finite iterate
+        # Keep the last finite iterate (and, after a breakdown, the one
+        # before the broken cycle).
+        x = jnp.where(finite & ~broke, x, x0_)
         return x, r, u, rho0, alpha, omega, it, res, status
 
     x, r, u, rho0, alpha, omega, it, res, status = lax.while_loop(cond, body, init)
