@@ -248,7 +248,8 @@ def bicgstab_l(op, b, start=None, *, ell=2, rtol=1e-13, max_spmv=10000, shadow=N
     """BiCGStab(`ell`) for `op(x) = b` on the device (`solvers.
     bicgstab_l_loop`) from `start`, a vector (default 0; its residual is
     the shadow vector unless `shadow` is given) or the state a previous
-    call returned (the iteration goes on), stopped when its recursive residual is below `rtol ||b||_2`.
+    call returned (the iteration goes on), stopped when its recursive
+    residual is below `rtol ||b||_2`.
     Returns `(solution, state)`; `residual` is the true relative residual,
     `iterations` counts SpMVs. On a non-finite step the solution holds the
     last finite iterate with status `NONFINITE`."""

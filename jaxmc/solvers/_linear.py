@@ -348,7 +348,7 @@ def bicgstab(
 
 #: BiCGStab(ell) stops with BREAKDOWN where `|rhat . A u|` is at most this
 #: times `||rhat|| ||A u||` (its next step would be rounding noise).
-NEAR_BREAKDOWN = 1e-13
+NEAR_BREAKDOWN = 1e-15
 
 
 def bicgstab_l_start(op, b, x0, rhat0=None):

@@ -12,8 +12,7 @@ from test_steady_certified import TANDEM, _stationary_lu, needs_tandem
 
 import jaxmc
 import jaxmc.numerics.krylov as kr
-from jaxmc import numerics as nm
-from jaxmc import options as opts
+from jaxmc import numerics as nm, options as opts
 from jaxmc.numerics import steady_longrun
 from jaxmc.options import SolveOptions
 from jaxmc.solvers import Status
