@@ -169,11 +169,12 @@ def _split(B: Bsccs, z):
 
 
 class _Device:
-    """The jump chain on a device layout, and the bordered operator on it,
-    built on first use (the "direct" method needs neither)."""
+    """The jump chain on `dm`'s layout (CSR for None), and the bordered
+    operator on it, built on first use (the "direct" method needs
+    neither)."""
 
-    def __init__(self, B: Bsccs, layout: str, rank):
-        self.B, self.layout, self.rank = B, layout, rank
+    def __init__(self, B: Bsccs, dm, rank):
+        self.B, self.dm, self.rank = B, dm, rank
         self._built = None
         self._t = None
 
@@ -185,7 +186,7 @@ class _Device:
             A = canonical(
                 sp.csr_matrix((B.val / B.d[B.src], (B.src, B.dst)), shape=(B.k, B.k))
             )
-            kind, fallback = system_kind(A, self.layout, self.rank)
+            kind, fallback = system_kind(A, self.dm, self.rank)
             mat, order = build_ordered(
                 A.indptr, A.indices, A.data, A.shape, kind, self.rank, fallback
             )
@@ -421,7 +422,7 @@ def gains(
     relative=True,
     max_iters=10000,
     throw=True,
-    layout="csr",
+    dm=None,
     rank=None,
     precision="fp64",
     budget=None,
@@ -439,8 +440,8 @@ def gains(
     certified, only above `epsilon`)."""
     r = np.asarray(r, dtype=np.float64)
     budget = max(max_iters, max_iters if budget is None else int(budget))
-    dev = _Device(B, layout, rank)
-    methods, note = chain(method, B.k, precision, layout == "csr")
+    dev = _Device(B, dm, rank)
+    methods, note = chain(method, B.k, precision, dm is None)
     attempts: list[Attempt] = []
     lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
     best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
