@@ -160,7 +160,7 @@ class SolveOptions:
                 f"`options` should be a SolveOptions, not {type(base).__name__}",
                 hint="jaxmc.SolveOptions(epsilon=1e-8, ...)",
             )
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - {"defaulted"}
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise TypeError(f"unexpected argument `{unknown[0]}`")

@@ -88,6 +88,8 @@ def test_bicgstab_l_keeps_last_finite_iterate():
 
 
 def test_resolved_records_defaults():
+    with pytest.raises(TypeError):
+        SolveOptions.of(defaulted=("max_iters",))
     o = SolveOptions().resolved()
     assert o.max_iters == 10_000 and not o.max_iters_given
     assert SolveOptions(max_iters=10_000).resolved().max_iters_given
@@ -130,6 +132,12 @@ def test_default_max_iters_is_a_budget(monkeypatch):
     assert last.iterations > 300
     assert [a.method for a in res.attempts] == ["bicgstab"]  # cut at 300
     assert res.attempts[0].iterations == 300
+    # the same through the API (which resolves the options and hands them on)
+    m = jaxmc.load_model(str(TANDEM), "c=63")
+    got = jaxmc.check(m, 'R{"customers"}=? [ S ]')
+    assert abs(got.value - exact) <= got.bound
+    with pytest.raises(jaxmc.ConvergenceError):
+        jaxmc.check(m, 'R{"customers"}=? [ S ]', max_iters=300)
     with pytest.raises(jaxmc.ConvergenceError) as e:
         nm.long_run_rewards(em, rew, options=SolveOptions(max_iters=300))
     msg = str(e.value)
