@@ -42,11 +42,13 @@ def run_case(path, consts, prop, args):
     em = jaxmc.build(jaxmc.load_model(str(path), consts))
     t_build = time.perf_counter() - t0
     kw = dict(
-        epsilon=args.epsilon,
-        method=args.method,
-        layout=args.layout,
-        max_iters=args.max_iters,
-        throw=False,
+        options=jaxmc.SolveOptions(
+            epsilon=args.epsilon,
+            method=args.method,
+            layout=args.layout,
+            max_iters=args.max_iters,
+            throw=False,
+        )
     )
     m = re.fullmatch(r'\s*R\{"(\w+)"\}=\?\s*\[\s*S\s*\]\s*', prop)
     if m:
@@ -94,7 +96,12 @@ def main():
     ap.add_argument("--epsilon", type=float, default=1e-6)
     ap.add_argument("--method", default=None)
     ap.add_argument("--layout", default="auto")
-    ap.add_argument("--max-iters", type=int, default=10000)
+    ap.add_argument(
+        "--max-iters",
+        type=int,
+        default=None,
+        help="a hard cap (default: the default budget, as with jaxmc.check)",
+    )
     ap.add_argument("--warm", action="store_true", help="time a second, warm run")
     args = ap.parse_args()
     if len(args.cases) % 3:

@@ -23,7 +23,7 @@ import it, and it imports no stage.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import JaxmcError, UnsupportedError
@@ -110,6 +110,11 @@ class SolveOptions:
     throw: bool = True
     omega: float | None = None
     criterion: str = "sound"
+    #: The fields `resolved` filled in from the path's defaults (not given
+    #: by the caller; not part of equality): a solve may treat a default
+    #: `max_iters` as a budget that a steadily converging method may
+    #: exceed (`max_iters_given`), where a given one is a hard cap.
+    defaulted: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         if self.method is not None:
@@ -155,7 +160,7 @@ class SolveOptions:
                 f"`options` should be a SolveOptions, not {type(base).__name__}",
                 hint="jaxmc.SolveOptions(epsilon=1e-8, ...)",
             )
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - {"defaulted"}
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise TypeError(f"unexpected argument `{unknown[0]}`")
@@ -166,7 +171,17 @@ class SolveOptions:
         `path`'s defaults (`DEFAULTS`: "check" or "params"), checked again
         (fp32 against the default epsilon)."""
         fill = {k: v for k, v in DEFAULTS[path].items() if getattr(self, k) is None}
-        return dataclasses.replace(self, **fill) if fill else self
+        if not fill:
+            return self
+        return dataclasses.replace(
+            self, **fill, defaulted=tuple(sorted({*self.defaulted, *fill}))
+        )
+
+    @property
+    def max_iters_given(self) -> bool:
+        """Whether the caller set `max_iters` (else it is the path's
+        default, filled in by `resolved`)."""
+        return "max_iters" not in self.defaulted
 
 
 def check_fp32_epsilon(epsilon: float) -> None:

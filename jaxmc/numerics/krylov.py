@@ -33,7 +33,15 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from ..kernels.spmv import spmv
-from ..solvers import RUNNING, Solution, Status, bicgstab_loop, check_solution
+from ..solvers import (
+    RUNNING,
+    Solution,
+    Status,
+    bicgstab_l_loop,
+    bicgstab_l_start,
+    bicgstab_loop,
+    check_solution,
+)
 from ..solvers.progress import report
 
 
@@ -223,6 +231,42 @@ def bicgstab(
     return check_solution(sol, throw, "BiCGStab")
 
 
+@eqx.filter_jit
+def _bicgstab_l(op, b, state, rtol, max_spmv, ell: int, shadow=None):
+    tol = rtol * _norm(b)
+    if not isinstance(state, tuple):  # a start vector
+        state = bicgstab_l_start(op, b, state, shadow)
+    sol, state = bicgstab_l_loop(op, state, tol, max_spmv, _norm, ell)
+    true = _norm(b - op(sol.value)) / jnp.where(tol > 0, tol / rtol, 1.0)
+    sol = Solution(
+        value=sol.value, status=sol.status, iterations=sol.iterations, residual=true
+    )
+    return sol, state
+
+
+def bicgstab_l(op, b, start=None, *, ell=2, rtol=1e-13, max_spmv=10000, shadow=None):
+    """BiCGStab(`ell`) for `op(x) = b` on the device (`solvers.
+    bicgstab_l_loop`) from `start`, a vector (default 0; its residual is
+    the shadow vector unless `shadow` is given) or the state a previous
+    call returned (the iteration goes on), stopped when its recursive
+    residual is below `rtol ||b||_2`.
+    Returns `(solution, state)`; `residual` is the true relative residual,
+    `iterations` counts SpMVs. On a non-finite step the solution holds the
+    last finite iterate with status `NONFINITE`."""
+    b = jnp.asarray(b, jnp.float64)
+    if not isinstance(start, tuple):
+        start = jnp.zeros_like(b) if start is None else jnp.asarray(start, b.dtype)
+    return _bicgstab_l(
+        op,
+        b,
+        start,
+        jnp.asarray(rtol, b.dtype),
+        jnp.asarray(max_spmv, jnp.int32),
+        int(ell),
+        None if shadow is None else jnp.asarray(shadow, b.dtype),
+    )
+
+
 class Bordered(eqx.Module):
     """The Poisson system of a long-run average in the jump-chain scaling,
     `h - A h + w g = b` per BSCC (`A` the jump chain, `w = 1/d`, `b = r/d`),
@@ -251,17 +295,29 @@ def _span(D, group, n_groups: int):
     return lo, hi
 
 
-def _progress(finite, half, tol, it, max_iters, ref, ref_it, window):
-    """`(status, ref, ref_it)` after a trip of the certified iterations:
-    converged when every half-width is within `tol`; STALLED when the
-    largest one has stayed within 1% of `ref`, its value at the last
-    checkpoint, over `window` steps (a plateau: growing and shrinking
-    brackets both count as progress, as Jacobi's grows before it shrinks)."""
+def _progress(finite, half, tol, it, max_iters, budget, prog, window):
+    """`(status, prog)` after a trip of the certified iterations, `prog =
+    (ref, ref_it, steady)` the largest half-width at the last checkpoint
+    (every `window` steps), its step, and whether the rate measured over the
+    last window predicts convergence within `budget` steps. Converged when
+    every half-width is within `tol`; STALLED when the largest one has
+    stayed within 1% of `ref` over `window` steps (a plateau: growing and
+    shrinking brackets both count as progress, as Jacobi's grows before it
+    shrinks); MAX_ITERS at `max_iters` steps unless `steady` (then at
+    `budget`: `budget_policy`)."""
+    ref, ref_it, steady = prog
     worst = jnp.max(half)
     check = it - ref_it >= window
     plateau = check & jnp.isfinite(ref) & (jnp.abs(worst - ref) <= 0.01 * ref)
+    # Steps still needed at the rate of the last window (the worst BSCC's
+    # distance to its tolerance, at the worst BSCC's rate).
+    rate = worst / jnp.where(jnp.isfinite(ref) & (ref > 0), ref, jnp.inf)
+    gap = jnp.max(half / jnp.maximum(tol, jnp.finfo(half.dtype).tiny))
+    need = window * jnp.log(jnp.maximum(gap, 1.0)) / -jnp.log(jnp.minimum(rate, 1.0))
+    steady = jnp.where(check, (rate < 1.0) & (it + need <= budget), steady)
     ref = jnp.where(check, worst, ref)
     ref_it = jnp.where(check, it, ref_it)
+    out_of_steps = (it >= budget) | ((it >= max_iters) & ~steady)
     status = jnp.where(
         ~finite,
         Status.NONFINITE,
@@ -269,19 +325,22 @@ def _progress(finite, half, tol, it, max_iters, ref, ref_it, window):
             jnp.all(half <= tol),
             Status.CONVERGED,
             jnp.where(
-                it >= max_iters,
+                out_of_steps,
                 Status.MAX_ITERS,
                 jnp.where(plateau, Status.STALLED, RUNNING),
             ),
         ),
     ).astype(jnp.int32)
-    return status, ref, ref_it
+    return status, (ref, ref_it, steady)
+
+
+def _prog0(dtype):
+    inf = jnp.asarray(jnp.inf, dtype)
+    return (inf, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
 
 
 @eqx.filter_jit
-def _rvi(
-    A, d, r, q, group, rep_pos, h0, eps, max_iters, window, relative: bool, ng: int
-):
+def _rvi(A, d, r, q, group, rep_pos, h0, eps, max_iters, budget, window, relative, ng):
     trip = 16
 
     def delta(h):
@@ -291,7 +350,7 @@ def _rvi(
         return c[-1] == RUNNING
 
     def body(c):
-        h, _, it, _, ref, ref_it, _ = c
+        h, _, it, _, prog, _ = c
         for i in range(trip):
             D = delta(h)
             if i == trip - 1:
@@ -302,23 +361,22 @@ def _rvi(
         half = 0.5 * (hi - lo)
         tol = eps * jnp.abs(0.5 * (hi + lo)) if relative else eps
         finite = jnp.all(jnp.isfinite(h))
-        status, ref, ref_it = _progress(
-            finite, half, tol, it, max_iters, ref, ref_it, window
-        )
+        status, prog = _progress(finite, half, tol, it, max_iters, budget, prog, window)
         worst = jnp.max(half)
         report(it, worst, h.shape[0], trip)
-        return h, hcert, it, worst, ref, ref_it, status
+        return h, hcert, it, worst, prog, status
 
     inf = jnp.asarray(jnp.inf, h0.dtype)
     zero = jnp.zeros((), jnp.int32)
-    init = (h0, h0, zero, inf, inf, zero, jnp.asarray(RUNNING, jnp.int32))
-    _, hcert, it, worst, _, _, status = lax.while_loop(cond, body, init)
+    init = (h0, h0, zero, inf, _prog0(h0.dtype), jnp.asarray(RUNNING, jnp.int32))
+    _, hcert, it, worst, _, status = lax.while_loop(cond, body, init)
     return Solution(value=hcert, status=status, iterations=it, residual=worst)
 
 
 def relative_value_iteration(
-    A, d, r, q, group, rep_pos, n_groups, h0, *, epsilon, relative, max_iters, window
-) -> Solution:
+    A, d, r, q, group, rep_pos, n_groups, h0, *, epsilon, relative, max_iters,
+    window, budget=None,
+) -> Solution:  # fmt: skip
     """Relative value iteration for the gain of each BSCC of a Markov chain
     with off-diagonal jump matrix `A` (rows: `A(s,t) = Q(s,t) / d_s`), exit
     rates (or probabilities) `d` and reward `r`: the chain uniformised at
@@ -329,7 +387,10 @@ def relative_value_iteration(
     (`pi D = pi r` for the stationary `pi`), so the loop stops on that
     bracket (each BSCC's half-width at most `epsilon`, times the midpoint's
     magnitude if `relative`), measured every 16 steps; `STALLED` on a
-    plateau of the largest half-width (`_progress`) over `window` steps.
+    plateau of the largest half-width (`_progress`) over `window` steps;
+    past `max_iters` steps only while the rate measured over the last
+    window predicts convergence within `budget` steps (default
+    `max_iters`: a hard cap).
     `value` is the measured `h`, `residual` the largest half-width;
     `iterations` counts steps (one SpMV each). The caller certifies the
     bracket again on the host (`steady_longrun.certify`)."""
@@ -344,6 +405,7 @@ def relative_value_iteration(
         jnp.asarray(h0, dt),
         jnp.asarray(epsilon, dt),
         jnp.asarray(max_iters, jnp.int32),
+        jnp.asarray(max_iters if budget is None else budget, jnp.int32),
         jnp.asarray(window, jnp.int32),
         bool(relative),
         int(n_groups),
@@ -357,14 +419,15 @@ def _segment_sum(v, group, n_groups: int):
 
 
 @eqx.filter_jit
-def _pair(A, AT, d, r, group, rep_pos, h0, y0, w, eps, max_iters, window, rel, ng):
+def _pair(A, AT, d, r, group, rep_pos, h0, y0, w, eps, max_iters, budget, window,
+          rel, ng):  # fmt: skip
     trip = 16
 
     def cond(c):
         return c[-1] == RUNNING
 
     def body(c):
-        h, y, _, it, _, ref, ref_it, _ = c
+        h, y, _, it, _, prog, _ = c
         for i in range(trip):
             Ph = spmv(A, h).astype(h.dtype)
             D = r + d * (Ph - h)
@@ -381,23 +444,21 @@ def _pair(A, AT, d, r, group, rep_pos, h0, y0, w, eps, max_iters, window, rel, n
         half = 0.5 * (hi - lo)
         tol = eps * jnp.abs(0.5 * (hi + lo)) if rel else eps
         finite = jnp.all(jnp.isfinite(h)) & jnp.all(jnp.isfinite(y))
-        status, ref, ref_it = _progress(
-            finite, half, tol, it, max_iters, ref, ref_it, window
-        )
+        status, prog = _progress(finite, half, tol, it, max_iters, budget, prog, window)
         worst = jnp.max(half)
         report(it, worst, h.shape[0], trip)
-        return h, y, hcert, it, worst, ref, ref_it, status
+        return h, y, hcert, it, worst, prog, status
 
     inf = jnp.asarray(jnp.inf, h0.dtype)
     zero = jnp.zeros((), jnp.int32)
-    init = (h0, y0, h0, zero, inf, inf, zero, jnp.asarray(RUNNING, jnp.int32))
+    init = (h0, y0, h0, zero, inf, _prog0(h0.dtype), jnp.asarray(RUNNING, jnp.int32))
     out = lax.while_loop(cond, body, init)
     return Solution(value=out[2], status=out[-1], iterations=out[3], residual=out[4])
 
 
 def pair_jacobi(
     A, AT, d, r, group, rep_pos, n_groups, h0, *, epsilon, relative, max_iters,
-    window, damped=True,
+    window, damped=True, budget=None,
 ) -> Solution:  # fmt: skip
     """The gain of each BSCC by two damped Jacobi iterations run together,
     for a chain with jump matrix `A` (`AT` its transpose), exit rates `d`
@@ -411,7 +472,8 @@ def pair_jacobi(
     aperiodic jump chain.
 
     Stops on the certified bracket `[min D, max D]` of every BSCC (see
-    `relative_value_iteration`, also for `STALLED`, `value`, `residual`);
+    `relative_value_iteration`, also for `STALLED`, `budget`, `value`,
+    `residual`);
     `iterations` counts steps (two SpMVs each)."""
     dt = jnp.asarray(h0).dtype
     group = jnp.asarray(group, jnp.int32)
@@ -429,6 +491,7 @@ def pair_jacobi(
         jnp.asarray(0.5 if damped else 1.0, dt),
         jnp.asarray(epsilon, dt),
         jnp.asarray(max_iters, jnp.int32),
+        jnp.asarray(max_iters if budget is None else budget, jnp.int32),
         jnp.asarray(window, jnp.int32),
         bool(relative),
         int(n_groups),

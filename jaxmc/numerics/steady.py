@@ -96,17 +96,17 @@ def _aperiodic(labels, count, src, dst) -> bool:
 
 
 def _stationary_linear(
-    k, src, dst, val, diag, lab, reps, max_iters, layout=None, rank=None
+    k, src, dst, val, diag, lab, reps, max_iters, dm=None, rank=None
 ):
     """Solve `Q^T pi = 0` on `k` local states, the equation of each BSCC's
     representative replaced by `sum_{s in B} pi_s = 1`, in the jump-chain
     variables `y = pi * d`: `sum_s y_s P(s,t) - y_t = 0`, `P = Q_off / d`.
-    On the host (`layout=None`) or by device GMRES on `layout`.
+    On the host (`dm=None`) or by device Krylov solves on `dm`'s layout.
     Returns `(pi, info)`, `pi` None if GMRES fails; `info` holds `method`,
     `layout` and (device) `iterations`."""
     is_rep = np.zeros(k, dtype=bool)
     is_rep[reps] = True
-    if layout is not None:
+    if dm is not None:
         keep = ~is_rep[dst]
         off = sp.csr_matrix(
             (val[keep] / diag[src[keep]], (dst[keep], src[keep])), shape=(k, k)
@@ -115,7 +115,7 @@ def _stationary_linear(
         sol, method, name = device_solve(
             off,
             is_rep.astype(np.float64),
-            layout,
+            dm,
             max_iters,
             norm=(is_rep, lab, 1.0 / diag, nb),
             rank=rank,
@@ -147,13 +147,14 @@ def _stationary_jacobi(
     sizes,
     damped,
     kw,
-    layout="csr",
+    dm=None,
     precision="fp64",
     rank=None,
 ):
     """PRISM's Jacobi for `Q^T pi = 0`: `pi'_t = sum_s pi_s Q(s,t) / d_t`,
     the damped variant `pi' = (pi + Jacobi(pi)) / 2` being Jacobi on the
-    splitting `2d - (Q_off^T + d)` of the same system (SpMV on `layout`,
+    splitting `2d - (Q_off^T + d)` of the same system (SpMV on `dm`'s
+    layout, CSR for None,
     matrix and iterate in `precision`)."""
     rows, cols, vals = dst, src, val
     d = diag
@@ -163,7 +164,7 @@ def _stationary_jacobi(
         vals = np.concatenate([vals, diag])
         d = 2.0 * diag
     A = canonical(sp.csr_matrix((vals, (rows, cols)), shape=(k, k)))
-    kind, fallback = system_kind(A, layout, rank)
+    kind, fallback = system_kind(A, dm, rank)
     with stage("layout"):
         mat, order = build_ordered(
             A.indptr, A.indices, A.data, (k, k), kind, rank, fallback
@@ -209,8 +210,7 @@ def stationary_distributions(
     _require_markov(model)
     options = check_options(options)
     dm = device_model_for(model, options, device_model)
-    layout, precision = dm.requested, options.precision
-    max_iters = options.max_iters
+    precision, max_iters = options.precision, options.max_iters
     n = model.num_states
     with stage("precompute"):
         labels, count = graph.bsccs(model)
@@ -239,7 +239,7 @@ def stationary_distributions(
         uniq, lab = np.unique(labels[idx], return_inverse=True)
         reps = np.unique(lab, return_index=True)[1]
     kw = _solver_kw(options)
-    on_device = solves_on_device(k, layout, device)
+    on_device = solves_on_device(k, dm, device)
     rank = dm.dia_rank(idx)
     if precision == "fp64":
         with stage("solve"):
@@ -252,7 +252,7 @@ def stationary_distributions(
                 lab,
                 reps,
                 max_iters,
-                layout if on_device else None,
+                dm if on_device else None,
                 rank,
             )
         res = dict(
@@ -276,7 +276,7 @@ def stationary_distributions(
                 sizes[uniq],
                 damped,
                 kw,
-                layout if on_device else "csr",
+                dm if on_device else None,
                 precision,
                 rank,
             )
@@ -320,14 +320,15 @@ def _transient_system(model, trans):
     return idx, P, (r[~tt], c[~tt], v[~tt])
 
 
-def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
+def _solve_transient(P, rhs, max_iters, trans, dm, device, rank=None):
     """`(I - P) x = rhs` (`(I - P)^T x = rhs` if `trans`), on the host
-    (LU or GMRES) or by device GMRES (see `solves_on_device`; `rank`: the unknowns'
-    lexicographic ranks). Returns `(x or None, info)`."""
+    (LU or GMRES) or by device Krylov solves on `dm`'s layout (see
+    `solves_on_device`; `rank`: the unknowns' lexicographic ranks).
+    Returns `(x or None, info)`."""
     k = P.shape[0]
-    if solves_on_device(k, layout, device):
+    if solves_on_device(k, dm, device):
         sol, method, name = device_solve(
-            P.T if trans else P, rhs, layout, max_iters, rank=rank
+            P.T if trans else P, rhs, dm, max_iters, rank=rank
         )
         info = dict(method=method, layout=name, iterations=int(sol.iterations))
         ok = Status(int(sol.status)) == Status.CONVERGED
@@ -339,7 +340,7 @@ def _solve_transient(P, rhs, max_iters, trans, layout, device, rank=None):
 def _absorb(model, labels, c_bscc, *, options, dm, device=None) -> NumericResult:
     """Per-state `sum_B P(reach B) c_B` (with fp32 by `solve_fixed`'s Jacobi
     in float32, else by LU/GMRES first)."""
-    layout, precision = dm.requested, options.precision
+    precision = options.precision
     inb = labels >= 0
     fixed = np.where(inb, c_bscc[np.maximum(labels, 0)], 0.0)
     trans = ~inb
@@ -357,7 +358,7 @@ def _absorb(model, labels, c_bscc, *, options, dm, device=None) -> NumericResult
                 rhs,
                 options.max_iters,
                 False,
-                layout,
+                dm,
                 device,
                 dm.dia_rank(idx),
             )
@@ -381,7 +382,7 @@ def _absorb(model, labels, c_bscc, *, options, dm, device=None) -> NumericResult
         opt=None,
         method="jacobi",
         options=options,
-        device_model=dm if solves_on_device(k, layout, device) else dm.on_csr(),
+        device_model=dm if solves_on_device(k, dm, device) else dm.on_csr(),
     )
 
 
@@ -406,7 +407,7 @@ def steady_state(
     expected visits `y = init_T + P_TT^T y` of the transient states."""
     options = check_options(options)
     dm = device_model_for(model, options, device_model)
-    layout, max_iters, kw = dm.requested, options.max_iters, _solver_kw(options)
+    max_iters, kw = options.max_iters, _solver_kw(options)
     pi, labels, count, _ = stationary_distributions(
         model, options=options, device_model=dm, device=device
     )
@@ -421,7 +422,7 @@ def steady_state(
     if (trans & (init > 0)).any():
         idx, P, (r, c, v) = _transient_system(model, trans)
         y, _ = _solve_transient(
-            P, init[idx], max_iters, True, layout, device, dm.dia_rank(idx)
+            P, init[idx], max_iters, True, dm, device, dm.dia_rank(idx)
         )
         if y is not None:
             reach += np.bincount(labels[c], weights=y[r] * v, minlength=count)
@@ -433,7 +434,7 @@ def steady_state(
                 init,
                 trans,
                 kw,
-                dm if solves_on_device(len(idx), layout, device) else None,
+                dm if solves_on_device(len(idx), dm, device) else None,
             )
     return np.where(inb, reach[np.maximum(labels, 0)] * pi, 0.0)
 
@@ -441,7 +442,6 @@ def steady_state(
 def _reach_jacobi(model, labels, count, init, trans, kw, dm=None):
     """`P_init(reach B)` per BSCC by Jacobi on `y = init_T + P_TT^T y`, on
     `dm`'s layout (CSR without one)."""
-    layout = "csr" if dm is None else dm.requested
     n = model.num_states
     inb = ~trans
     rows = state_of_entry(model)
@@ -452,7 +452,7 @@ def _reach_jacobi(model, labels, count, init, trans, kw, dm=None):
     diag = 1.0 - np.bincount(rows[diag_e], weights=p[diag_e], minlength=n)
     At = canonical(sp.csr_matrix((off, (model.col, rows)), shape=(n, n)))
     rank = None if dm is None else dm.dia_rank()
-    kind, fallback = system_kind(At, layout, rank)
+    kind, fallback = system_kind(At, dm, rank)
     mat, order = build_ordered(
         At.indptr, At.indices, At.data, (n, n), kind, rank, fallback
     )

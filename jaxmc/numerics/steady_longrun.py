@@ -23,9 +23,10 @@ recorded as `Attempt`s:
 - "direct": sparse LU of the bordered Poisson system (`_poisson_matrix`)
   on the host, for systems up to `DIRECT_MAX_STATES` first (not on a device
   layout), and as the last resort up to `DIRECT_FALLBACK_MAX_STATES`;
-- "bicgstab": BiCGStab on the bordered system (`krylov.Bordered`), in the
-  jump-chain scaling (rows divided by the exit rate, Jacobi
-  preconditioning), restarted from its true residual;
+- "bicgstab": BiCGStab(2) on the bordered system (`krylov.Bordered`), in
+  the jump-chain scaling (rows divided by the exit rate, Jacobi
+  preconditioning), restarted from its true residual where it stops
+  (`BICGSTAB_ELL`: why not plain BiCGStab);
 - "jacobi": the stationary and the Poisson Jacobi iterations together
   (`krylov.pair_jacobi`), stopping on the certificate; what converges on
   stiff chains where the Krylov methods break down (tandem);
@@ -37,7 +38,10 @@ fits); `method="jacobi"` (and "gauss_seidel", which runs as Jacobi, noted
 in the attempt) or `"power"` put that method first; with
 `precision="fp32"` the value iteration runs first in float32 (certified in
 float64 all the same). All but "direct" run on the device layout (or plain
-JAX CSR on the host), `max_iters` matrix-vector products (steps) each.
+JAX CSR on the host), `max_iters` matrix-vector products (steps) each;
+with the default `max_iters` (not given), a method whose certified bracket
+shrinks at a rate that reaches epsilon within `BUDGET_FACTOR` times that
+goes on (`budget_for`).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from ..layout import make_layout
 from ..solvers import Status
 from .krylov import (
     Bordered,
-    bicgstab as device_bicgstab,
+    bicgstab_l,
     gmres as device_gmres,
     pair_jacobi,
     relative_value_iteration,
@@ -75,6 +79,16 @@ KRYLOV_RTOL = 1e-14
 #: SpMVs per Krylov chunk: the iterate is certified after each (and
 #: BiCGStab restarted from its true residual).
 KRYLOV_CHUNK = 1000
+
+#: The degree of BiCGStab's minimal-residual polynomial per cycle
+#: (`solvers.bicgstab_l_loop`): 2 keeps the residual's growth on stiff
+#: chains small where plain BiCGStab (1) loses its accuracy or overflows.
+BICGSTAB_ELL = 2
+
+#: With the default `max_iters` (not given by the caller) a method may run
+#: up to this many times as long while the rate of its certified bracket
+#: predicts convergence within that (`budget_for`).
+BUDGET_FACTOR = 10
 
 #: A Krylov method is stalled when its best true residual has not halved
 #: over this many chunks.
@@ -155,11 +169,12 @@ def _split(B: Bsccs, z):
 
 
 class _Device:
-    """The jump chain on a device layout, and the bordered operator on it,
-    built on first use (the "direct" method needs neither)."""
+    """The jump chain on `dm`'s layout (CSR for None), and the bordered
+    operator on it, built on first use (the "direct" method needs
+    neither)."""
 
-    def __init__(self, B: Bsccs, layout: str, rank):
-        self.B, self.layout, self.rank = B, layout, rank
+    def __init__(self, B: Bsccs, dm, rank):
+        self.B, self.dm, self.rank = B, dm, rank
         self._built = None
         self._t = None
 
@@ -171,7 +186,7 @@ class _Device:
             A = canonical(
                 sp.csr_matrix((B.val / B.d[B.src], (B.src, B.dst)), shape=(B.k, B.k))
             )
-            kind, fallback = system_kind(A, self.layout, self.rank)
+            kind, fallback = system_kind(A, self.dm, self.rank)
             mat, order = build_ordered(
                 A.indptr, A.indices, A.data, A.shape, kind, self.rank, fallback
             )
@@ -224,35 +239,49 @@ def _same_layout(A, name: str):
     return build_matrix(A.indptr, A.indices, A.data, A.shape, name)
 
 
-def _krylov(dev: _Device, r, z0, method, max_iters, good):
-    """BiCGStab or GMRES on the bordered system from `z0`, in chunks of
-    `KRYLOV_CHUNK` SpMVs (BiCGStab restarted from its true residual), the
-    iterate certified after each (`good(z)`: within epsilon, stop);
-    `(z or None, status, iterations)` (SpMVs). STALLED when the best true
+def _krylov(dev: _Device, r, z0, method, max_iters, gap, budget):
+    """BiCGStab(`BICGSTAB_ELL`) or GMRES on the bordered system from `z0`,
+    in chunks of `KRYLOV_CHUNK` SpMVs, the best iterate certified after each
+    (`gap(z)`: the largest ratio of a half-width to its tolerance; at most
+    1: stop); `(z or None, status, iterations)` (SpMVs). Past `max_iters`
+    SpMVs it goes on, up to `budget`, while the gap's rate over the last
+    chunks predicts convergence within `budget` (`_steady_rate`).
+    BiCGStab goes on across chunks; where it stops (its recursive
+    residual converged, a breakdown, a non-finite step: from the last finite
+    iterate) it restarts from the true residual, which is also its new
+    shadow vector. GMRES restarts every chunk. STALLED when the best true
     residual has not halved over `KRYLOV_STALL_CHUNKS` chunks."""
     B = dev.B
     _, op, at, back, _, _ = dev.get()
     b = at(r / B.d)
     x = None if z0 is None else at(z0)
-    total, best, status, since = 0, None, Status.MAX_ITERS, 0
-    while total < max_iters:
-        left = min(max_iters - total, KRYLOV_CHUNK)
+    total, best, status, since, state = 0, None, Status.MAX_ITERS, 0, None
+    gaps: list[tuple[int, float]] = []
+    while total < max_iters or _steady_rate(gaps, budget):
+        cap = max_iters if total < max_iters else budget
+        left = min(cap - total, KRYLOV_CHUNK)
         if method == "gmres":
             sol = device_gmres(
                 op, b, x, rtol=KRYLOV_RTOL, restart=GMRES_RESTART, max_iters=left
             )
-            spmv = int(sol.iterations)
         else:
-            shadow = None if best is None else np.ones(len(b))
-            sol = device_bicgstab(
-                op, b, x, rtol=KRYLOV_RTOL, max_iters=max(left // 2, 1), shadow=shadow
+            sol, state = bicgstab_l(
+                op,
+                b,
+                x if state is None else state,
+                ell=BICGSTAB_ELL,
+                rtol=KRYLOV_RTOL,
+                max_spmv=left,
             )
-            spmv = 2 * int(sol.iterations)
+            if Status(int(sol.status)) != Status.MAX_ITERS:
+                state = None  # stopped: restart from the true residual
+        spmv = int(sol.iterations)
         total += max(spmv, 1)
         status = Status(int(sol.status))
-        if status == Status.NONFINITE:
-            break
         res = float(sol.residual)
+        if not np.isfinite(res):
+            status = Status.NONFINITE
+            break
         if best is None or res < 0.5 * best[1]:
             since = 0
         else:
@@ -260,7 +289,8 @@ def _krylov(dev: _Device, r, z0, method, max_iters, good):
         if best is None or res < best[1]:
             best = (np.asarray(sol.value), res)
         x = sol.value
-        if good(back(best[0])) or res <= KRYLOV_RTOL:
+        gaps.append((total, gap(back(best[0]))))
+        if gaps[-1][1] <= 1.0 or res <= KRYLOV_RTOL:
             status = Status.CONVERGED
             break
         if since >= KRYLOV_STALL_CHUNKS or spmv == 0:
@@ -272,7 +302,27 @@ def _krylov(dev: _Device, r, z0, method, max_iters, good):
     return (None if best is None else back(best[0])), status, total
 
 
-def _power(dev: _Device, r, h0, epsilon, relative, max_iters, fp32=False):
+def _steady_rate(gaps, budget) -> bool:
+    """Whether the gaps `(iterations, gap)` measured after the last
+    `KRYLOV_STALL_CHUNKS` chunks shrink at a rate that reaches 1 within
+    `budget` iterations."""
+    if len(gaps) <= KRYLOV_STALL_CHUNKS:
+        return False
+    (i0, g0), (i1, g1) = gaps[-1 - KRYLOV_STALL_CHUNKS], gaps[-1]
+    if not (0 < g1 < g0) or i1 >= budget:
+        return False
+    need = (i1 - i0) * np.log(max(g1, 1.0)) / np.log(g0 / g1)
+    return i1 + need <= budget
+
+
+def _window(max_iters: int) -> int:
+    """The certified iterations' measuring window: `STALL_WINDOW`, or a
+    quarter of a smaller `max_iters` (so that a rate is measured before
+    it)."""
+    return max(min(STALL_WINDOW, int(max_iters) // 4), 16)
+
+
+def _power(dev: _Device, r, h0, epsilon, relative, max_iters, budget, fp32=False):
     """Relative value iteration from `h0` (matrix and iterate in float32 if
     `fp32`); `(h, status, iterations)`."""
     import jax.numpy as jnp
@@ -298,13 +348,14 @@ def _power(dev: _Device, r, h0, epsilon, relative, max_iters, fp32=False):
         epsilon=epsilon,
         relative=relative,
         max_iters=max_iters,
-        window=STALL_WINDOW,
+        window=_window(max_iters),
+        budget=budget,
     )
     h = back(np.asarray(sol.value, dtype=np.float64))
     return h, Status(int(sol.status)), int(sol.iterations)
 
 
-def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters):
+def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters, budget):
     """`krylov.pair_jacobi` from `h0`; `(h, status, iterations)`."""
     import jax.numpy as jnp
 
@@ -324,11 +375,22 @@ def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters):
         epsilon=epsilon,
         relative=relative,
         max_iters=max_iters,
-        window=STALL_WINDOW,
+        window=_window(max_iters),
         damped=not _aperiodic(B.lab, B.nb, B.src, B.dst),
+        budget=budget,
     )
     h = back(np.asarray(sol.value, dtype=np.float64))
     return h, Status(int(sol.status)), int(sol.iterations)
+
+
+def budget_for(max_iters: int, given: bool) -> int:
+    """The most SpMVs (steps) a method of the chain may take: `max_iters`
+    where the caller gave it (a hard cap, as PRISM's `-maxiters`), else
+    `BUDGET_FACTOR` times the default, spent only while the method's
+    measured rate predicts convergence within it: the largest chains
+    (tandem) converge steadily but need more steps than the default, and a
+    cut there would fail a solve that is a constant factor from done."""
+    return int(max_iters) if given else BUDGET_FACTOR * int(max_iters)
 
 
 def chain(method, k: int, precision: str, host: bool = True):
@@ -360,11 +422,15 @@ def gains(
     relative=True,
     max_iters=10000,
     throw=True,
-    layout="csr",
+    dm=None,
     rank=None,
     precision="fp64",
+    budget=None,
 ):
     """The certified gain of every BSCC of `B` for the reward `r` (local).
+    Each method runs `max_iters` SpMVs (steps), or up to `budget` (default
+    `max_iters`) while its measured rate predicts convergence within it
+    (`budget_for`).
 
     **Returns:** `(mid, half, attempts, final)`: midpoints and half-widths
     of the certified brackets per BSCC, the failed `Attempt`s (oldest first)
@@ -373,15 +439,16 @@ def gains(
     `throw`; else the best bracket found is returned (its `half` is still
     certified, only above `epsilon`)."""
     r = np.asarray(r, dtype=np.float64)
-    dev = _Device(B, layout, rank)
-    methods, note = chain(method, B.k, precision, layout == "csr")
+    budget = max(max_iters, max_iters if budget is None else int(budget))
+    dev = _Device(B, dm, rank)
+    methods, note = chain(method, B.k, precision, dm is None)
     attempts: list[Attempt] = []
     lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
     best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
 
-    def good(z):
+    def gap(z):
         lo, hi, floor = certify(B, r, _split(B, z)[0])
-        return _within(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative, floor)
+        return _gap(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative, floor)
 
     for i, m in enumerate(methods):
         where = "host"
@@ -391,17 +458,17 @@ def gains(
         elif m in ("bicgstab", "gmres"):
             z0 = best[2].copy()
             z0[B.reps] = best[0][B.lab[B.reps]]
-            z, status, iters = _krylov(dev, r, z0, m, max_iters, good)
+            z, status, iters = _krylov(dev, r, z0, m, max_iters, gap, budget)
             h_new = None if z is None else _split(B, z)[0]
             where = dev.name
         elif m == "jacobi":
             h_new, status, iters = _jacobi(
-                dev, r, best[2], epsilon, relative, max_iters
+                dev, r, best[2], epsilon, relative, max_iters, budget
             )
             where = dev.name
         else:
             h_new, status, iters = _power(
-                dev, r, best[2], epsilon, relative, max_iters, m == "power32"
+                dev, r, best[2], epsilon, relative, max_iters, budget, m == "power32"
             )
             where = dev.name
         residual, ok = float("inf"), False
@@ -449,6 +516,15 @@ def _direct(B: Bsccs, r):
 ROUNDING_FLOOR = 8
 
 
-def _within(mid, half, epsilon, relative, floor) -> bool:
+def _gap(mid, half, epsilon, relative, floor) -> float:
+    """The largest ratio of a half-width to what it must reach (at most 1:
+    within epsilon)."""
     tol = epsilon * np.abs(mid) if relative else np.full_like(mid, epsilon)
-    return bool(np.all(half <= np.maximum(tol, ROUNDING_FLOOR * floor)))
+    tol = np.maximum(tol, ROUNDING_FLOOR * floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(half <= tol, 0.0, half / tol)
+    return float(np.max(ratio, initial=0.0))
+
+
+def _within(mid, half, epsilon, relative, floor) -> bool:
+    return _gap(mid, half, epsilon, relative, floor) <= 1.0

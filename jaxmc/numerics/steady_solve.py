@@ -47,11 +47,11 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..layout import layout_kind
-from ..solvers import Status
+from ..solvers import Solution, Status
+from .device import DeviceModel
 from .krylov import Operator, bicgstab as device_bicgstab, gmres as device_gmres
 from .matrices import (
     build_ordered,
-    check_layout,
     host_csr,
     layout_name,
     on_gpu,
@@ -92,22 +92,25 @@ BICGSTAB_RESTARTS = 8
 DEVICE_KRYLOV_MAX_SPMV = 4000
 
 
-def solves_on_device(k: int, layout: str, device: bool | None) -> bool:
-    """Whether a system of `k` unknowns is solved on the device."""
-    check_layout(layout)
+def solves_on_device(k: int, dm: DeviceModel, device: bool | None) -> bool:
+    """Whether a system of `k` unknowns is solved on the device (on `dm`'s
+    layout): `device` if given, else where `dm` asks for a layout other
+    than "auto"/"csr" or the system is large on a GPU."""
     if device is not None:
         return bool(device)
-    return layout not in ("auto", "csr") or (on_gpu() and k >= DEVICE_MIN_STATES)
+    return dm.requested not in ("auto", "csr") or (on_gpu() and k >= DEVICE_MIN_STATES)
 
 
-def system_kind(A: sp.csr_matrix, layout: str, rank=None) -> tuple[str, str]:
+def system_kind(A: sp.csr_matrix, dm: DeviceModel | None, rank=None) -> tuple[str, str]:
     """`(kind, fallback)`: the layout of a derived system matrix and, for
     "dia", the one `build_ordered` takes where the matrix is no few
-    diagonals. `layout` as given (falling back to "compact"), or for "auto"
-    the automatic choice: on a GPU the compact diagonal layout where the
-    states have lexicographic ranks (`rank`; the fastest fused Jacobi step
-    on box-shaped models such as tandem), else and as its fallback
-    `layout_kind`'s warp layout; CSR on a CPU."""
+    diagonals. The layout `dm` asks for (falling back to "compact"), or for
+    "auto" the automatic choice: on a GPU the compact diagonal layout where
+    the states have lexicographic ranks (`rank`; the fastest fused Jacobi
+    step on box-shaped models such as tandem), else and as its fallback
+    `layout_kind`'s warp layout; CSR on a CPU. `dm` None: CSR (a system kept
+    off the device layout)."""
+    layout = "csr" if dm is None else dm.requested
     if layout != "auto":
         return layout, "compact"
     if not on_gpu():
@@ -124,13 +127,13 @@ def canonical(A) -> sp.csr_matrix:
     return A
 
 
-def device_solve(off, b, layout, max_iters, norm=None, rank=None):
+def device_solve(off, b, dm, max_iters, norm=None, rank=None):
     """`(I - off) x = b` (rows `norm = (rows, group, weight, n_groups)`
-    replaced by group sums) by device GMRES with `off` on `layout` (`rank`:
+    replaced by group sums) by device GMRES with `off` on `dm`'s layout (`rank`:
     the unknowns' lexicographic ranks, for the diagonal layout). Returns
     the `Solution` (not raised on failure) and the layout's name."""
     off = canonical(off)
-    kind, fallback = system_kind(off, layout, rank)
+    kind, fallback = system_kind(off, dm, rank)
     with stage("layout"):
         A, order = build_ordered(
             off.indptr, off.indices, off.data, off.shape, kind, rank, fallback
@@ -206,9 +209,12 @@ class _Stalled(Exception):
     """Raised from GMRES's callback to stop a stagnating solve."""
 
 
-def host_gmres(A, b, max_iters):
-    """`A x = b` by restarted GMRES, or `None` if it does not converge within
-    `max_iters` inner iterations or stagnates (`GMRES_STALL_ITERS`)."""
+def host_gmres(A, b, max_iters) -> Solution:
+    """`A x = b` by restarted GMRES on the host: a `Solution` (numpy
+    values) with status CONVERGED, MAX_ITERS (`max_iters` inner iterations),
+    STALLED (the residual has not halved over `GMRES_STALL_ITERS`) or
+    NONFINITE; `iterations` the inner iterations, `residual` the last
+    relative residual GMRES reported."""
     cycles = max(1, -(-int(max_iters) // GMRES_RESTART))
     hist: list[float] = []
 
@@ -219,6 +225,7 @@ def host_gmres(A, b, max_iters):
             if not hist[-1] <= 0.5 * hist[-1 - GMRES_STALL_ITERS]:
                 raise _Stalled
 
+    x, status = None, Status.CONVERGED
     try:
         x, info = spla.gmres(
             A,
@@ -231,10 +238,16 @@ def host_gmres(A, b, max_iters):
             callback_type="pr_norm",
         )
     except _Stalled:
-        return None
-    if info != 0 or not np.all(np.isfinite(x)):
-        return None
-    return x
+        status = Status.STALLED
+    else:
+        if not np.all(np.isfinite(x)):
+            status = Status.NONFINITE
+        elif info != 0:
+            status = Status.MAX_ITERS
+    if x is None or status == Status.NONFINITE:
+        x = np.zeros(len(b))
+    res = hist[-1] if hist else 0.0
+    return Solution(value=x, status=status, iterations=len(hist), residual=res)
 
 
 def host_solve(A, b, max_iters, trans=False):
@@ -243,5 +256,7 @@ def host_solve(A, b, max_iters, trans=False):
     if A.shape[0] <= DIRECT_MAX_STATES:
         lu = spla.splu(sp.csc_matrix(A), permc_spec="COLAMD")
         return lu.solve(b, trans="T" if trans else "N"), "direct"
-    x = host_gmres(sp.csr_matrix(A.T if trans else A), b, max_iters)
-    return (x, "gmres") if x is not None else (None, None)
+    sol = host_gmres(sp.csr_matrix(A.T if trans else A), b, max_iters)
+    if sol.status != Status.CONVERGED:
+        return None, None
+    return sol.value, "gmres"

@@ -29,7 +29,7 @@ from .steady import (
     _solve_transient,
     _transient_system,
 )
-from .steady_longrun import Bsccs, gains
+from .steady_longrun import Bsccs, budget_for, gains
 from .steady_solve import solves_on_device
 from .timing import stage
 from .transitions import state_of_entry
@@ -92,14 +92,14 @@ def _absorption_error(model, labels, fixed, x, **kw):
 
 def _long_run(model, r, options, device_model, device):
     """Per-state long-run average of the reward rate `r` (see the module
-    docstring) with `options` and `device_model` (its requested layout),
+    docstring) with `options` and `device_model` (the layout it asks for),
     `device` as `steady_solve.solves_on_device`."""
     _require_markov(model)
     options = check_options(options)
     dm = device_model_for(model, options, device_model)
     method, epsilon, relative = options.method, options.epsilon, options.relative
     max_iters, throw = options.max_iters, options.throw
-    layout, precision = dm.requested, options.precision
+    precision = options.precision
     with stage("precompute"):
         labels, count, B, idx, uniq = _bsccs(model)
     inb = labels >= 0
@@ -108,7 +108,7 @@ def _long_run(model, r, options, device_model, device):
     c[labels[inb]] = r[inb]  # single-state BSCCs: their own reward
     attempts, last = (), None
     if B is not None:
-        on_device = solves_on_device(B.k, layout, device)
+        on_device = solves_on_device(B.k, dm, device)
         with stage("solve"):
             mid, hw, attempts, last = gains(
                 B,
@@ -118,9 +118,10 @@ def _long_run(model, r, options, device_model, device):
                 relative=relative,
                 max_iters=max_iters,
                 throw=throw,
-                layout=layout if on_device else "csr",
+                dm=dm if on_device else None,
                 rank=dm.dia_rank(idx) if on_device else None,
                 precision=precision,
+                budget=budget_for(max_iters, options.max_iters_given),
             )
         c[uniq], half[uniq] = mid, hw
     absorb = _absorb(model, labels, c, options=options, dm=dm, device=device)
@@ -134,7 +135,7 @@ def _long_run(model, r, options, device_model, device):
                 fixed,
                 np.asarray(absorb.values),
                 max_iters=max_iters,
-                layout=layout,
+                dm=dm,
                 device=device,
                 rank=None,
             )

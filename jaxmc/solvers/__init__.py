@@ -22,6 +22,8 @@ from ._gauss_seidel import (  # noqa: E402
 )
 from ._linear import (  # noqa: E402
     bicgstab as bicgstab,
+    bicgstab_l_loop as bicgstab_l_loop,
+    bicgstab_l_start as bicgstab_l_start,
     bicgstab_loop as bicgstab_loop,
     jacobi as jacobi,
     power as power,

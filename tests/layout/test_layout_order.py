@@ -226,11 +226,13 @@ def test_check_with_the_order_matches_csr(monkeypatch, fname, consts, props, lay
     monkeypatch.setattr(common, "ordered_csr", spy)
     m = _model(fname, consts)
     for p in props:
-        # (both certified within epsilon: the host's LU and the device's
-        # Krylov solve stop at different points inside it)
+        # (both certified within epsilon, or float64's floor for a tiny
+        # value: the host's LU and the device's Krylov solve stop at
+        # different points inside their bounds)
         ref = jaxmc.check(m, p, layout="csr", epsilon=1e-11)
         got = jaxmc.check(m, p, layout=layout, epsilon=1e-11)
-        assert got.value == pytest.approx(ref.value, rel=2e-11, abs=1e-14), p
+        assert abs(got.value - ref.value) <= got.bound + ref.bound, p
+        assert got.value == pytest.approx(ref.value, rel=1e-7), p
     if layout == "warp":  # (compact: int8 offsets would widen on these small models)
         assert any(used), "the windowed order was never chosen"
 

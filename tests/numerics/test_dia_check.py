@@ -109,9 +109,11 @@ def test_auto_picks_dia_for_gpu_steady_state(monkeypatch):
     A.eliminate_zeros()
     A.sort_indices()
     monkeypatch.setattr(steady_solve, "on_gpu", lambda: True)
-    assert steady_solve.system_kind(A, "auto", lex_rank(m)) == ("dia", "auto")
-    assert steady_solve.system_kind(A, "auto", None)[0] in ("warp", "warp2")
-    assert steady_solve.system_kind(A, "warp", lex_rank(m)) == ("warp", "compact")
+    auto, warp = DeviceModel(m, "auto"), DeviceModel(m, "warp")
+    assert steady_solve.system_kind(A, auto, lex_rank(m)) == ("dia", "auto")
+    assert steady_solve.system_kind(A, auto, None)[0] in ("warp", "warp2")
+    assert steady_solve.system_kind(A, warp, lex_rank(m)) == ("warp", "compact")
+    assert steady_solve.system_kind(A, None, lex_rank(m))[0] == "csr"
     mat, order = build_ordered(
         A.indptr, A.indices, A.data, A.shape, "dia", lex_rank(m), "auto"
     )

@@ -7,6 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxmc.numerics import steady_solve
+from jaxmc.solvers import Status
 
 
 def test_gmres_stops_on_stagnation(monkeypatch):
@@ -28,7 +29,7 @@ def test_gmres_stops_on_stagnation(monkeypatch):
 
     monkeypatch.setattr(steady_solve.spla, "gmres", counting)
     t = time.perf_counter()
-    assert steady_solve.host_gmres(Z, b, 10_000) is None
+    assert steady_solve.host_gmres(Z, b, 10_000).status == Status.STALLED
     assert len(seen) <= steady_solve.GMRES_STALL_ITERS + 2 * steady_solve.GMRES_RESTART
     assert time.perf_counter() - t < 10
 
@@ -38,6 +39,20 @@ def test_gmres_still_solves_what_it_can():
     n = 300
     A = sp.eye(n) * 4 + sp.random(n, n, density=0.02, random_state=rng)
     b = rng.random(n)
-    x = steady_solve.host_gmres(sp.csr_matrix(A), b, 10_000)
-    assert x is not None
-    np.testing.assert_allclose(A @ x, b, rtol=1e-10)
+    sol = steady_solve.host_gmres(sp.csr_matrix(A), b, 10_000)
+    assert sol.status == Status.CONVERGED and 0 < sol.iterations < 300
+    np.testing.assert_allclose(A @ sol.value, b, rtol=1e-10)
+
+
+def test_gmres_reports_max_iters():
+    # One cycle of GMRES(40) on the cyclic shift: no progress, and too few
+    # iterations for the stagnation test.
+    n = 500
+    Z = sp.csr_matrix(
+        (np.ones(n), (np.arange(n), (np.arange(n) + 1) % n)), shape=(n, n)
+    )
+    b = np.zeros(n)
+    b[0] = 1.0
+    sol = steady_solve.host_gmres(Z, b, steady_solve.GMRES_RESTART)
+    assert sol.status == Status.MAX_ITERS and sol.residual > 0.5
+    assert sol.iterations == steady_solve.GMRES_RESTART
