@@ -31,6 +31,7 @@ from scipy.sparse.linalg import splu
 from ..kernels.spmv import spmv
 from ..layout import from_arrays
 from ._linear import bicgstab_loop
+from ._results import Status
 
 
 #: Rounds of policy improvement before giving up.
@@ -115,6 +116,8 @@ def _solve_krylov(S):
             M.matrix, d, jnp.asarray(r / scale), jnp.asarray(x0), rhat0,
             jnp.asarray(KRYLOV_EPSILON), jnp.asarray(KRYLOV_MAX_ITERS, jnp.int32),
         )  # fmt: skip
+        if int(sol.status) != Status.CONVERGED:
+            return None
         x = np.asarray(sol.value, np.float64) * scale
         return x if np.all(np.isfinite(x)) else None
 

@@ -16,10 +16,14 @@ the rest of the system.
   of their fixed points).
 - A level's larger components are iterated together: on the host (numpy,
   scipy) when small, on the device (`_minmax`'s jitted loops) from
-  `DEVICE_MIN_STATES` states on. Interval iteration on a host level that
-  converges slowly switches to bounds from policy iteration, certified by
-  one Bellman step (`_policy`); value iteration there to the values of
-  the optimal policy.
+  `DEVICE_MIN_STATES` states on. A level whose iteration has not
+  converged after `POLICY_AFTER` (host) or `POLICY_AFTER_DEVICE` sweeps
+  hands over to policy iteration (`_policy`: its policy systems solved by
+  sparse LU on the host or by BiCGStab on the device), whose bounds one
+  Bellman step certifies (interval iteration) or whose optimal values
+  replace the iterate (value iteration); without a certificate the
+  iteration goes on to `max_iters`. The hand-overs are recorded
+  (`info["attempts"]`).
 
 Value iteration stops each level on PRISM's criterion. Interval iteration
 (`sound=True`) advances a lower and an upper iterate together; since each
@@ -51,12 +55,13 @@ from ._scc_levels import LevelPlan, plan_levels
 DEVICE_MIN_STATES = 1 << 14
 
 #: Value or interval iteration on a host level that has not converged after
-#: this many sweeps tries policy iteration (`_policy`), on
-#: levels of at most `POLICY_MAX_STATES` states (one sparse LU per policy).
+#: this many sweeps hands over to policy iteration (`_policy`: sparse LU
+#: on the host, BiCGStab on the device for large levels), whose bounds one
+#: Bellman step certifies; where that finds no certificate, the iteration
+#: goes on to `max_iters`.
 POLICY_AFTER = 200
 #: The same for levels iterated on the device (a sweep costs less there).
 POLICY_AFTER_DEVICE = 2000
-POLICY_MAX_STATES = 1 << 17
 
 #: A host interval iteration whose total gap has not decreased over this
 #: many sweeps stops as `Status.STALLED`.
@@ -111,6 +116,10 @@ class _Run:
         self.floor = 0.0
         self.device_levels = 0
         self.policy_levels = 0
+        #: the methods of the levels that handed over (dicts of `Attempt`'s
+        #: fields), oldest first
+        self.attempts = []
+        self.method = "interval_iteration" if sound else "value_iteration"
 
     def _slices(self, a, e):
         p = self.plan
@@ -189,18 +198,39 @@ class _Run:
             after = POLICY_AFTER
         max_iters = int(self.kw["max_iters"])
         Y, it, res, status = run(Y, min(after, max_iters))
-        if status == Status.MAX_ITERS and it < max_iters:
-            if size <= POLICY_MAX_STATES:
-                if A is None:
-                    A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
-                Y = self._certify(Y, ext, starts, A, target)
-            Y, more, res, status = run(Y, max_iters - it)
-            it += more
+        where = "device" if A is None else "host"
+        if status != Status.CONVERGED:
+            # the next method of the chain: policy iteration, whatever the
+            # first method's iterations (its own budget is `MAX_ROUNDS`)
+            if A is None:
+                A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
+            first = dict(
+                method=self.method, status=status, iterations=it, residual=res,
+                layout=where, note=f"level of {size} states: policy iteration "
+            )  # fmt: skip
+            C = self._certify(Y, ext, starts, A, target)
+            if C is not None:
+                first["note"] += "took over"
+                self.attempts.append(first)
+                Y, status = C, Status.CONVERGED
+                res = self._gap(Y) if self.sound else 0.0
+            elif status == Status.MAX_ITERS and it < max_iters:
+                Y, more, res, status = run(Y, max_iters - it)
+                it += more
+                first["note"] += "found no certificate"
+                if status != Status.CONVERGED:
+                    self.attempts.append(first)
+            else:
+                first["note"] += "found no certificate"
+                self.attempts.append(first)
         X[p.states[s:e]] = Y
         self.iterations += it
         self.residual = max(self.residual, res)
         if status != Status.CONVERGED:
             self.status = status
+
+    def _gap(self, Y):
+        return float(gaps(Y[:, 0], Y[:, 1], self.kw["relative"]).max(initial=0.0))
 
     def _local_upper(self, ext, starts, li, ti, di):
         """An upper bound on the level's solution from `self.bound` (the
@@ -232,7 +262,7 @@ class _Run:
         return np.full(n, u)
 
     def _certify(self, Y, ext, starts, A, target):
-        """`Y`, or from policy iteration (`_policy`): for interval iteration
+        """From policy iteration (`_policy`), or None: for interval iteration
         bounds it certifies, for value iteration the optimal policy's
         values (a fixed point that value iteration from below reaches
         too: a policy's value is below the optimum for max, and above it
@@ -244,21 +274,20 @@ class _Run:
             sigma = greedy(e + A @ Y[:, 0], starts, self.opt, len(e))
             r = policy_values(A, e, starts, self.opt, sigma)
             if r is None:
-                return Y
+                return None
             V = r[0]
             # a fixed point (up to rounding) above the iterate from below,
             # else (a nearly singular system) keep iterating
             tol = 1e-9 * np.maximum(np.abs(V), 1.0)
             fixed = np.abs(_reduce(e + A @ V, starts, self.opt) - V) <= tol
             if not (np.all(fixed) and np.all(V >= Y[:, 0] - tol)):
-                return Y
+                return None
             self.policy_levels += 1
             return V[:, None]
         rel = self.kw["relative"]
         C = certify(A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps)
-        if C is None:
-            return Y
-        self.policy_levels += 1
+        if C is not None:
+            self.policy_levels += 1
         return C
 
     def _host(self, Y, ext, starts, A, target, limit=None):
@@ -401,6 +430,7 @@ def topological_iteration(
         largest=plan.largest,
         device_levels=run.device_levels,
         policy_levels=run.policy_levels,
+        attempts=run.attempts,
     )
     if sound:
         lo, up = X[:, 0], X[:, 1]
