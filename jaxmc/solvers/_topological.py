@@ -350,6 +350,30 @@ class _Run:
         return Y, int(sol.iterations), float(sol.residual), status
 
 
+def _summary(attempts):
+    """The levels' hand-overs, one entry per kind (method, status, where,
+    outcome): iterations summed, the largest residual, how many levels."""
+    out = {}
+    for a in attempts:
+        size, note = a["note"].split(": ", 1)
+        key = (a["method"], a["status"], a["layout"], note)
+        if key not in out:
+            out[key] = dict(a, note=note, levels=0, largest=0)
+        o = out[key]
+        if o["levels"]:
+            o["iterations"] += a["iterations"]
+            o["residual"] = max(o["residual"], a["residual"])
+        o["levels"] += 1
+        o["largest"] = max(o["largest"], int(size.split()[2]))
+    for o in out.values():
+        levels, largest = o.pop("levels"), o.pop("largest")
+        where = f"level of {largest} states" if levels == 1 else (
+            f"{levels} levels, the largest of {largest} states"
+        )  # fmt: skip
+        o["note"] = f"{where}: {o['note']}"
+    return list(out.values())
+
+
 def topological_iteration(
     soc: np.ndarray,
     indptr: np.ndarray,
@@ -430,7 +454,7 @@ def topological_iteration(
         largest=plan.largest,
         device_levels=run.device_levels,
         policy_levels=run.policy_levels,
-        attempts=run.attempts,
+        attempts=_summary(run.attempts),
     )
     if sound:
         lo, up = X[:, 0], X[:, 1]
