@@ -166,7 +166,7 @@ def greedy(q, starts, opt, k):
     return np.minimum.reduceat(idx, starts)
 
 
-def policy_values(A, e, starts, opt, sigma):
+def policy_values(A, e, starts, opt, sigma, sweep=None):
     """Policy iteration from `sigma` (a choice per state): the optimal
     values and policy, or None (a singular system, non-finite values, no
     convergence).
@@ -175,7 +175,8 @@ def policy_values(A, e, starts, opt, sigma):
     from the policy's values (monotone towards the optimum: from below for
     max, from above for min) pick the next policy, so an improvement
     travels through a slowly mixing component in one round instead of one
-    state per round."""
+    state per round. `sweep(e, W)`, if given, does those steps (on the
+    device); else they run on the host."""
     k, n = A.shape
     eye = sp.identity(n, format="csr")
     W = None
@@ -191,8 +192,11 @@ def policy_values(A, e, starts, opt, sigma):
         if not better.any():
             return V, sigma
         W = _reduce(q, starts, opt)
-        for _ in range(SWEEPS):
-            W = _reduce(e + A @ W, starts, opt)
+        if sweep is not None:
+            W = sweep(e, W)
+        else:
+            for _ in range(SWEEPS):
+                W = _reduce(e + A @ W, starts, opt)
         q = e + A @ W
         new = greedy(q, starts, opt, k)
         # (keep the current choice where it is as good: no cycling on ties)
@@ -201,27 +205,43 @@ def policy_values(A, e, starts, opt, sigma):
     return None
 
 
-def certify(A, e_lo, e_up, starts, opt, Y, target, relative, gaps):
+def steps_bound(A, starts, disabled, sweep=None):
+    """`h` with `1 + (A h)_c <= h_s` for every enabled choice `c` of every
+    state `s` (checked): the largest expected number of steps in the level
+    before leaving it, over all schedulers, by policy iteration; or None
+    (a scheduler that never leaves: an end component)."""
+    k, n = A.shape
+    ones = np.where(disabled, -np.inf, 1.0)
+    sigma = greedy(ones + A @ np.ones(n), starts, "max", k)
+    hr = policy_values(A, ones, starts, "max", sigma, sweep)
+    if hr is None:
+        return None
+    h = hr[0] * (1 + 1e-9)  # (a margin over the solve's rounding)
+    if not np.all(_reduce(ones + A @ h, starts, "max") <= h):
+        return None
+    return h
+
+
+def certify(A, e_lo, e_up, starts, opt, Y, target, relative, gaps, sweep=None):
     """Bounds `[L, U]` on the level's solution, checked by one Bellman step
     each, with a gap (`gaps(L, U, relative)`) at most `target`; or None.
 
     `e_lo`, `e_up`: the constants of the lower and the upper system (the
     exits at their lower and upper bounds); `Y`: the current iterates
-    (their greedy policies start the policy iteration)."""
+    (their greedy policies start the policy iteration); `sweep`: as for
+    `policy_values`."""
     k, n = A.shape
     disabled = ~np.isfinite(e_lo) | ~np.isfinite(e_up)
-    ones = np.where(disabled, -np.inf, 1.0)
-    sigma = greedy(ones + A @ np.ones(n), starts, "max", k)
-    hr = policy_values(A, ones, starts, "max", sigma)
-    if hr is None:
+    h = steps_bound(A, starts, disabled, sweep)
+    if h is None:
         return None
-    h = hr[0]
     out = []
     for j, e in enumerate((e_lo, e_up)):
         if j and np.array_equal(e_lo, e_up):
             out.append(out[0])  # (exact exits: one system)
             break
-        r = policy_values(A, e, starts, opt, greedy(e + A @ Y[:, j], starts, opt, k))
+        sigma = greedy(e + A @ Y[:, j], starts, opt, k)
+        r = policy_values(A, e, starts, opt, sigma, sweep)
         if r is None:
             return None
         out.append(r[0])

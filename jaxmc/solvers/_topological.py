@@ -43,8 +43,8 @@ import scipy.sparse as sp
 
 from ..errors import UnsupportedError
 from ..layout import from_arrays
-from ._minmax import interval_iteration, value_iteration
-from ._policy import certify, greedy, policy_values
+from ._minmax import interval_iteration, sweeps, value_iteration
+from ._policy import SWEEPS, certify, greedy, policy_values, steps_bound
 from ._results import Solution, Status, check_solution
 from ._scc_levels import LevelPlan, plan_levels
 
@@ -62,6 +62,12 @@ DEVICE_MIN_STATES = 1 << 14
 POLICY_AFTER = 200
 #: The same for levels iterated on the device (a sweep costs less there).
 POLICY_AFTER_DEVICE = 2000
+
+#: A Baier et al. upper start above this (a product of small probabilities)
+#: is replaced by one from the level's expected time (`_local_upper`).
+HUGE_BOUND = 1e100
+#: Relative margin over the rounding of `R h` (`_local_upper`).
+ROUNDING = 1e-9
 
 #: A host interval iteration whose total gap has not decreased over this
 #: many sweeps stops as `Status.STALLED`.
@@ -180,7 +186,7 @@ class _Run:
         if self.sound and not np.all(np.isfinite(Y[:, 1])):
             Y[:, 1] = self._local_upper(ext[:, 1], starts, li, ti, di)
         size = e - s
-        A = None
+        A = M = None
         if size >= DEVICE_MIN_STATES:
             M = self._device_model(starts, k, li, ti, di)
             self.device_levels += 1
@@ -208,7 +214,13 @@ class _Run:
                 method=self.method, status=status, iterations=it, residual=res,
                 layout=where, note=f"level of {size} states: policy iteration "
             )  # fmt: skip
-            C = self._certify(Y, ext, starts, A, target)
+            sweep = None
+            if M is not None:  # (the improvement steps on the device)
+
+                def sweep(e, W):
+                    return np.asarray(sweeps(M, e, W, SWEEPS, self.opt), np.float64)
+
+            C = self._certify(Y, ext, starts, A, target, sweep)
             if C is not None:
                 first["note"] += "took over"
                 self.attempts.append(first)
@@ -236,7 +248,8 @@ class _Run:
         """An upper bound on the level's solution from `self.bound` (the
         Baier et al. bound, `jaxmc.numerics.bounds.reward_upper_bound`) on
         the level alone: its exits folded into one state of value 0, their
-        upper values into the choices' constants."""
+        upper values into the choices' constants. Where that overflows (or
+        exceeds `HUGE_BOUND`), `R h` with `h` from `_policy.steps_bound`."""
         if self.bound is None:
             raise ValueError("interval iteration needs a finite upper start")
         k, n = len(ext), len(starts)
@@ -252,16 +265,24 @@ class _Run:
             soc, rows[order], cols[order], probs[order], ext, maybe,
             np.zeros(n + 1), self.opt,
         )  # fmt: skip
-        if not np.isfinite(u):
-            raise UnsupportedError(
-                "interval iteration: the upper bound on the expected reward "
-                "overflows (probabilities too small along the paths to the exits "
-                "of a strongly connected component)",
-                hint="use method='value_iteration'",
-            )
-        return np.full(n, u)
+        if np.isfinite(u) and u <= HUGE_BOUND:
+            return np.full(n, u)
+        # R h, `h` the largest expected time in the level (`_policy`) and `R`
+        # the largest constant: one Bellman step from it stays below it
+        A = sp.csr_matrix((di, (li, ti)), shape=(k, n))
+        enabled = np.isfinite(ext)
+        h = steps_bound(A, starts, ~enabled)
+        top = float(np.max(np.where(enabled, ext, 0.0), initial=0.0))
+        if h is not None and top >= 0 and np.isfinite(top * h.max()):
+            return np.minimum(top * h * (1 + ROUNDING), u)
+        raise UnsupportedError(
+            "interval iteration: no finite upper bound on the expected reward "
+            "(probabilities too small along the paths to the exits of a strongly "
+            "connected component, and policy iteration found no bound either)",
+            hint="use method='value_iteration'",
+        )
 
-    def _certify(self, Y, ext, starts, A, target):
+    def _certify(self, Y, ext, starts, A, target, sweep=None):
         """From policy iteration (`_policy`), or None: for interval iteration
         bounds it certifies, for value iteration the optimal policy's
         values (a fixed point that value iteration from below reaches
@@ -272,7 +293,7 @@ class _Run:
         if not self.sound:
             e = ext[:, 0]
             sigma = greedy(e + A @ Y[:, 0], starts, self.opt, len(e))
-            r = policy_values(A, e, starts, self.opt, sigma)
+            r = policy_values(A, e, starts, self.opt, sigma, sweep)
             if r is None:
                 return None
             V = r[0]
@@ -285,7 +306,9 @@ class _Run:
             self.policy_levels += 1
             return V[:, None]
         rel = self.kw["relative"]
-        C = certify(A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps)
+        C = certify(
+            A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps, sweep
+        )
         if C is not None:
             self.policy_levels += 1
         return C

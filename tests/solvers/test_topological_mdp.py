@@ -384,17 +384,21 @@ def _ruin_reference(n):
     return out
 
 
-@pytest.mark.parametrize("krylov", [False, True])
+@pytest.mark.parametrize("krylov,huge", [(False, False), (True, False), (False, True)])
 def test_slowly_mixing_component_finishes_with_a_certified_bound(
-    tmp_path, monkeypatch, krylov
+    tmp_path, monkeypatch, krylov, huge
 ):
     """One strongly connected component that value and interval iteration
     need ~10^5 sweeps for: with an iteration budget of 100, policy
     iteration takes the level over (its policy systems by sparse LU, or,
     with `krylov`, by BiCGStab as on the device for large levels) and the
-    bounds it certifies contain the exact values."""
+    bounds it certifies contain the exact values. With `huge`, the rewards'
+    upper start comes from the expected time in the level (as where the
+    Baier et al. bound overflows)."""
     if krylov:
         monkeypatch.setattr(_policy, "LU_MAX_STATES", 0)
+    if huge:
+        monkeypatch.setattr(_topological, "HUGE_BOUND", 0.0)
     n = 40
     path = tmp_path / "ruin.nm"
     path.write_text(RUIN)
