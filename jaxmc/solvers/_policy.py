@@ -175,8 +175,8 @@ def policy_values(A, e, starts, opt, sigma, sweep=None):
     from the policy's values (monotone towards the optimum: from below for
     max, from above for min) pick the next policy, so an improvement
     travels through a slowly mixing component in one round instead of one
-    state per round. `sweep(e, W)`, if given, does those steps (on the
-    device); else they run on the host."""
+    state per round. `sweep(e, W, opt)`, if given, does those steps (on
+    the device); else they run on the host."""
     k, n = A.shape
     eye = sp.identity(n, format="csr")
     W = None
@@ -193,7 +193,7 @@ def policy_values(A, e, starts, opt, sigma, sweep=None):
             return V, sigma
         W = _reduce(q, starts, opt)
         if sweep is not None:
-            W = sweep(e, W)
+            W = sweep(e, W, opt)
         else:
             for _ in range(SWEEPS):
                 W = _reduce(e + A @ W, starts, opt)

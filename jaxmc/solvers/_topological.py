@@ -108,6 +108,16 @@ def _reduce(v, starts, opt):
     return fn.reduceat(v, starts, axis=0)
 
 
+def device_sweep(M):
+    """Policy iteration's improvement steps (`_policy.policy_values`'s
+    `sweep`) on the device model `M` of a level."""
+
+    def sweep(e, W, opt):
+        return np.asarray(sweeps(M, e, W, SWEEPS, opt), np.float64)
+
+    return sweep
+
+
 class _Run:
     """The state of one topological solve: the iterate(s) `X` [n, 1 or 2]
     (lower and upper for interval iteration) and the accounting."""
@@ -214,12 +224,8 @@ class _Run:
                 method=self.method, status=status, iterations=it, residual=res,
                 layout=where, note=f"level of {size} states: policy iteration "
             )  # fmt: skip
-            sweep = None
-            if M is not None:  # (the improvement steps on the device)
-
-                def sweep(e, W):
-                    return np.asarray(sweeps(M, e, W, SWEEPS, self.opt), np.float64)
-
+            # (on a device level, the improvement steps run there too)
+            sweep = None if M is None else device_sweep(M)
             C = self._certify(Y, ext, starts, A, target, sweep)
             if C is not None:
                 first["note"] += "took over"

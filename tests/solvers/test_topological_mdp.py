@@ -384,9 +384,13 @@ def _ruin_reference(n):
     return out
 
 
-@pytest.mark.parametrize("krylov,huge", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    "krylov,huge,device",
+    [(False, False, False), (True, False, False), (False, True, False)]
+    + [(True, False, True)],
+)
 def test_slowly_mixing_component_finishes_with_a_certified_bound(
-    tmp_path, monkeypatch, krylov, huge
+    tmp_path, monkeypatch, krylov, huge, device
 ):
     """One strongly connected component that value and interval iteration
     need ~10^5 sweeps for: with an iteration budget of 100, policy
@@ -394,7 +398,11 @@ def test_slowly_mixing_component_finishes_with_a_certified_bound(
     with `krylov`, by BiCGStab as on the device for large levels) and the
     bounds it certifies contain the exact values. With `huge`, the rewards'
     upper start comes from the expected time in the level (as where the
-    Baier et al. bound overflows)."""
+    Baier et al. bound overflows). With `device`, the level is iterated by
+    the jitted loops and policy iteration's sweeps run there too."""
+    if device:
+        monkeypatch.setattr(_topological, "DEVICE_MIN_STATES", 1)
+        monkeypatch.setattr(_topological, "POLICY_AFTER_DEVICE", 100)
     if krylov:
         monkeypatch.setattr(_policy, "LU_MAX_STATES", 0)
     if huge:
@@ -421,3 +429,44 @@ def test_slowly_mixing_component_finishes_with_a_certified_bound(
         assert res.bound <= 1e-6 * abs(want[i]) * 1.01, prop
         (handover,) = res.attempts
         assert handover.iterations == 100 and "policy iteration" in handover.note
+
+
+def test_policy_iteration_sweeps_on_the_device_match_the_host():
+    """The improvement sweeps of policy iteration on the device
+    (`solvers._minmax.sweeps`) are the host's Bellman steps, for the
+    problem's min/max and for the expected-time bound's max whatever the
+    problem's (the bound is a max over all schedulers)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    n, k = 30, 75
+    starts = np.concatenate([[0], np.sort(rng.choice(np.arange(1, k), n - 1, False))])
+    li = np.repeat(np.arange(k), 2)
+    ti = rng.integers(0, n, li.size)
+    di = np.full(li.size, 0.45)  # (each choice leaves with probability 0.1)
+    M = _topological._Run._device_model(starts, k, li, ti, di)
+    A = sp.csr_matrix((di, (li, ti)), shape=(k, n))
+    e = rng.random(k)
+    seen = []
+    device = _topological.device_sweep(M)
+
+    def sweep(e, W, opt):
+        seen.append(opt)
+        return device(e, W, opt)
+
+    for opt in ("min", "max"):
+        W = rng.random(n)
+        host = W
+        for _ in range(_policy.SWEEPS):
+            host = _policy._reduce(e + A @ host, starts, opt)
+        np.testing.assert_allclose(sweep(e, W, opt), host, rtol=1e-12)
+        sigma = _policy.greedy(e + A @ W, starts, opt, k)
+        seen.clear()
+        got = _policy.policy_values(A, e, starts, opt, sigma, sweep)
+        want = _policy.policy_values(A, e, starts, opt, sigma)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert set(seen) <= {opt}
+        seen.clear()
+        h = _policy.steps_bound(A, starts, np.zeros(k, bool), sweep)
+        assert set(seen) <= {"max"} and h is not None
+        np.testing.assert_allclose(h, _policy.steps_bound(A, starts, np.zeros(k, bool)))
