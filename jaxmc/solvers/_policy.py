@@ -116,7 +116,9 @@ def _solve_krylov(S):
             M.matrix, d, jnp.asarray(r / scale), jnp.asarray(x0), rhat0,
             jnp.asarray(KRYLOV_EPSILON), jnp.asarray(KRYLOV_MAX_ITERS, jnp.int32),
         )  # fmt: skip
-        if int(sol.status) != Status.CONVERGED:
+        # (a solve out of iterations still counts: the refinement, policy
+        # iteration and the final Bellman checks judge the values)
+        if int(sol.status) not in (Status.CONVERGED, Status.MAX_ITERS):
             return None
         x = np.asarray(sol.value, np.float64) * scale
         return x if np.all(np.isfinite(x)) else None
