@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import ConvergenceError, UnsupportedError
-from ..solvers import Status, topological_iteration
+from ..solvers import Status, convergence_error, topological_iteration
 from .bounds import reward_upper_bound
 from .result import Attempt, NumericResult, from_solution
 
@@ -56,16 +56,38 @@ def solve_minmax(host, data, bb, maybe, fixed, upper, opt, method, kw) -> Numeri
         opt or "max",
         upper=up,
         bound=reward_upper_bound,
-        **kw,
+        **dict(kw, throw=False),
     )
+    attempts = tuple(Attempt(**a) for a in info.pop("attempts", ()))
     extra = dict(info, layout="host+device" if info["device_levels"] else "host")
-    res = from_solution(sol, method, extra)
+    res = replace(from_solution(sol, method, extra), attempts=attempts)
+    if res.status != Status.CONVERGED and kw.get("throw", True):
+        raise chain_error(res)
     if not sound:
         return res
     lo = np.asarray(lo, np.float64)
     hi = np.asarray(hi, np.float64)
     extra.update(lower=lo, upper=hi)
     return replace(res, bound=certified_bound(lo, hi), lower=lo, upper=hi)
+
+
+def chain_error(res: NumericResult) -> ConvergenceError:
+    """The error of a topological solve whose every method failed on some
+    level: the last one's status, and the hand-overs before it."""
+    name = "topological " + res.method.replace("_", " ")
+    if res.status == Status.MAX_ITERS and not np.isfinite(res.residual):
+        # (an upper bound that stayed infinite: no finite start for it)
+        err = ConvergenceError(
+            f"{name}: the upper bound stayed infinite after {res.iterations} "
+            "iterations",
+            hint="use method='value_iteration' (no certified bound)",
+        )
+    else:
+        err = convergence_error(name, res.status, res.iterations, res.residual)
+    if not res.attempts:
+        return err
+    before = "; ".join(a.describe() for a in res.attempts)
+    return ConvergenceError(f"{err.message}; before it, {before}", hint=err.hint)
 
 
 def certified_bound(lo: np.ndarray, hi: np.ndarray) -> float:

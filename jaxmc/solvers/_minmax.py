@@ -27,6 +27,17 @@ def bellman(M, b, x, opt: str):
 
 
 @eqx.filter_jit
+def _sweeps(M, b, x, count, opt):
+    return lax.fori_loop(0, count, lambda _, x: bellman(M, b, x, opt), x)
+
+
+def sweeps(M, b, x, count: int, opt: str):
+    """`count` Bellman steps `x <- opt_{c in s} (b_c + (A x)_c)` from `x`
+    (no criterion: policy iteration's improvement steps)."""
+    return _sweeps(M, jnp.asarray(b), jnp.asarray(x), jnp.asarray(count), opt)
+
+
+@eqx.filter_jit
 def _vi(M, b, x0, epsilon, max_iters, relative, opt):
     return fixed_point(
         lambda x: bellman_step(M, b, x, opt, relative),

@@ -22,13 +22,136 @@ system, a check not met) leaves the iteration as it was.
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
+from ..kernels.spmv import spmv
+from ..layout import from_arrays
+from ._linear import bicgstab_loop
+from ._results import Status
+
 
 #: Rounds of policy improvement before giving up.
 MAX_ROUNDS = 100
+
+#: Bellman steps between two policy solves (`policy_values`).
+SWEEPS = 100
+
+#: Policy systems of at most this many states are solved by sparse LU on
+#: the host; larger ones by BiCGStab on the device (LU's fill-in grows
+#: too fast on the large strongly connected components of e.g. a shared
+#: counter).
+LU_MAX_STATES = 1 << 17
+
+#: Rounds of iterative refinement after each policy solve: the residual is
+#: recomputed on the host in float64 and the correction solved again, so
+#: that the solution's error is at the rounding level, far below the
+#: margin `certify` leaves for it.
+REFINE = 3
+
+#: BiCGStab's iteration limit and relative tolerance for one device solve
+#: of a policy's system (the refinement rounds take the error further: a
+#: tighter tolerance only makes the recursive residual drift).
+KRYLOV_MAX_ITERS = 20000
+KRYLOV_EPSILON = 1e-10
+
+
+def _solve_lu(S):
+    try:
+        lu = splu(S.tocsc())
+    except RuntimeError:  # exactly singular: a policy that never leaves
+        return None
+    return lambda r, x0=None: lu.solve(r)
+
+
+@eqx.filter_jit
+def _krylov(A, diag, b, x0, rhat0, epsilon, max_iters):
+    def op(x):
+        return diag * x - spmv(A, x)
+
+    tol = epsilon * jnp.max(jnp.abs(b), initial=0.0)
+    return bicgstab_loop(
+        op, b, x0, tol, max_iters, lambda r: jnp.max(jnp.abs(r), initial=0.0), rhat0
+    )
+
+
+def _solve_krylov(S):
+    """A solver `(rhs, x0) -> x` for `S x = rhs` (`S = I - A_sigma`) by
+    BiCGStab on the device, `S`'s diagonal as the Jacobi preconditioner's
+    `diag` and a random shadow residual (the residual itself, the default,
+    is as sparse as a model's right-hand side and breaks down on it)."""
+    S = S.tocsr()
+    n = S.shape[0]
+    diag = S.diagonal()
+    if np.any(diag <= 0):
+        return None
+    off = (sp.diags(diag) - S).tocsr()  # the off-diagonal part, nonnegative
+    off.eliminate_zeros()
+    # zero entries padding the count to a power of two: one compilation
+    # serves the policies of a level (their entry counts differ)
+    nnz = off.nnz
+    pad = (1 << max(nnz - 1, 1).bit_length()) - nnz
+    indptr = off.indptr.astype(np.int64)
+    indptr[-1] += pad
+    M = from_arrays(
+        np.arange(n + 1),
+        indptr,
+        np.concatenate([off.indices, np.zeros(pad, off.indices.dtype)]),
+        np.concatenate([off.data, np.zeros(pad)]),
+        nondeterministic=False,
+    )
+    rhat0 = jnp.asarray(np.random.default_rng(0).uniform(0.5, 1.5, n))
+    d = jnp.asarray(diag)
+
+    def solve(r, x0=None):
+        scale = float(np.max(np.abs(r), initial=0.0))
+        if scale == 0:
+            return np.zeros(n)
+        ok = x0 is not None and np.all(np.isfinite(x0))
+        x0 = x0 / scale if ok else np.zeros(n)
+        sol = _krylov(
+            M.matrix, d, jnp.asarray(r / scale), jnp.asarray(x0), rhat0,
+            jnp.asarray(KRYLOV_EPSILON), jnp.asarray(KRYLOV_MAX_ITERS, jnp.int32),
+        )  # fmt: skip
+        # (a solve out of iterations still counts: the refinement, policy
+        # iteration and the final Bellman checks judge the values)
+        if int(sol.status) not in (Status.CONVERGED, Status.MAX_ITERS):
+            return None
+        x = np.asarray(sol.value, np.float64) * scale
+        return x if np.all(np.isfinite(x)) else None
+
+    return solve
+
+
+def solve_policy(S, rhs, x0=None):
+    """`S^-1 rhs` for a policy's system `S = I - A_sigma` (sparse LU, or
+    BiCGStab on the device from the guess `x0` beyond `LU_MAX_STATES`
+    states), refined up to `REFINE` times against the float64 residual
+    while that shrinks; None where the system is singular or the first
+    solve fails."""
+    n = S.shape[0]
+    solve = (_solve_lu if n <= LU_MAX_STATES else _solve_krylov)(S)
+    if solve is None:
+        return None
+    x = solve(rhs, x0)
+    if x is None or not np.all(np.isfinite(x)):
+        return None
+    res = float(np.max(np.abs(rhs - S @ x), initial=0.0))
+    for _ in range(REFINE):
+        if res == 0:
+            break
+        dx = solve(rhs - S @ x)
+        if dx is None or not np.all(np.isfinite(dx)):
+            break
+        y = x + dx
+        r = float(np.max(np.abs(rhs - S @ y), initial=0.0))
+        if not r < res:
+            break
+        x, res = y, r
+    return x
 
 
 def _reduce(v, starts, opt):
@@ -45,18 +168,23 @@ def greedy(q, starts, opt, k):
     return np.minimum.reduceat(idx, starts)
 
 
-def policy_values(A, e, starts, opt, sigma):
+def policy_values(A, e, starts, opt, sigma, sweep=None):
     """Policy iteration from `sigma` (a choice per state): the optimal
     values and policy, or None (a singular system, non-finite values, no
-    convergence)."""
+    convergence).
+
+    Modified policy iteration: between two solves, `SWEEPS` Bellman steps
+    from the policy's values (monotone towards the optimum: from below for
+    max, from above for min) pick the next policy, so an improvement
+    travels through a slowly mixing component in one round instead of one
+    state per round. `sweep(e, W, opt)`, if given, does those steps (on
+    the device); else they run on the host."""
     k, n = A.shape
-    eye = sp.identity(n, format="csc")
+    eye = sp.identity(n, format="csr")
+    W = None
     for _ in range(MAX_ROUNDS):
-        try:
-            V = splu((eye - A[sigma]).tocsc()).solve(e[sigma])
-        except RuntimeError:  # exactly singular: a policy that never leaves
-            return None
-        if not np.all(np.isfinite(V)):
+        V = solve_policy((eye - A[sigma]).tocsr(), e[sigma], W)
+        if V is None or not np.all(np.isfinite(V)):
             return None
         q = e + A @ V
         cur = q[sigma]
@@ -65,35 +193,69 @@ def policy_values(A, e, starts, opt, sigma):
         better = (q[new] > cur + tol) if opt == "max" else (q[new] < cur - tol)
         if not better.any():
             return V, sigma
-        sigma = np.where(better, new, sigma)
+        W = _reduce(q, starts, opt)
+        if sweep is not None:
+            W = sweep(e, W, opt)
+        else:
+            for _ in range(SWEEPS):
+                W = _reduce(e + A @ W, starts, opt)
+        q = e + A @ W
+        new = greedy(q, starts, opt, k)
+        # (keep the current choice where it is as good: no cycling on ties)
+        keep = q[sigma] >= q[new] if opt == "max" else q[sigma] <= q[new]
+        sigma = np.where(keep, sigma, new)
     return None
 
 
-def certify(A, e_lo, e_up, starts, opt, Y, target, relative, gaps):
+def steps_bound(A, starts, disabled, sweep=None):
+    """`h` with `1 + (A h)_c <= h_s` for every enabled choice `c` of every
+    state `s` (checked): the largest expected number of steps in the level
+    before leaving it, over all schedulers, by policy iteration; or None
+    (a scheduler that never leaves: an end component)."""
+    k, n = A.shape
+    ones = np.where(disabled, -np.inf, 1.0)
+    sigma = greedy(ones + A @ np.ones(n), starts, "max", k)
+    hr = policy_values(A, ones, starts, "max", sigma, sweep)
+    if hr is None:
+        return None
+    h = hr[0] * (1 + 1e-9)  # (a margin over the solve's rounding)
+    if not np.all(_reduce(ones + A @ h, starts, "max") <= h):
+        return None
+    return h
+
+
+def certify(A, e_lo, e_up, starts, opt, Y, target, relative, gaps, sweep=None):
     """Bounds `[L, U]` on the level's solution, checked by one Bellman step
     each, with a gap (`gaps(L, U, relative)`) at most `target`; or None.
 
     `e_lo`, `e_up`: the constants of the lower and the upper system (the
     exits at their lower and upper bounds); `Y`: the current iterates
-    (their greedy policies start the policy iteration)."""
+    (their greedy policies start the policy iteration); `sweep`: as for
+    `policy_values`."""
     k, n = A.shape
     disabled = ~np.isfinite(e_lo) | ~np.isfinite(e_up)
-    ones = np.where(disabled, -np.inf, 1.0)
-    sigma = greedy(ones + A @ np.ones(n), starts, "max", k)
-    hr = policy_values(A, ones, starts, "max", sigma)
-    if hr is None:
+    h = steps_bound(A, starts, disabled, sweep)
+    if h is None:
         return None
-    h = hr[0]
     out = []
     for j, e in enumerate((e_lo, e_up)):
-        r = policy_values(A, e, starts, opt, greedy(e + A @ Y[:, j], starts, opt, k))
+        if j and np.array_equal(e_lo, e_up):
+            out.append(out[0])  # (exact exits: one system)
+            break
+        sigma = greedy(e + A @ Y[:, j], starts, opt, k)
+        r = policy_values(A, e, starts, opt, sigma, sweep)
         if r is None:
             return None
         out.append(r[0])
     V_lo, V_up = out
     scale = np.maximum(np.abs(V_lo), np.abs(V_up)) if relative else np.ones(n)
     scale = np.where(scale > 0, scale, 1.0)
-    d = 0.1 * target * float(np.min(scale / h))
+    # the largest shift that keeps the gap within `target`, with a margin
+    # (the gap is measured relative to the midpoint, not to `scale`)
+    slack = target * scale - np.abs(V_up - V_lo)
+    d = 0.4 * float(np.min(slack / h))
+    if not d > 0:
+        return None
     L = V_lo - d * h
     U = V_up + d * h
     with np.errstate(invalid="ignore"):

@@ -16,10 +16,14 @@ the rest of the system.
   of their fixed points).
 - A level's larger components are iterated together: on the host (numpy,
   scipy) when small, on the device (`_minmax`'s jitted loops) from
-  `DEVICE_MIN_STATES` states on. Interval iteration on a host level that
-  converges slowly switches to bounds from policy iteration, certified by
-  one Bellman step (`_policy`); value iteration there to the values of
-  the optimal policy.
+  `DEVICE_MIN_STATES` states on. A level whose iteration has not
+  converged after `POLICY_AFTER` (host) or `POLICY_AFTER_DEVICE` sweeps
+  hands over to policy iteration (`_policy`: its policy systems solved by
+  sparse LU on the host or by BiCGStab on the device), whose bounds one
+  Bellman step certifies (interval iteration) or whose optimal values
+  replace the iterate (value iteration); without a certificate the
+  iteration goes on to `max_iters`. The hand-overs are recorded
+  (`info["attempts"]`).
 
 Value iteration stops each level on PRISM's criterion. Interval iteration
 (`sound=True`) advances a lower and an upper iterate together; since each
@@ -39,8 +43,8 @@ import scipy.sparse as sp
 
 from ..errors import UnsupportedError
 from ..layout import from_arrays
-from ._minmax import interval_iteration, value_iteration
-from ._policy import certify, greedy, policy_values
+from ._minmax import interval_iteration, sweeps, value_iteration
+from ._policy import SWEEPS, certify, greedy, policy_values, steps_bound
 from ._results import Solution, Status, check_solution
 from ._scc_levels import LevelPlan, plan_levels
 
@@ -51,12 +55,19 @@ from ._scc_levels import LevelPlan, plan_levels
 DEVICE_MIN_STATES = 1 << 14
 
 #: Value or interval iteration on a host level that has not converged after
-#: this many sweeps tries policy iteration (`_policy`), on
-#: levels of at most `POLICY_MAX_STATES` states (one sparse LU per policy).
+#: this many sweeps hands over to policy iteration (`_policy`: sparse LU
+#: on the host, BiCGStab on the device for large levels), whose bounds one
+#: Bellman step certifies; where that finds no certificate, the iteration
+#: goes on to `max_iters`.
 POLICY_AFTER = 200
 #: The same for levels iterated on the device (a sweep costs less there).
 POLICY_AFTER_DEVICE = 2000
-POLICY_MAX_STATES = 1 << 17
+
+#: A Baier et al. upper start above this (a product of small probabilities)
+#: is replaced by one from the level's expected time (`_local_upper`).
+HUGE_BOUND = 1e100
+#: Relative margin over the rounding of `R h` (`_local_upper`).
+ROUNDING = 1e-9
 
 #: A host interval iteration whose total gap has not decreased over this
 #: many sweeps stops as `Status.STALLED`.
@@ -97,6 +108,16 @@ def _reduce(v, starts, opt):
     return fn.reduceat(v, starts, axis=0)
 
 
+def device_sweep(M):
+    """Policy iteration's improvement steps (`_policy.policy_values`'s
+    `sweep`) on the device model `M` of a level."""
+
+    def sweep(e, W, opt):
+        return np.asarray(sweeps(M, e, W, SWEEPS, opt), np.float64)
+
+    return sweep
+
+
 class _Run:
     """The state of one topological solve: the iterate(s) `X` [n, 1 or 2]
     (lower and upper for interval iteration) and the accounting."""
@@ -111,6 +132,10 @@ class _Run:
         self.floor = 0.0
         self.device_levels = 0
         self.policy_levels = 0
+        #: the methods of the levels that handed over (dicts of `Attempt`'s
+        #: fields), oldest first
+        self.attempts = []
+        self.method = "interval_iteration" if sound else "value_iteration"
 
     def _slices(self, a, e):
         p = self.plan
@@ -171,7 +196,7 @@ class _Run:
         if self.sound and not np.all(np.isfinite(Y[:, 1])):
             Y[:, 1] = self._local_upper(ext[:, 1], starts, li, ti, di)
         size = e - s
-        A = None
+        A = M = None
         if size >= DEVICE_MIN_STATES:
             M = self._device_model(starts, k, li, ti, di)
             self.device_levels += 1
@@ -189,24 +214,48 @@ class _Run:
             after = POLICY_AFTER
         max_iters = int(self.kw["max_iters"])
         Y, it, res, status = run(Y, min(after, max_iters))
-        if status == Status.MAX_ITERS and it < max_iters:
-            if size <= POLICY_MAX_STATES:
-                if A is None:
-                    A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
-                Y = self._certify(Y, ext, starts, A, target)
-            Y, more, res, status = run(Y, max_iters - it)
-            it += more
+        where = "device" if A is None else "host"
+        if status != Status.CONVERGED:
+            # the next method of the chain: policy iteration, whatever the
+            # first method's iterations (its own budget is `MAX_ROUNDS`)
+            if A is None:
+                A = sp.csr_matrix((di, (li, ti)), shape=(k, size))
+            first = dict(
+                method=self.method, status=status, iterations=it, residual=res,
+                layout=where, note=f"level of {size} states: policy iteration "
+            )  # fmt: skip
+            # (on a device level, the improvement steps run there too)
+            sweep = None if M is None else device_sweep(M)
+            C = self._certify(Y, ext, starts, A, target, sweep)
+            if C is not None:
+                first["note"] += "took over"
+                self.attempts.append(first)
+                Y, status = C, Status.CONVERGED
+                res = self._gap(Y) if self.sound else 0.0
+            elif status == Status.MAX_ITERS and it < max_iters:
+                Y, more, res, status = run(Y, max_iters - it)
+                it += more
+                first["note"] += "found no certificate"
+                if status != Status.CONVERGED:
+                    self.attempts.append(first)
+            else:
+                first["note"] += "found no certificate"
+                self.attempts.append(first)
         X[p.states[s:e]] = Y
         self.iterations += it
         self.residual = max(self.residual, res)
         if status != Status.CONVERGED:
             self.status = status
 
+    def _gap(self, Y):
+        return float(gaps(Y[:, 0], Y[:, 1], self.kw["relative"]).max(initial=0.0))
+
     def _local_upper(self, ext, starts, li, ti, di):
         """An upper bound on the level's solution from `self.bound` (the
         Baier et al. bound, `jaxmc.numerics.bounds.reward_upper_bound`) on
         the level alone: its exits folded into one state of value 0, their
-        upper values into the choices' constants."""
+        upper values into the choices' constants. Where that overflows (or
+        exceeds `HUGE_BOUND`), `R h` with `h` from `_policy.steps_bound`."""
         if self.bound is None:
             raise ValueError("interval iteration needs a finite upper start")
         k, n = len(ext), len(starts)
@@ -222,17 +271,25 @@ class _Run:
             soc, rows[order], cols[order], probs[order], ext, maybe,
             np.zeros(n + 1), self.opt,
         )  # fmt: skip
-        if not np.isfinite(u):
-            raise UnsupportedError(
-                "interval iteration: the upper bound on the expected reward "
-                "overflows (probabilities too small along the paths to the exits "
-                "of a strongly connected component)",
-                hint="use method='value_iteration'",
-            )
-        return np.full(n, u)
+        if np.isfinite(u) and u <= HUGE_BOUND:
+            return np.full(n, u)
+        # R h, `h` the largest expected time in the level (`_policy`) and `R`
+        # the largest constant: one Bellman step from it stays below it
+        A = sp.csr_matrix((di, (li, ti)), shape=(k, n))
+        enabled = np.isfinite(ext)
+        h = steps_bound(A, starts, ~enabled)
+        top = float(np.max(np.where(enabled, ext, 0.0), initial=0.0))
+        if h is not None and top >= 0 and np.isfinite(top * h.max()):
+            return np.minimum(top * h * (1 + ROUNDING), u)
+        raise UnsupportedError(
+            "interval iteration: no finite upper bound on the expected reward "
+            "(probabilities too small along the paths to the exits of a strongly "
+            "connected component, and policy iteration found no bound either)",
+            hint="use method='value_iteration'",
+        )
 
-    def _certify(self, Y, ext, starts, A, target):
-        """`Y`, or from policy iteration (`_policy`): for interval iteration
+    def _certify(self, Y, ext, starts, A, target, sweep=None):
+        """From policy iteration (`_policy`), or None: for interval iteration
         bounds it certifies, for value iteration the optimal policy's
         values (a fixed point that value iteration from below reaches
         too: a policy's value is below the optimum for max, and above it
@@ -242,23 +299,24 @@ class _Run:
         if not self.sound:
             e = ext[:, 0]
             sigma = greedy(e + A @ Y[:, 0], starts, self.opt, len(e))
-            r = policy_values(A, e, starts, self.opt, sigma)
+            r = policy_values(A, e, starts, self.opt, sigma, sweep)
             if r is None:
-                return Y
+                return None
             V = r[0]
             # a fixed point (up to rounding) above the iterate from below,
             # else (a nearly singular system) keep iterating
             tol = 1e-9 * np.maximum(np.abs(V), 1.0)
             fixed = np.abs(_reduce(e + A @ V, starts, self.opt) - V) <= tol
             if not (np.all(fixed) and np.all(V >= Y[:, 0] - tol)):
-                return Y
+                return None
             self.policy_levels += 1
             return V[:, None]
         rel = self.kw["relative"]
-        C = certify(A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps)
-        if C is None:
-            return Y
-        self.policy_levels += 1
+        C = certify(
+            A, ext[:, 0], ext[:, 1], starts, self.opt, Y, target, rel, gaps, sweep
+        )
+        if C is not None:
+            self.policy_levels += 1
         return C
 
     def _host(self, Y, ext, starts, A, target, limit=None):
@@ -319,6 +377,30 @@ class _Run:
             Y = np.asarray(sol.value).reshape(n, 1)
         status = Status(int(sol.status))
         return Y, int(sol.iterations), float(sol.residual), status
+
+
+def _summary(attempts):
+    """The levels' hand-overs, one entry per kind (method, status, where,
+    outcome): iterations summed, the largest residual, how many levels."""
+    out = {}
+    for a in attempts:
+        size, note = a["note"].split(": ", 1)
+        key = (a["method"], a["status"], a["layout"], note)
+        if key not in out:
+            out[key] = dict(a, note=note, levels=0, largest=0)
+        o = out[key]
+        if o["levels"]:
+            o["iterations"] += a["iterations"]
+            o["residual"] = max(o["residual"], a["residual"])
+        o["levels"] += 1
+        o["largest"] = max(o["largest"], int(size.split()[2]))
+    for o in out.values():
+        levels, largest = o.pop("levels"), o.pop("largest")
+        where = f"level of {largest} states" if levels == 1 else (
+            f"{levels} levels, the largest of {largest} states"
+        )  # fmt: skip
+        o["note"] = f"{where}: {o['note']}"
+    return list(out.values())
 
 
 def topological_iteration(
@@ -401,6 +483,7 @@ def topological_iteration(
         largest=plan.largest,
         device_levels=run.device_levels,
         policy_levels=run.policy_levels,
+        attempts=_summary(run.attempts),
     )
     if sound:
         lo, up = X[:, 0], X[:, 1]

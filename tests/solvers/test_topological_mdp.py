@@ -17,7 +17,7 @@ import jaxmc
 from jaxmc.errors import ConvergenceError
 from jaxmc.numerics import Attempt
 from jaxmc.options import SolveOptions
-from jaxmc.solvers import Status, _topological, plan_levels
+from jaxmc.solvers import Status, _policy, _topological, plan_levels
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,10 +257,12 @@ def test_consensus_against_storm_sound(prop, K):
 # ------------------------------------------------------------ fallback
 
 
-def test_value_iteration_falls_back_to_interval_iteration(tmp_path):
-    """A slowly leaking two-state loop: with a tiny iteration budget value
-    iteration stops, interval iteration takes over and the first attempt is
-    recorded; when that fails too, the error names both."""
+def test_value_iteration_falls_back_to_interval_iteration(tmp_path, monkeypatch):
+    """A slowly leaking two-state loop: with a tiny iteration budget policy
+    iteration takes over the level (recorded); without it (no rounds of
+    policy iteration allowed) value iteration stops, interval iteration
+    takes over and the first attempt is recorded; when that fails too, the
+    error names both."""
     path = tmp_path / "leak.nm"
     path.write_text(
         "mdp\nmodule m\n  x : [0..3] init 0;\n"
@@ -282,20 +284,33 @@ def test_value_iteration_falls_back_to_interval_iteration(tmp_path):
         opt="max",
         options=SolveOptions(max_iters=100000, epsilon=1e-8),
     )
-    assert res.status == Status.CONVERGED and not res.attempts
+    assert res.status == Status.CONVERGED
+    assert all("policy iteration took over" in a.note for a in res.attempts)
     # exact: x0 = 0.001 + 0.999 x1, x1 = 0.999 x0 + 0.0005
     x0 = (0.001 + 0.999 * 0.0005) / (1 - 0.999**2)
     i0 = int(np.flatnonzero(xs == 0)[0])
     o = SolveOptions(method="value_iteration", max_iters=50, throw=False)
     res = until_probabilities(explicit, phi, psi, opt="max", options=o)
+    assert res.status == Status.CONVERGED and res.method == "value_iteration"
+    assert res.values[i0] == pytest.approx(x0, rel=1e-12)
+    (first,) = res.attempts
+    assert first.status == Status.MAX_ITERS and first.iterations == 50
+    assert "policy iteration took over" in first.note
+    res = until_probabilities(
+        explicit, phi, psi, opt="max", options=replace(o, method=None)
+    )
+    assert res.lower[i0] <= x0 <= res.upper[i0] and res.bound <= 1e-6
+    monkeypatch.setattr(_policy, "MAX_ROUNDS", 0)
+    res = until_probabilities(explicit, phi, psi, opt="max", options=o)
     assert res.method == "interval_iteration" and res.status != Status.CONVERGED
-    assert len(res.attempts) == 1 and isinstance(res.attempts[0], Attempt)
+    assert len(res.attempts) >= 1 and isinstance(res.attempts[0], Attempt)
     assert res.attempts[0].status == Status.MAX_ITERS
     assert res.attempts[0].method == "value_iteration"
     with pytest.raises(ConvergenceError, match="interval iteration.*value_iter"):
         until_probabilities(
             explicit, phi, psi, opt="max", options=replace(o, throw=True)
         )
+    monkeypatch.undo()
     # the slow leak: after a few hundred sweeps both switch to policy
     # iteration, value iteration to the optimal policy's values, interval
     # iteration to bounds it certifies
@@ -314,3 +329,144 @@ def test_value_iteration_falls_back_to_interval_iteration(tmp_path):
     assert ii.lower[i0] <= x0 <= ii.upper[i0]
     assert ii.values[i0] == pytest.approx(x0, rel=1e-6)
     assert ii.bound is not None and ii.bound <= 1e-6
+
+
+# ------------------------------------------------- slowly mixing component
+
+RUIN = """mdp
+const int N;
+module walk
+  x : [0..N] init floor(N/2);
+  [fair] x>0 & x<N -> 0.5 : (x'=x+1) + 0.5 : (x'=x-1);
+  [down] x>0 & x<N -> 0.45 : (x'=x+1) + 0.55 : (x'=x-1);
+  [] x=0 | x=N -> true;
+endmodule
+label "won" = x=N;
+label "over" = x=0 | x=N;
+rewards "steps" x>0 & x<N : 1; endrewards
+"""
+
+
+def _ruin_reference(n):
+    """Gambler's ruin with a fair and an unfavourable bet, by dense policy
+    iteration (numpy): the win probabilities (max, min) and the expected
+    numbers of bets (max, min) from every `x`."""
+    p = np.array([0.5, 0.45])
+    inner = np.arange(1, n)
+
+    def solve(sigma, target_reward):
+        A = np.zeros((n + 1, n + 1))
+        b = np.zeros(n + 1)
+        for x in inner:
+            A[x, x + 1], A[x, x - 1] = p[sigma[x]], 1 - p[sigma[x]]
+            b[x] = 1.0 if target_reward else 0.0
+        if not target_reward:
+            b[n] = 1.0  # (absorbing, value 1)
+            A[n, n] = 0.0
+        return np.linalg.solve(np.eye(n + 1) - A, b)
+
+    out = []
+    for reward in (False, True):
+        for better in (np.greater, np.less):
+            sigma = np.zeros(n + 1, int)
+            for _ in range(50):
+                v = solve(sigma, reward)
+                q = np.stack(
+                    [(1.0 if reward else 0.0) + p[a] * np.roll(v, -1)
+                     + (1 - p[a]) * np.roll(v, 1) for a in (0, 1)]
+                )  # fmt: skip
+                new = np.where(better(q[1], q[0] + 1e-13), 1, 0)
+                new[[0, n]] = 0
+                if np.array_equal(new, sigma):
+                    break
+                sigma = new
+            out.append(v)
+    return out
+
+
+@pytest.mark.parametrize(
+    "krylov,huge,device",
+    [(False, False, False), (True, False, False), (False, True, False)]
+    + [(True, False, True)],
+)
+def test_slowly_mixing_component_finishes_with_a_certified_bound(
+    tmp_path, monkeypatch, krylov, huge, device
+):
+    """One strongly connected component that value and interval iteration
+    need ~10^5 sweeps for: with an iteration budget of 100, policy
+    iteration takes the level over (its policy systems by sparse LU, or,
+    with `krylov`, by BiCGStab as on the device for large levels) and the
+    bounds it certifies contain the exact values. With `huge`, the rewards'
+    upper start comes from the expected time in the level (as where the
+    Baier et al. bound overflows). With `device`, the level is iterated by
+    the jitted loops and policy iteration's sweeps run there too."""
+    if device:
+        monkeypatch.setattr(_topological, "DEVICE_MIN_STATES", 1)
+        monkeypatch.setattr(_topological, "POLICY_AFTER_DEVICE", 100)
+    if krylov:
+        monkeypatch.setattr(_policy, "LU_MAX_STATES", 0)
+    if huge:
+        monkeypatch.setattr(_topological, "HUGE_BOUND", 0.0)
+    n = 40
+    path = tmp_path / "ruin.nm"
+    path.write_text(RUIN)
+    model = jaxmc.load_model(str(path), f"N={n}")
+    xs = np.asarray(jaxmc.build(model).states)[:, 0]
+    pmax, pmin, rmax, rmin = (v[xs] for v in _ruin_reference(n))
+    for prop, want in [
+        ('Pmax=? [ F "won" ]', pmax),
+        ('Pmin=? [ F "won" ]', pmin),
+        ('R{"steps"}max=? [ F "over" ]', rmax),
+        ('R{"steps"}min=? [ F "over" ]', rmin),
+    ]:
+        res = jaxmc.check(model, prop, max_iters=100)
+        assert res.status == "converged", prop
+        lo, up = np.asarray(res.lower), np.asarray(res.upper)
+        assert np.all(lo <= want + 1e-12 * np.abs(want)), prop
+        assert np.all(up >= want - 1e-12 * np.abs(want)), prop
+        i = int(res.initial_states[0])
+        assert res.value == pytest.approx(want[i], rel=1e-6), prop
+        assert res.bound <= 1e-6 * abs(want[i]) * 1.01, prop
+        (handover,) = res.attempts
+        assert handover.iterations == 100 and "policy iteration" in handover.note
+
+
+def test_policy_iteration_sweeps_on_the_device_match_the_host():
+    """The improvement sweeps of policy iteration on the device
+    (`solvers._minmax.sweeps`) are the host's Bellman steps, for the
+    problem's min/max and for the expected-time bound's max whatever the
+    problem's (the bound is a max over all schedulers)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    n, k = 30, 75
+    starts = np.concatenate([[0], np.sort(rng.choice(np.arange(1, k), n - 1, False))])
+    li = np.repeat(np.arange(k), 2)
+    ti = rng.integers(0, n, li.size)
+    di = np.full(li.size, 0.45)  # (each choice leaves with probability 0.1)
+    M = _topological._Run._device_model(starts, k, li, ti, di)
+    A = sp.csr_matrix((di, (li, ti)), shape=(k, n))
+    e = rng.random(k)
+    seen = []
+    device = _topological.device_sweep(M)
+
+    def sweep(e, W, opt):
+        seen.append(opt)
+        return device(e, W, opt)
+
+    for opt in ("min", "max"):
+        W = rng.random(n)
+        host = W
+        for _ in range(_policy.SWEEPS):
+            host = _policy._reduce(e + A @ host, starts, opt)
+        np.testing.assert_allclose(sweep(e, W, opt), host, rtol=1e-12)
+        sigma = _policy.greedy(e + A @ W, starts, opt, k)
+        seen.clear()
+        got = _policy.policy_values(A, e, starts, opt, sigma, sweep)
+        want = _policy.policy_values(A, e, starts, opt, sigma)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert set(seen) <= {opt}
+        seen.clear()
+        h = _policy.steps_bound(A, starts, np.zeros(k, bool), sweep)
+        assert set(seen) <= {"max"} and h is not None
+        np.testing.assert_allclose(h, _policy.steps_bound(A, starts, np.zeros(k, bool)))
