@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
+from ..automata.product import cosafe_rewards, ltl_probabilities
 from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -258,6 +259,8 @@ class _Checker:
             return self._next(self.mask(node.phi), node.opt)
         if isinstance(node, (P.Until, P.BoundedUntil, P.TimeBoundedUntil)):
             return self._until(node)
+        if isinstance(node, P.LtlPath):
+            return self._ltl(node)
         if isinstance(node, P.Complement):
             before = self.bounds
             return self._dual(self._value(node.value), before)
@@ -398,11 +401,32 @@ class _Checker:
             )  # fmt: skip
         return self._record(res)
 
+    def _ltl_masks(self, node) -> np.ndarray:
+        masks = [self.mask(p) for p in node.props]
+        return np.stack(masks) if masks else np.zeros((0, self.n), dtype=bool)
+
+    def _ltl(self, node: P.LtlPath) -> np.ndarray:
+        """An LTL path formula through its automaton product; the product
+        is a model of its own, so the solve gets no device model."""
+        masks = self._ltl_masks(node)
+        options = self._solver_kwargs()["options"]
+        res = ltl_probabilities(
+            self.model, node.formula, masks, node.opt, options=options
+        )
+        return self._record(res)
+
     def reward_path(self, node) -> np.ndarray:
         """An `R` operator's plan node in every state."""
         m = self.model
         reward = m.rewards[node.reward]
         opt = getattr(node, "opt", None)
+        if isinstance(node, P.CosafeReward):
+            masks = self._ltl_masks(node)
+            options = self._solver_kwargs()["options"]
+            res = cosafe_rewards(
+                m, node.reward, node.formula, masks, opt, options=options
+            )
+            return self._record(res)
         if isinstance(node, P.ReachReward):
             target = self.mask(node.target)
             return self._record(

@@ -1,0 +1,342 @@
+"""The product of an explicit model with an LTL automaton, and the
+probabilities (and co-safe rewards) of LTL formulas computed on it.
+
+A product state `(s, q)` is a model state and the automaton state after
+reading the labels of the path up to and including `s` (PRISM's convention,
+so that a co-safe reward stops accumulating at the first state where the
+prefix is a good prefix). Its choices are the model's choices of `s`, each
+leading to `(s', step(q, L(s')))`, and, for the LDBA, one Dirac choice per
+ε-jump of `q` to `(s, j)`. The product is explored from every model state,
+so that the values of all states come out (nested and filtered properties
+need them); the value of `s` is that of `(s, step(q0, L(s)))`, or for the
+LDBA the best of that and of the jumps taken before the first letter.
+
+Acceptance: a co-safe formula is the probability (or expected reward) of
+reaching an accepting state of its DFA; a safe one the complement of the
+co-safe one of its negation; any other formula the maximal probability of
+reaching an accepting maximal end component of the LDBA product (one in the
+accepting component whose states carry every monitor's mark); a minimum on
+an MDP is one minus the maximum of the negation. A CTMC is checked through
+its embedded DTMC, as PRISM does (LTL without time bounds does not depend on
+the sojourn times).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..explore.model import ExplicitModel, RewardStructure, StateVar
+from ..lang.ast import ModelType
+from ..numerics import (
+    NumericResult,
+    embedded_dtmc,
+    mecs,
+    reachability_rewards,
+    until_probabilities,
+)
+from .automaton import LDBA, Residual
+from .formula import is_cosafe, is_safe, negate
+
+
+@dataclasses.dataclass
+class Product:
+    """A product model with, per product state, its model state `state` and
+    automaton state `aut`; `seeds[s]` are the product states whose best
+    value is that of model state `s` (one row per seed kind)."""
+
+    model: ExplicitModel
+    state: np.ndarray
+    aut: np.ndarray
+    seeds: np.ndarray  # int64 [k, n]
+    entry: np.ndarray  # model entry of every product entry (-1: a jump)
+
+
+def letters(masks: np.ndarray) -> np.ndarray:
+    """The letter (bit mask of true propositions) of every state, from the
+    propositions' masks (bool [k, n])."""
+    masks = np.asarray(masks, dtype=bool)
+    out = np.zeros(masks.shape[1], dtype=np.int64)
+    for i, m in enumerate(masks):
+        out |= m.astype(np.int64) << i
+    return out
+
+
+def _lookup(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`fn(a[i], b[i])` for every i, calling `fn` once per distinct pair."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    vals = np.array([fn(int(x), int(y)) for x, y in pairs], dtype=np.int64)
+    return vals[inv.reshape(-1)]
+
+
+def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, index): `start[i] + 0..count[i]-1` for every i, flattened."""
+    owner = np.repeat(np.arange(start.size), count)
+    offs = np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count)
+    return owner, np.repeat(start, count) + offs
+
+
+def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
+    """The reachable product of `model` and `aut` (`Residual` or `LDBA`)
+    from every model state."""
+    n = model.num_states
+    jumping = isinstance(aut, LDBA)
+    allstates = np.arange(n, dtype=np.int64)
+    firsts = [np.full(n, aut.initial, dtype=np.int64)]
+    if jumping:
+        firsts += [np.full(n, j, dtype=np.int64) for j in aut.jumps(aut.initial)]
+    seed_q = [_lookup(aut.step, f, letter) for f in firsts]
+    seed_keys = np.stack([q * n + allstates for q in seed_q])
+    cp, rp = model.choice_ptr, model.row_ptr
+
+    def successors(keys):
+        s, q = keys % n, keys // n
+        lo, hi = rp[cp[s]], rp[cp[s + 1]]
+        owner, e = _ranges(lo, hi - lo)
+        s2 = model.col[e]
+        q2 = _lookup(aut.step, q[owner], letter[s2])
+        out = [q2 * n + s2]
+        if jumping:
+            js = [(int(x), aut.jumps(int(x))) for x in np.unique(q)]
+            jump = {x: np.array(t, dtype=np.int64) for x, t in js if t}
+            for x, t in jump.items():
+                ss = s[q == x]
+                out.append((t[:, None] * n + ss[None, :]).reshape(-1))
+        return np.concatenate(out)
+
+    known = np.unique(seed_keys)
+    frontier = known
+    while frontier.size:
+        new = np.setdiff1d(np.unique(successors(frontier)), known, assume_unique=True)
+        known = np.union1d(known, new)
+        frontier = new
+    return _assemble(model, aut, letter, known, seed_keys, jumping)
+
+
+def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
+    n, cp, rp = model.num_states, model.choice_ptr, model.row_ptr
+    ps, pq = keys % n, keys // n
+    N = keys.size
+    # model choices of every product state, then its jumps
+    nch = cp[ps + 1] - cp[ps]
+    owner, rows = _ranges(cp[ps], nch)
+    if jumping:
+        uq = np.unique(pq)
+        table = {int(x): aut.jumps(int(x)) for x in uq}
+        nj = np.array([len(table[int(x)]) for x in pq], dtype=np.int64)
+    else:
+        nj = np.zeros(N, dtype=np.int64)
+    per_state = nch + nj
+    choice_ptr = np.concatenate([[0], np.cumsum(per_state)]).astype(np.int64)
+    # model rows: entries
+    rlen = rp[rows + 1] - rp[rows]
+    row_owner, ents = _ranges(rp[rows], rlen)
+    p = owner[row_owner]
+    s2 = model.col[ents]
+    q2 = _lookup(aut.step, pq[p], letter[s2])
+    dest = np.searchsorted(keys, q2 * n + s2)
+    new_row = (
+        choice_ptr[p]
+        + (np.arange(rows.size) - np.repeat(np.cumsum(nch) - nch, nch))[row_owner]
+    )
+    cols, vals, erow, eidx = [dest], [model.val[ents]], [new_row], [ents]
+    actions = None
+    if model.choice_action is not None:
+        actions = np.full(int(choice_ptr[-1]), None, dtype=object)
+        actions[choice_ptr[owner] + _local(nch)] = np.array(
+            model.choice_action, dtype=object
+        )[rows]
+    if jumping and nj.sum():
+        jp, _ = _ranges(np.zeros(N, dtype=np.int64), nj)
+        local = _local(nj)
+        jq = np.array([table[int(pq[a])][b] for a, b in zip(jp, local)], dtype=np.int64)
+        cols.append(np.searchsorted(keys, jq * n + ps[jp]))
+        vals.append(np.ones(jp.size))
+        erow.append(choice_ptr[jp] + nch[jp] + local)
+        eidx.append(np.full(jp.size, -1, dtype=np.int64))
+    col, val = np.concatenate(cols), np.concatenate(vals)
+    erow, eidx = np.concatenate(erow), np.concatenate(eidx)
+    order = np.lexsort((col, erow))
+    col, val, erow, eidx = col[order], val[order], erow[order], eidx[order]
+    m = int(choice_ptr[-1])
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(erow, minlength=m))])
+    mdp = model.model_type == ModelType.MDP or jumping
+    kind = ModelType.MDP if mdp else model.model_type
+    rewards = tuple(
+        RewardStructure(
+            r.name,
+            None if r.state is None else r.state[ps],
+            None if r.transition is None else _entry_values(r.transition, eidx),
+        )
+        for r in model.rewards
+    )
+    seeds = np.searchsorted(keys, seed_keys)
+    init = np.unique(seeds[:, model.initial_states].reshape(-1))
+    states = np.concatenate(
+        [model.states[ps], pq[:, None].astype(model.states.dtype)], axis=1
+    )
+    variables = model.variables + (StateVar("_automaton", 0, int(pq.max(initial=0))),)
+    mask = np.zeros(N, dtype=bool)
+    mask[init] = True
+    product = ExplicitModel(
+        model_type=kind,
+        variables=variables,
+        states=states,
+        initial_states=init.astype(np.int64),
+        choice_ptr=choice_ptr,
+        row_ptr=row_ptr.astype(np.int64),
+        col=col.astype(np.int64),
+        val=val.astype(np.float64),
+        labels={"init": mask, "deadlock": np.zeros(N, dtype=bool)},
+        rewards=rewards,
+        choice_action=tuple(actions) if (actions is not None and mdp) else None,
+    )
+    return Product(product, ps, pq, seeds, eidx)
+
+
+def _local(count: np.ndarray) -> np.ndarray:
+    """`0..count[i]-1` for every i, flattened."""
+    return np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+
+
+def _entry_values(values: np.ndarray, eidx: np.ndarray) -> np.ndarray:
+    out = np.zeros(eidx.size)
+    ok = eidx >= 0
+    out[ok] = values[eidx[ok]]
+    return out
+
+
+# ------------------------------------------------------------------ values
+
+
+def _per_state(prod: Product, res: NumericResult) -> NumericResult:
+    """The product's values (and per-state bounds) mapped back to the
+    model's states: the best of each state's seeds."""
+
+    def back(v):
+        return None if v is None else np.asarray(v)[prod.seeds].max(axis=0)
+
+    extra = dict(res.extra or {})
+    if "lower" in extra:
+        extra["lower"], extra["upper"] = back(extra["lower"]), back(extra["upper"])
+    return dataclasses.replace(
+        res,
+        values=back(res.values),
+        lower=back(res.lower),
+        upper=back(res.upper),
+        extra=extra,
+    )
+
+
+def _complement(res: NumericResult) -> NumericResult:
+    """`1 - values`, with the per-state bounds swapped."""
+
+    def flip(v):
+        return None if v is None else 1.0 - np.asarray(v)
+
+    extra = dict(res.extra or {})
+    if "lower" in extra:
+        extra["lower"], extra["upper"] = flip(extra["upper"]), flip(extra["lower"])
+    return dataclasses.replace(
+        res,
+        values=flip(res.values),
+        lower=flip(res.upper),
+        upper=flip(res.lower),
+        extra=extra,
+    )
+
+
+def _markov(model: ExplicitModel) -> ExplicitModel:
+    return embedded_dtmc(model) if model.model_type == ModelType.CTMC else model
+
+
+def ltl_probabilities(
+    model: ExplicitModel,
+    formula: tuple,
+    masks: np.ndarray,
+    opt: str | None = None,
+    **kw,
+) -> NumericResult:
+    """Per-state probability (`Pmin`/`Pmax` on an MDP, by `opt`) that a path
+    satisfies the LTL `formula`, whose proposition `i` holds where
+    `masks[i]` does; `kw` go to `numerics.until_probabilities`."""
+    model = _markov(model)
+    letter = letters(masks)
+    mdp = model.model_type == ModelType.MDP
+    flip = {None: None, "min": "max", "max": "min"}
+    if is_cosafe(formula):
+        return _reach(model, Residual(formula), letter, opt, kw)
+    if is_safe(formula):
+        return _complement(
+            _reach(model, Residual(negate(formula)), letter, flip[opt], kw)
+        )
+    if mdp and opt == "min":
+        return _complement(_ldba(model, negate(formula), letter, kw))
+    return _ldba(model, formula, letter, kw)
+
+
+def _reach(model, aut: Residual, letter, opt, kw) -> NumericResult:
+    prod = build_product(model, aut, letter)
+    target = _by_aut(prod.aut, aut.accepting)
+    ones = np.ones(prod.model.num_states, dtype=bool)
+    res = until_probabilities(prod.model, ones, target, opt=opt, **kw)
+    return _per_state(prod, res)
+
+
+def _ldba(model, formula, letter, kw) -> NumericResult:
+    aut = LDBA(formula)
+    prod = build_product(model, aut, letter)
+    target = accepting_mecs(prod, aut)
+    ones = np.ones(prod.model.num_states, dtype=bool)
+    res = until_probabilities(prod.model, ones, target, opt="max", **kw)
+    return _per_state(prod, res)
+
+
+def _by_aut(aut_states: np.ndarray, fn) -> np.ndarray:
+    uq, inv = np.unique(aut_states, return_inverse=True)
+    return np.array([bool(fn(int(q))) for q in uq], dtype=bool)[inv.reshape(-1)]
+
+
+def accepting_mecs(prod: Product, aut: LDBA) -> np.ndarray:
+    """The product states in accepting maximal end components: alive, in the
+    accepting component, and marked by every monitor somewhere."""
+    alive = _by_aut(
+        prod.aut, lambda q: aut.in_accepting_component(q) and not aut.dead(q)
+    )
+    target = np.zeros(prod.model.num_states, dtype=bool)
+    if not alive.any():
+        return target
+    labels, count, _ = mecs(prod.model, states=alive)
+    marks = np.array([aut.marks(int(q)) for q in prod.aut], dtype=np.int64)
+    need = np.array([aut.required(int(q)) for q in prod.aut], dtype=np.int64)
+    inside = labels >= 0
+    got = np.zeros(count, dtype=np.int64)
+    np.bitwise_or.at(got, labels[inside], marks[inside])
+    want = np.zeros(count, dtype=np.int64)
+    want[labels[inside]] = need[inside]
+    good = (got & want) == want
+    target[inside] = good[labels[inside]]
+    return target
+
+
+def cosafe_rewards(
+    model: ExplicitModel,
+    reward_index: int,
+    formula: tuple,
+    masks: np.ndarray,
+    opt: str | None = None,
+    **kw,
+) -> NumericResult:
+    """Per-state expected reward (`Rmin`/`Rmax` on an MDP) accumulated until
+    a path's prefix satisfies the co-safe LTL `formula` (the reachability
+    reward of the DFA's accepting states in the product)."""
+    letter = letters(masks)
+    aut = Residual(formula)
+    prod = build_product(model, aut, letter)
+    target = _by_aut(prod.aut, aut.accepting)
+    reward = prod.model.rewards[reward_index]
+    res = reachability_rewards(prod.model, reward, target, opt=opt, **kw)
+    return _per_state(prod, res)
