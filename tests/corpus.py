@@ -41,6 +41,7 @@ TEST_DIRS = (
     "functionality/verify/mdps/rewards",
     "functionality/verify/mdps/pctl",
     "functionality/verify/mdps/bounded-reach",
+    "functionality/verify/mdps/ltl",
     "functionality/verify/param",
     "functionality/language",
     "functionality/testing",

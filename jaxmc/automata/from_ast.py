@@ -55,8 +55,8 @@ def ltl_formula(
     index: dict[ast.Expr, int] = {}
 
     def prop(e: ast.Expr) -> tuple:
-        if isinstance(e, ast.BoolLit):
-            return L.TT if e.value else L.FF
+        # `true` and `false` stay propositions, read like any other (as in
+        # PRISM, where `R [ X true ]` accumulates one step's reward)
         i = index.get(e)
         if i is None:
             i = index[e] = len(props)

@@ -33,6 +33,7 @@ from ..numerics import (
     NumericResult,
     embedded_dtmc,
     mecs,
+    prob0A,
     reachability_rewards,
     until_probabilities,
 )
@@ -340,3 +341,27 @@ def cosafe_rewards(
     reward = prod.model.rewards[reward_index]
     res = reachability_rewards(prod.model, reward, target, opt=opt, **kw)
     return _per_state(prod, res)
+
+
+def ltl_exists(model: ExplicitModel, formula: tuple, masks: np.ndarray) -> np.ndarray:
+    """Per state: whether some path from it satisfies the LTL `formula`
+    (`E [ψ]`; `A [ψ]` is `¬E [¬ψ]`): the product of the model's graph, every
+    transition a choice of its own, reaches an accepting end component."""
+    nnz = model.num_transitions
+    graph = dataclasses.replace(
+        model,
+        model_type=ModelType.MDP,
+        choice_ptr=model.row_ptr[model.choice_ptr].astype(np.int64),
+        row_ptr=np.arange(nnz + 1, dtype=np.int64),
+        val=np.ones(nnz),
+        rewards=(),
+        choice_action=None,
+        entry_action=None,
+        provenance=None,
+    )
+    aut = LDBA(formula)
+    prod = build_product(graph, aut, letters(masks))
+    target = accepting_mecs(prod, aut)
+    ones = np.ones(prod.model.num_states, dtype=bool)
+    reach = ~prob0A(prod.model, ones, target)
+    return reach[prod.seeds].any(axis=0)

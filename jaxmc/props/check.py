@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
-from ..automata.product import cosafe_rewards, ltl_probabilities
+from ..automata.formula import negate
+from ..automata.product import cosafe_rewards, ltl_exists, ltl_probabilities
 from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -237,6 +238,8 @@ class _Checker:
         with self._needing():
             if isinstance(node, P.Ctl):
                 return path_quantifier(node, self.model, self.mask)
+            if isinstance(node, P.LtlExists):
+                return self._ltl_exists(node)
             return self._value(node)
 
     def mask(self, f) -> np.ndarray:
@@ -414,6 +417,12 @@ class _Checker:
             self.model, node.formula, masks, node.opt, options=options
         )
         return self._record(res)
+
+    def _ltl_exists(self, node: P.LtlExists) -> np.ndarray:
+        """`E [ψ]` / `A [ψ] = ¬E [¬ψ]` for an LTL `ψ` (no numerics)."""
+        f = node.formula if node.exists else negate(node.formula)
+        found = ltl_exists(self.model, f, self._ltl_masks(node))
+        return found if node.exists else ~found
 
     def reward_path(self, node) -> np.ndarray:
         """An `R` operator's plan node in every state."""

@@ -132,6 +132,15 @@ class LtlPath:
 
 
 @dataclass(frozen=True)
+class LtlExists:
+    """`E [ψ]` (`exists`) or `A [ψ]` for an LTL `ψ` (as `LtlPath`)."""
+
+    exists: bool
+    formula: tuple
+    props: tuple
+
+
+@dataclass(frozen=True)
 class Complement:
     """`1 - value`: the dual of `G`, `W`, `R`."""
 
@@ -454,6 +463,9 @@ class _Planner:
     def _ctl(self, q: ast.PathQuantifier) -> Any:
         path = q.path
         exists = q.quantifier == ast.Quantifier.EXISTS
+        if is_ltl(path):
+            f, props = ltl_formula(path, self._ltl_bound)
+            return LtlExists(exists, f, tuple(Formula(p) for p in props))
         if not isinstance(path, ast.Temporal):
             return Formula(path)
         if path.bound is not None:

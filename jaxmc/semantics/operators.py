@@ -155,14 +155,6 @@ class OperatorTyping:
         if is_temporal:
             operands = [x for x in (path.left, path.right) if x is not None]
         if any(_has_path_outside_operators(x) for x in operands):
-            if ctx != "P":
-                raise UnsupportedError(
-                    f"LTL path formula {_quote(path)} is not supported yet "
-                    f"inside {ctx} [...] (CTL*)",
-                    path.span,
-                    hint=f"only one temporal operator (X, U, F, G, W, R) may appear "
-                    f"directly inside {ctx} [...]",
-                )
             self._ltl(path, recurse, ctx)
             return
         if not is_temporal:
