@@ -187,37 +187,3 @@ def to_text(f: tuple, names=None) -> str:
     if len(f) == 2:
         return f"{op} {to_text(f[1], names)}"
     return f"({to_text(f[1], names)} {op} {to_text(f[2], names)})"
-
-
-# ---------------------------------------------------------- step bounds
-
-
-def bounded_until(a: tuple, b: tuple, low: int, high: int | None) -> tuple:
-    """`a U[low, high] b` in steps (`high` None: no upper bound), unfolded
-    into `X`: `a` holds at every position before the one, in the window,
-    where `b` does."""
-    if low > 0:
-        rest = bounded_until(a, b, low - 1, None if high is None else high - 1)
-        return conj(a, nxt(rest))
-    if high is None:
-        return until(a, b)
-    out = b
-    for _ in range(high):
-        out = disj(b, conj(a, nxt(out)))
-    return out
-
-
-def bounded(op: str, a: tuple | None, b: tuple, low: int, high: int | None):
-    """A step-bounded `F`, `G`, `U`, `W`, `R` (window `[low, high]`)."""
-    if op == "F":
-        return bounded_until(TT, b, low, high)
-    if op == "G":
-        return negate(bounded_until(TT, negate(b), low, high))
-    if op == "U":
-        return bounded_until(a, b, low, high)
-    if op == "W":  # a W b = ¬(¬b U (¬a ∧ ¬b))
-        nb = negate(b)
-        return negate(bounded_until(nb, conj(negate(a), nb), low, high))
-    if op == "R":  # a R b = ¬(¬a U ¬b)
-        return negate(bounded_until(negate(a), negate(b), low, high))
-    raise ValueError(f"no step bound on {op}")

@@ -5,9 +5,6 @@ LTL model checker does."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 from ..errors import UnsupportedError
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp, UnaryOp
@@ -41,15 +38,12 @@ def is_ltl(path: ast.Expr) -> bool:
     return has_temporal(path)
 
 
-def ltl_formula(
-    path: ast.Expr,
-    bounds: Callable[[ast.TimeBound], tuple[float, float]] | None = None,
-) -> tuple[tuple, list[ast.Expr]]:
+def ltl_formula(path: ast.Expr) -> tuple[tuple, list[ast.Expr]]:
     """`(formula, propositions)`: `path` as an LTL formula (`formula`
     module) whose proposition `i` is the state formula `propositions[i]`.
 
-    `bounds(b)` gives a step bound's `(low, high)` (high `inf` if absent); a
-    bounded `F`, `G`, `U`, `W`, `R` is unfolded into `X`. None refuses bounds.
+    Time-bounded operators inside LTL are refused, as PRISM does (its
+    regression suite expects the error).
     """
     props: list[ast.Expr] = []
     index: dict[ast.Expr, int] = {}
@@ -90,15 +84,13 @@ def ltl_formula(
         left = conv(e.left) if e.left is not None else None
         op = e.op
         if e.bound is not None:
-            if op == TemporalOp.NEXT:
-                raise UnsupportedError("time-bounded X", e.bound.span or e.span)
-            if bounds is None:
-                raise UnsupportedError("a bounded operator in LTL here", e.span)
-            low, high = bounds(e.bound)
-            if not (low == 0 and math.isinf(high)):
-                up = None if math.isinf(high) else int(high)
-                name = "F" if op == TemporalOp.EVENTUALLY else op.value
-                return L.bounded(name, left, right, int(low), up)
+            raise UnsupportedError(
+                "time-bounded operators inside LTL formulas are not supported "
+                "(as in PRISM)",
+                e.bound.span or e.span,
+                hint="use one bounded operator over state formulas, e.g. "
+                "P=? [ F<=k φ ], or nest it in its own P operator",
+            )
         if op == TemporalOp.NEXT:
             return L.nxt(right)
         if op == TemporalOp.EVENTUALLY:

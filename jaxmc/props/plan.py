@@ -345,7 +345,7 @@ class _Planner:
 
     def _path(self, path: ast.Expr, opt: str | None) -> Any:
         if is_ltl(path):
-            f, props = ltl_formula(path, self._ltl_bound)
+            f, props = ltl_formula(path)
             return LtlPath(f, tuple(Formula(p) for p in props), opt)
         if not isinstance(path, ast.Temporal):
             return Holds(Formula(path))
@@ -367,14 +367,6 @@ class _Planner:
         if op == TemporalOp.RELEASE:  # φ R ψ = ¬(¬φ U ¬ψ)
             return Complement(self._until(Not(left), Not(right), bound, flip))
         raise UnsupportedError(f"temporal operator {op.value}", path.span)
-
-    def _ltl_bound(self, bound: ast.TimeBound) -> tuple[Any, Any]:
-        if self.is_ctmc:
-            raise UnsupportedError(
-                "time bounds inside LTL formulas on CTMCs (as in PRISM)",
-                bound.span,
-            )
-        return self._bound(bound)
 
     def _until(self, phi, psi, bound, opt) -> Any:
         if bound is None:
@@ -417,7 +409,7 @@ class _Planner:
             or not isinstance(path, ast.Temporal)
             or path.op != TemporalOp.EVENTUALLY
         ):
-            f, props = ltl_formula(path, self._ltl_bound)
+            f, props = ltl_formula(path)
             if not is_cosafe(f):
                 raise UnsupportedError(
                     f"R [...] of `{to_text(f)}`: the formula is not co-safe LTL "
@@ -464,7 +456,7 @@ class _Planner:
         path = q.path
         exists = q.quantifier == ast.Quantifier.EXISTS
         if is_ltl(path):
-            f, props = ltl_formula(path, self._ltl_bound)
+            f, props = ltl_formula(path)
             return LtlExists(exists, f, tuple(Formula(p) for p in props))
         if not isinstance(path, ast.Temporal):
             return Formula(path)
