@@ -524,7 +524,7 @@ def test_properties_basic():
         ("R{2}=? [ F s=7 ]", SemanticError, "out of range"),
         ("P=? [ G F (X<=1 s=7) ]", UnsupportedError, "time-bounded X"),
         ("P=? [ (F s=7) & (F d+1) ]", SemanticError, "must be Boolean"),
-        ("P=? [ (F s=7) & (d=1 + 2) ]", SemanticError, "type error"),
+        ("P=? [ (F s=7) & (d+1) ]", SemanticError, "must be Boolean"),
         ("P>1.5 [ F s=7 ]", SemanticError, "invalid probability bound"),
         ("P=? [ F<=2.5 s=7 ]", SemanticError, "must be an integer"),
         ("P=? [ F<=-1 s=7 ]", SemanticError, "negative"),
