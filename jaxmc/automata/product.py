@@ -65,12 +65,23 @@ def letters(masks: np.ndarray) -> np.ndarray:
 
 
 def _lookup(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`fn(a[i], b[i])` for every i, calling `fn` once per distinct pair."""
+    """`fn(a[i], b[i])` for every i (non-negative ints), calling `fn` once
+    per distinct pair."""
     if a.size == 0:
         return np.zeros(0, dtype=np.int64)
-    pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
-    vals = np.array([fn(int(x), int(y)) for x, y in pairs], dtype=np.int64)
+    width = int(b.max()) + 1
+    pairs, inv = np.unique(a * width + b, return_inverse=True)
+    vals = np.array(
+        [fn(int(x // width), int(x % width)) for x in pairs], dtype=np.int64
+    )
     return vals[inv.reshape(-1)]
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of `a` (by sorting: faster here than
+    `np.unique`'s hashing)."""
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if a.size else a
 
 
 def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -101,19 +112,35 @@ def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
         q2 = _lookup(aut.step, q[owner], letter[s2])
         out = [q2 * n + s2]
         if jumping:
-            js = [(int(x), aut.jumps(int(x))) for x in np.unique(q)]
+            js = [(int(x), aut.jumps(int(x))) for x in _distinct(q)]
             jump = {x: np.array(t, dtype=np.int64) for x, t in js if t}
             for x, t in jump.items():
                 ss = s[q == x]
                 out.append((t[:, None] * n + ss[None, :]).reshape(-1))
         return np.concatenate(out)
 
-    known = np.unique(seed_keys)
-    frontier = known
+    # visited pairs: one bool vector over the model's states per automaton
+    # state met so far (automata are small next to models)
+    visited: dict[int, np.ndarray] = {}
+
+    def fresh(keys):
+        keys = _distinct(keys)
+        q = keys // n
+        out = []
+        for x in _distinct(q):
+            ss = keys[q == x] % n
+            seen = visited.setdefault(int(x), np.zeros(n, dtype=bool))
+            ss = ss[~seen[ss]]
+            seen[ss] = True
+            out.append(ss + int(x) * n)
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    frontier = fresh(seed_keys.reshape(-1))
     while frontier.size:
-        new = np.setdiff1d(np.unique(successors(frontier)), known, assume_unique=True)
-        known = np.union1d(known, new)
-        frontier = new
+        frontier = fresh(successors(frontier))
+    known = np.sort(
+        np.concatenate([np.flatnonzero(v) + q * n for q, v in visited.items()])
+    )
     return _assemble(model, aut, letter, known, seed_keys, jumping)
 
 
@@ -124,12 +151,15 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
     # model choices of every product state, then its jumps
     nch = cp[ps + 1] - cp[ps]
     owner, rows = _ranges(cp[ps], nch)
-    if jumping:
-        uq = np.unique(pq)
-        table = {int(x): aut.jumps(int(x)) for x in uq}
-        nj = np.array([len(table[int(x)]) for x in pq], dtype=np.int64)
-    else:
-        nj = np.zeros(N, dtype=np.int64)
+    nj = np.zeros(N, dtype=np.int64)
+    if jumping:  # the jumps of each automaton state, flattened
+        uq = _distinct(pq)
+        table = [aut.jumps(int(x)) for x in uq]
+        counts = np.array([len(t) for t in table], dtype=np.int64)
+        flat = np.array([j for t in table for j in t], dtype=np.int64)
+        first = np.cumsum(counts) - counts
+        where = np.searchsorted(uq, pq)
+        nj = counts[where]
     per_state = nch + nj
     choice_ptr = np.concatenate([[0], np.cumsum(per_state)]).astype(np.int64)
     # model rows: entries
@@ -153,7 +183,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
     if jumping and nj.sum():
         jp, _ = _ranges(np.zeros(N, dtype=np.int64), nj)
         local = _local(nj)
-        jq = np.array([table[int(pq[a])][b] for a, b in zip(jp, local)], dtype=np.int64)
+        jq = flat[first[where[jp]] + local]
         cols.append(np.searchsorted(keys, jq * n + ps[jp]))
         vals.append(np.ones(jp.size))
         erow.append(choice_ptr[jp] + nch[jp] + local)
@@ -175,7 +205,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
         for r in model.rewards
     )
     seeds = np.searchsorted(keys, seed_keys)
-    init = np.unique(seeds[:, model.initial_states].reshape(-1))
+    init = _distinct(seeds[:, model.initial_states].reshape(-1))
     states = np.concatenate(
         [model.states[ps], pq[:, None].astype(model.states.dtype)], axis=1
     )
