@@ -199,3 +199,31 @@ def test_temporal_operator_operands(text, expected):
 )
 def test_pctl_keeps_working(model, prop):
     assert jaxmc.check(model, prop).value is not None
+
+
+CTMC = """ctmc
+module m
+  s : [0..2] init 0;
+  [] s=0 -> 1 : (s'=1) + 3 : (s'=2);
+  [] s=1 -> 2 : (s'=0);
+endmodule
+rewards s=0 : 1; endrewards
+"""
+
+
+@pytest.mark.parametrize(
+    ("prop", "want"),
+    [
+        # the embedded DTMC: from s=0, to s=1 with probability 1/4
+        ("P=? [ X X s=0 ]", 0.25),
+        ("P=? [ F (s=1 & X s=0) ]", 0.25),  # s=1 is always left for s=0
+        ("P=? [ G F s=0 ]", 0.0),
+        # F ((s=1 & X s=0) | F s=2): done after the first stay in s=0 (mean
+        # time 1/4, reward rate 1), at s=2 or at the s=0 after s=1
+        ("R=? [ F (s=1 & X s=0) | F s=2 ]", 0.25),
+        ("R=? [ X X s=0 ]", math.inf),
+    ],
+)
+def test_ltl_on_a_ctmc(prop, want):
+    m = jaxmc.load_model_string(CTMC)
+    assert jaxmc.check(m, prop).value == pytest.approx(want, abs=1e-6)
