@@ -11,6 +11,7 @@ import pytest
 
 import jaxmc
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 pytest.importorskip("stormpy")
@@ -61,6 +62,4 @@ def test_random_ltl_agrees_with_storm(seed, tmp_path):
         for op in ["Pmax", "Pmin"] if mdp else ["P"]:
             prop = f"{op}=? [ {f} ]"
             want = storm_value(str(path), "", prop)
-            assert jaxmc.check(model, prop).value == pytest.approx(want, abs=1e-6), (
-                prop
-            )
+            assert jaxmc.check(model, prop).value == pytest.approx(want, abs=1e-6), prop
