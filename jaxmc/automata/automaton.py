@@ -130,6 +130,10 @@ class Residual:
     def dead(self, q: int) -> bool:
         return q == FALSE
 
+    def terminal(self, q: int) -> bool:
+        """Decided: every continuation is accepted, or none is."""
+        return q <= TRUE
+
 
 class LDBA:
     """The limit-deterministic automaton of `formula` (see the module
@@ -159,6 +163,10 @@ class LDBA:
 
     def dead(self, q: int) -> bool:
         return q == self.dead_state
+
+    def terminal(self, q: int) -> bool:
+        """Decided: no continuation is accepted."""
+        return q == self.dead_state or self.keys[q] == ("i", FALSE)
 
     def in_accepting_component(self, q: int) -> bool:
         return self.keys[q][0] == "a"

@@ -70,6 +70,10 @@ def _lookup(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.size == 0:
         return np.zeros(0, dtype=np.int64)
     width = int(b.max()) + 1
+    if int(a.max()) >= (1 << 62) // width:  # a * width would overflow
+        pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+        vals = np.array([fn(int(x), int(y)) for x, y in pairs], dtype=np.int64)
+        return vals[inv.reshape(-1)]
     pairs, inv = np.unique(a * width + b, return_inverse=True)
     vals = np.array(
         [fn(int(x // width), int(x % width)) for x in pairs], dtype=np.int64
@@ -105,6 +109,7 @@ def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
     cp, rp = model.choice_ptr, model.row_ptr
 
     def successors(keys):
+        keys = keys[~_by_aut(keys // n, aut.terminal)]
         s, q = keys % n, keys // n
         lo, hi = rp[cp[s]], rp[cp[s + 1]]
         owner, e = _ranges(lo, hi - lo)
@@ -148,8 +153,10 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
     n, cp, rp = model.num_states, model.choice_ptr, model.row_ptr
     ps, pq = keys % n, keys // n
     N = keys.size
-    # model choices of every product state, then its jumps
-    nch = cp[ps + 1] - cp[ps]
+    # model choices of every product state, then its jumps; a terminal
+    # automaton state (decided: accepting or dead) makes a self-loop instead
+    term = _by_aut(pq, aut.terminal)
+    nch = np.where(term, 0, cp[ps + 1] - cp[ps])
     owner, rows = _ranges(cp[ps], nch)
     nj = np.zeros(N, dtype=np.int64)
     if jumping:  # the jumps of each automaton state, flattened
@@ -160,7 +167,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
         first = np.cumsum(counts) - counts
         where = np.searchsorted(uq, pq)
         nj = counts[where]
-    per_state = nch + nj
+    per_state = nch + nj + term
     choice_ptr = np.concatenate([[0], np.cumsum(per_state)]).astype(np.int64)
     # model rows: entries
     rlen = rp[rows + 1] - rp[rows]
@@ -188,6 +195,11 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
         vals.append(np.ones(jp.size))
         erow.append(choice_ptr[jp] + nch[jp] + local)
         eidx.append(np.full(jp.size, -1, dtype=np.int64))
+    loops = np.flatnonzero(term)
+    cols.append(loops)
+    vals.append(np.ones(loops.size))
+    erow.append(choice_ptr[loops])
+    eidx.append(np.full(loops.size, -1, dtype=np.int64))
     col, val = np.concatenate(cols), np.concatenate(vals)
     erow, eidx = np.concatenate(erow), np.concatenate(eidx)
     order = np.lexsort((col, erow))
