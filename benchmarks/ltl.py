@@ -24,6 +24,7 @@ from jaxmc.automata.from_ast import ltl_formula
 from jaxmc.lang import parse_expression
 from jaxmc.props.check import state_formulas
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
