@@ -126,23 +126,15 @@ class OperatorTyping:
         return Type.BOOL
 
     def _state(self, e: ast.Expr, recurse, ctx: str) -> None:
-        t = self._state_no_temporal(e, recurse, ctx)
+        """A state formula (no temporal operator outside its own P/R/S/E/A)
+        under a temporal operator of `ctx` [...]: it must be Boolean."""
+        t = recurse(e)
         if t != Type.BOOL:
             raise SemanticError(
                 "type error: the argument of a temporal operator must be Boolean, not "
                 f"{t.value}",
                 e.span,
             )
-
-    def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
-        if _has_path_outside_operators(e):
-            raise UnsupportedError(
-                f"LTL path formula {_quote(e)} is not supported yet",
-                e.span,
-                hint="only one temporal operator (X, U, F, G, W, R) may appear "
-                f"directly inside {ctx} [...]",
-            )
-        return recurse(e)
 
     def _path(self, path: ast.Expr, recurse, ctx: str) -> None:
         if isinstance(path, ast.RewardPath):
