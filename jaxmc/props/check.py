@@ -21,8 +21,6 @@ from typing import Any
 import numpy as np
 
 from .. import numerics
-from ..automata.formula import negate
-from ..automata.product import cosafe_rewards, ltl_exists, ltl_probabilities
 from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -31,7 +29,7 @@ from ..numerics.result import Attempt
 from ..numerics.timing import collect
 from ..options import SolveOptions, check_options
 from ..solvers import Status
-from . import plan as P
+from . import ltl, plan as P
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
@@ -239,7 +237,7 @@ class _Checker:
             if isinstance(node, P.Ctl):
                 return path_quantifier(node, self.model, self.mask)
             if isinstance(node, P.LtlExists):
-                return self._ltl_exists(node)
+                return ltl.exists(self.model, node, self.mask)
             return self._value(node)
 
     def mask(self, f) -> np.ndarray:
@@ -263,7 +261,8 @@ class _Checker:
         if isinstance(node, (P.Until, P.BoundedUntil, P.TimeBoundedUntil)):
             return self._until(node)
         if isinstance(node, P.LtlPath):
-            return self._ltl(node)
+            options = self._solver_kwargs()["options"]
+            return self._record(ltl.probabilities(self.model, node, self.mask, options))
         if isinstance(node, P.Complement):
             before = self.bounds
             return self._dual(self._value(node.value), before)
@@ -404,38 +403,14 @@ class _Checker:
             )  # fmt: skip
         return self._record(res)
 
-    def _ltl_masks(self, node) -> np.ndarray:
-        masks = [self.mask(p) for p in node.props]
-        return np.stack(masks) if masks else np.zeros((0, self.n), dtype=bool)
-
-    def _ltl(self, node: P.LtlPath) -> np.ndarray:
-        """An LTL path formula through its automaton product; the product
-        is a model of its own, so the solve gets no device model."""
-        masks = self._ltl_masks(node)
-        options = self._solver_kwargs()["options"]
-        res = ltl_probabilities(
-            self.model, node.formula, masks, node.opt, options=options
-        )
-        return self._record(res)
-
-    def _ltl_exists(self, node: P.LtlExists) -> np.ndarray:
-        """`E [ψ]` / `A [ψ] = ¬E [¬ψ]` for an LTL `ψ` (no numerics)."""
-        f = node.formula if node.exists else negate(node.formula)
-        found = ltl_exists(self.model, f, self._ltl_masks(node))
-        return found if node.exists else ~found
-
     def reward_path(self, node) -> np.ndarray:
         """An `R` operator's plan node in every state."""
         m = self.model
         reward = m.rewards[node.reward]
         opt = getattr(node, "opt", None)
         if isinstance(node, P.CosafeReward):
-            masks = self._ltl_masks(node)
             options = self._solver_kwargs()["options"]
-            res = cosafe_rewards(
-                m, node.reward, node.formula, masks, opt, options=options
-            )
-            return self._record(res)
+            return self._record(ltl.rewards(m, node, self.mask, options))
         if isinstance(node, P.ReachReward):
             target = self.mask(node.target)
             return self._record(
