@@ -31,6 +31,7 @@ from ..explore.model import ExplicitModel, RewardStructure, StateVar
 from ..lang.ast import ModelType
 from ..numerics import (
     NumericResult,
+    bsccs,
     embedded_dtmc,
     mecs,
     prob0A,
@@ -51,7 +52,7 @@ class Product:
     state: np.ndarray
     aut: np.ndarray
     seeds: np.ndarray  # int64 [k, n]
-    entry: np.ndarray  # model entry of every product entry (-1: a jump)
+    keys: np.ndarray  # sorted `aut * n + state` of every product state
 
 
 def letters(masks: np.ndarray) -> np.ndarray:
@@ -81,6 +82,14 @@ def _lookup(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return vals[inv.reshape(-1)]
 
 
+def _member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
+    """Whether each `a[i]` is in the sorted array `sorted_b`."""
+    if sorted_b.size == 0:
+        return np.zeros(a.size, dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_b, a), sorted_b.size - 1)
+    return sorted_b[i] == a
+
+
 def _distinct(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of `a` (by sorting: faster here than
     `np.unique`'s hashing)."""
@@ -95,17 +104,29 @@ def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, np.repeat(start, count) + offs
 
 
-def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
+def build_product(
+    model: ExplicitModel, aut, letter: np.ndarray, jump_from: np.ndarray | None = None
+) -> Product:
     """The reachable product of `model` and `aut` (`Residual` or `LDBA`)
-    from every model state."""
+    from every model state. `jump_from`: the product states (sorted keys
+    `aut * n + state`) from which the LDBA may jump; None: from every state,
+    and before the first letter."""
     n = model.num_states
     jumping = isinstance(aut, LDBA)
     allstates = np.arange(n, dtype=np.int64)
     firsts = [np.full(n, aut.initial, dtype=np.int64)]
-    if jumping:
+    if jumping and jump_from is None:
         firsts += [np.full(n, j, dtype=np.int64) for j in aut.jumps(aut.initial)]
     seed_q = [_lookup(aut.step, f, letter) for f in firsts]
     seed_keys = np.stack([q * n + allstates for q in seed_q])
+
+    def may_jump(keys):
+        if not jumping:
+            return np.zeros(keys.size, dtype=bool)
+        if jump_from is None:
+            return np.ones(keys.size, dtype=bool)
+        return _member(keys, jump_from)
+
     cp, rp = model.choice_ptr, model.row_ptr
 
     def successors(keys):
@@ -116,11 +137,12 @@ def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
         s2 = model.col[e]
         q2 = _lookup(aut.step, q[owner], letter[s2])
         out = [q2 * n + s2]
-        if jumping:
-            js = [(int(x), aut.jumps(int(x))) for x in _distinct(q)]
+        ok = may_jump(keys)
+        if ok.any():
+            js = [(int(x), aut.jumps(int(x))) for x in _distinct(q[ok])]
             jump = {x: np.array(t, dtype=np.int64) for x, t in js if t}
             for x, t in jump.items():
-                ss = s[q == x]
+                ss = s[ok & (q == x)]
                 out.append((t[:, None] * n + ss[None, :]).reshape(-1))
         return np.concatenate(out)
 
@@ -146,10 +168,10 @@ def build_product(model: ExplicitModel, aut, letter: np.ndarray) -> Product:
     known = np.sort(
         np.concatenate([np.flatnonzero(v) + q * n for q, v in visited.items()])
     )
-    return _assemble(model, aut, letter, known, seed_keys, jumping)
+    return _assemble(model, aut, letter, known, seed_keys, may_jump(known))
 
 
-def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
+def _assemble(model, aut, letter, keys, seed_keys, jumps) -> Product:
     n, cp, rp = model.num_states, model.choice_ptr, model.row_ptr
     ps, pq = keys % n, keys // n
     N = keys.size
@@ -159,6 +181,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
     nch = np.where(term, 0, cp[ps + 1] - cp[ps])
     owner, rows = _ranges(cp[ps], nch)
     nj = np.zeros(N, dtype=np.int64)
+    jumping = bool(jumps.any())
     if jumping:  # the jumps of each automaton state, flattened
         uq = _distinct(pq)
         table = [aut.jumps(int(x)) for x in uq]
@@ -166,7 +189,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
         flat = np.array([j for t in table for j in t], dtype=np.int64)
         first = np.cumsum(counts) - counts
         where = np.searchsorted(uq, pq)
-        nj = counts[where]
+        nj = np.where(jumps, counts[where], 0)
     per_state = nch + nj + term
     choice_ptr = np.concatenate([[0], np.cumsum(per_state)]).astype(np.int64)
     # model rows: entries
@@ -237,7 +260,7 @@ def _assemble(model, aut, letter, keys, seed_keys, jumping) -> Product:
         rewards=rewards,
         choice_action=tuple(actions) if (actions is not None and mdp) else None,
     )
-    return Product(product, ps, pq, seeds, eidx)
+    return Product(product, ps, pq, seeds, keys)
 
 
 def _local(count: np.ndarray) -> np.ndarray:
@@ -331,7 +354,18 @@ def _reach(model, aut: Residual, letter, opt, kw) -> NumericResult:
 
 def _ldba(model, formula, letter, kw) -> NumericResult:
     aut = LDBA(formula)
-    prod = build_product(model, aut, letter)
+    jump_from = None
+    if model.model_type != ModelType.MDP:
+        # A Markov chain's path ends in a bottom SCC of the initial
+        # component's (deterministic) product, where the probability that a
+        # jump is accepted depends only on the product state; along a path
+        # that satisfies the formula a jump at almost every step is accepted,
+        # so some state of that BSCC jumps to acceptance with probability 1:
+        # jumps from BSCC states suffice.
+        base = build_product(model, aut, letter, np.zeros(0, dtype=np.int64))
+        labels, _ = bsccs(base.model)
+        jump_from = base.keys[labels >= 0]
+    prod = build_product(model, aut, letter, jump_from)
     target = accepting_mecs(prod, aut)
     ones = np.ones(prod.model.num_states, dtype=bool)
     res = until_probabilities(prod.model, ones, target, opt="max", **kw)
