@@ -54,7 +54,11 @@ def main(argv):
         else:
             aut = LDBA(negate(f) if opt == "min" else f)
         t = time.perf_counter()
-        prod = PR.build_product(explicit, aut, PR.letters(masks))
+        letter = PR.letters(masks)
+        if isinstance(aut, LDBA):
+            prod = PR.ldba_product(PR.as_markov(explicit), aut, letter)
+        else:
+            prod = PR.build_product(PR.as_markov(explicit), aut, letter)
         t_prod = time.perf_counter() - t
         t = time.perf_counter()
         value = jaxmc.check(model, prop).value

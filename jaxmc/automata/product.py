@@ -315,7 +315,7 @@ def _complement(res: NumericResult) -> NumericResult:
     )
 
 
-def _markov(model: ExplicitModel) -> ExplicitModel:
+def as_markov(model: ExplicitModel) -> ExplicitModel:
     return embedded_dtmc(model) if model.model_type == ModelType.CTMC else model
 
 
@@ -329,7 +329,7 @@ def ltl_probabilities(
     """Per-state probability (`Pmin`/`Pmax` on an MDP, by `opt`) that a path
     satisfies the LTL `formula`, whose proposition `i` holds where
     `masks[i]` does; `kw` go to `numerics.until_probabilities`."""
-    model = _markov(model)
+    model = as_markov(model)
     letter = letters(masks)
     mdp = model.model_type == ModelType.MDP
     flip = {None: None, "min": "max", "max": "min"}
@@ -352,20 +352,26 @@ def _reach(model, aut: Residual, letter, opt, kw) -> NumericResult:
     return _per_state(prod, res)
 
 
-def _ldba(model, formula, letter, kw) -> NumericResult:
-    aut = LDBA(formula)
+def ldba_product(model: ExplicitModel, aut: LDBA, letter: np.ndarray) -> Product:
+    """The product with the LDBA whose accepting end components decide.
+
+    On a Markov chain the LDBA jumps only from the bottom SCCs of the initial
+    component's (deterministic) product: a path ends in one, where the
+    probability that a jump is accepted depends only on the product state;
+    along a path that satisfies the formula a jump at almost every step is
+    accepted, so some state of that BSCC jumps to acceptance with
+    probability 1."""
     jump_from = None
     if model.model_type != ModelType.MDP:
-        # A Markov chain's path ends in a bottom SCC of the initial
-        # component's (deterministic) product, where the probability that a
-        # jump is accepted depends only on the product state; along a path
-        # that satisfies the formula a jump at almost every step is accepted,
-        # so some state of that BSCC jumps to acceptance with probability 1:
-        # jumps from BSCC states suffice.
         base = build_product(model, aut, letter, np.zeros(0, dtype=np.int64))
         labels, _ = bsccs(base.model)
         jump_from = base.keys[labels >= 0]
-    prod = build_product(model, aut, letter, jump_from)
+    return build_product(model, aut, letter, jump_from)
+
+
+def _ldba(model, formula, letter, kw) -> NumericResult:
+    aut = LDBA(formula)
+    prod = ldba_product(model, aut, letter)
     target = accepting_mecs(prod, aut)
     ones = np.ones(prod.model.num_states, dtype=bool)
     res = until_probabilities(prod.model, ones, target, opt="max", **kw)
