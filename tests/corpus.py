@@ -29,8 +29,8 @@ TESTS = SHARED_MODELS / "prism-tests"
 EXAMPLE_DIRS = ("dtmcs", "ctmcs", "mdps", "simple")
 #: Folders of `prism-tests` holding DTMC/CTMC/MDP tests, read recursively.
 #: Left out (other model types or engines): `functionality/verify/{ptas,
-#: poptas,pomdps,idtmcs,imdps,ltss,sim}`, `functionality/verify/mdps/{ltl,
-#: ltl-fair,multi-*,coalition}` (LTL / multi-objective / games) and
+#: poptas,pomdps,idtmcs,imdps,ltss,sim}`, `functionality/verify/mdps/{ltl-fair,
+#: multi-*,coalition}` (fairness / multi-objective / games) and
 #: `functionality/export/{idtmc,imdp,lts,pomdp}`.
 TEST_DIRS = (
     "functionality/verify/dtmcs",
@@ -41,6 +41,7 @@ TEST_DIRS = (
     "functionality/verify/mdps/rewards",
     "functionality/verify/mdps/pctl",
     "functionality/verify/mdps/bounded-reach",
+    "functionality/verify/mdps/ltl",
     "functionality/verify/param",
     "functionality/language",
     "functionality/testing",

@@ -29,7 +29,7 @@ from ..numerics.result import Attempt
 from ..numerics.timing import collect
 from ..options import SolveOptions, check_options
 from ..solvers import Status
-from . import plan as P
+from . import ltl, plan as P
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import reduce_filter
@@ -236,6 +236,8 @@ class _Checker:
         with self._needing():
             if isinstance(node, P.Ctl):
                 return path_quantifier(node, self.model, self.mask)
+            if isinstance(node, P.LtlExists):
+                return ltl.exists(self.model, node, self.mask)
             return self._value(node)
 
     def mask(self, f) -> np.ndarray:
@@ -258,6 +260,9 @@ class _Checker:
             return self._next(self.mask(node.phi), node.opt)
         if isinstance(node, (P.Until, P.BoundedUntil, P.TimeBoundedUntil)):
             return self._until(node)
+        if isinstance(node, P.LtlPath):
+            options = self._solver_kwargs()["options"]
+            return self._record(ltl.probabilities(self.model, node, self.mask, options))
         if isinstance(node, P.Complement):
             before = self.bounds
             return self._dual(self._value(node.value), before)
@@ -403,6 +408,9 @@ class _Checker:
         m = self.model
         reward = m.rewards[node.reward]
         opt = getattr(node, "opt", None)
+        if isinstance(node, P.CosafeReward):
+            options = self._solver_kwargs()["options"]
+            return self._record(ltl.rewards(m, node, self.mask, options))
         if isinstance(node, P.ReachReward):
             target = self.mask(node.target)
             return self._record(

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..automata.formula import is_cosafe, to_text
+from ..automata.from_ast import is_ltl, ltl_formula
 from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
@@ -123,6 +125,25 @@ class TimeBoundedUntil:
 
 
 @dataclass(frozen=True)
+class LtlPath:
+    """An LTL path formula (`jaxmc.automata.formula`) whose proposition `i`
+    is the state formula `props[i]` (checked through an automaton product)."""
+
+    formula: tuple
+    props: tuple
+    opt: str | None
+
+
+@dataclass(frozen=True)
+class LtlExists:
+    """`E [ψ]` (`exists`) or `A [ψ]` for an LTL `ψ` (as `LtlPath`)."""
+
+    exists: bool
+    formula: tuple
+    props: tuple
+
+
+@dataclass(frozen=True)
 class Complement:
     """`1 - value`: the dual of `G`, `W`, `R`."""
 
@@ -138,6 +159,17 @@ class ReachReward:
 
     reward: int
     target: Any
+    opt: str | None
+
+
+@dataclass(frozen=True)
+class CosafeReward:
+    """`R [ψ]` for a co-safe LTL `ψ` (as `LtlPath`): the reward accumulated
+    until a path's prefix satisfies `ψ`."""
+
+    reward: int
+    formula: tuple
+    props: tuple
     opt: str | None
 
 
@@ -317,6 +349,9 @@ class _Planner:
     # --------------------------------------------------------- probabilities
 
     def _path(self, path: ast.Expr, opt: str | None) -> Any:
+        if is_ltl(path):
+            f, props = ltl_formula(path)
+            return LtlPath(f, tuple(Formula(p) for p in props), opt)
         if not isinstance(path, ast.Temporal):
             return Holds(Formula(path))
         flip = _FLIP[opt]
@@ -374,6 +409,21 @@ class _Planner:
         ridx = next(i for i, r in enumerate(self.model.rewards) if r is rs)
         opt = self._opt(op)
         path = op.path
+        if not isinstance(path, ast.RewardPath) and (
+            is_ltl(path)
+            or not isinstance(path, ast.Temporal)
+            or path.op != TemporalOp.EVENTUALLY
+        ):
+            f, props = ltl_formula(path)
+            if not is_cosafe(f):
+                raise UnsupportedError(
+                    f"R [...] of `{to_text(f)}`: the formula is not co-safe LTL "
+                    "(it needs G, W or R)",
+                    path.span,
+                    hint="write a co-safe formula (X, F, U, &, | of state "
+                    "formulas), e.g. R=? [ F (a & F b) ]",
+                )
+            return CosafeReward(ridx, f, tuple(Formula(p) for p in props), opt)
         if isinstance(path, ast.Temporal) and path.op == TemporalOp.EVENTUALLY:
             if path.bound is not None:
                 raise UnsupportedError(
@@ -433,6 +483,9 @@ class _Planner:
     def _ctl(self, q: ast.PathQuantifier) -> Any:
         path = q.path
         exists = q.quantifier == ast.Quantifier.EXISTS
+        if is_ltl(path):
+            f, props = ltl_formula(path)
+            return LtlExists(exists, f, tuple(Formula(p) for p in props))
         if not isinstance(path, ast.Temporal):
             return Formula(path)
         if path.bound is not None:

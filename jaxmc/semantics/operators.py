@@ -1,6 +1,7 @@
 """The typing rules of a property's operators: `P`, `R`, `S`, `E`, `A`,
 filters, labels and references to named properties, their path formulas
-(one temporal operator over state formulas: no LTL), time bounds,
+(one temporal operator over state formulas, or LTL under `P` and co-safe
+LTL under `R`), time bounds,
 thresholds and reward structures.
 
 `OperatorTyping` is the part of the properties checker
@@ -125,7 +126,9 @@ class OperatorTyping:
         return Type.BOOL
 
     def _state(self, e: ast.Expr, recurse, ctx: str) -> None:
-        t = self._state_no_temporal(e, recurse, ctx)
+        """A state formula (no temporal operator outside its own P/R/S/E/A)
+        under a temporal operator of `ctx` [...]: it must be Boolean."""
+        t = recurse(e)
         if t != Type.BOOL:
             raise SemanticError(
                 "type error: the argument of a temporal operator must be Boolean, not "
@@ -133,47 +136,24 @@ class OperatorTyping:
                 e.span,
             )
 
-    def _state_no_temporal(self, e: ast.Expr, recurse, ctx: str) -> Type:
-        if _has_path_outside_operators(e):
-            raise UnsupportedError(
-                f"LTL path formula {_quote(e)} is not supported yet",
-                e.span,
-                hint="only one temporal operator (X, U, F, G, W, R) may appear "
-                f"directly inside {ctx} [...]",
-            )
-        return recurse(e)
-
     def _path(self, path: ast.Expr, recurse, ctx: str) -> None:
         if isinstance(path, ast.RewardPath):
             raise SemanticError(
                 f"the reward path `{path.kind.value}` can only appear inside R [...]",
                 path.span,
             )
-        if not isinstance(path, ast.Temporal):
-            if _has_path_outside_operators(path):
-                raise UnsupportedError(
-                    f"LTL path formula {_quote(path)} is not supported yet",
-                    path.span,
-                    hint="only one temporal operator (X, U, F, G, W, R) may appear "
-                    f"directly inside {ctx} [...]",
-                )
-            # PRISM reads a state formula here as a (trivial) LTL formula
-            raise UnsupportedError(
-                f"LTL path formula {_quote(path)} is not supported yet "
-                f"(a state formula inside {ctx} [...] is read as LTL, as in PRISM)",
-                path.span,
-                hint=f"write e.g. {ctx}=? [ F φ ] or {ctx}=? [ X φ ]"
-                if ctx == "P"
-                else None,
-            )
-        operands = [x for x in (path.left, path.right) if x is not None]
+        is_temporal = isinstance(path, ast.Temporal)
+        operands = [path]
+        if is_temporal:
+            operands = [x for x in (path.left, path.right) if x is not None]
         if any(_has_path_outside_operators(x) for x in operands):
-            raise UnsupportedError(
-                f"LTL path formula {_quote(path)} is not supported yet",
-                path.span,
-                hint="only one temporal operator (X, U, F, G, W, R) may appear "
-                f"directly inside {ctx} [...]",
-            )
+            self._ltl(path, recurse, ctx)
+            return
+        if not is_temporal:
+            # PRISM reads a state formula here as a (trivial) LTL formula: it
+            # holds on a path iff it holds in its first state
+            self._state(path, recurse, ctx)
+            return
         if path.left is not None:
             self._state(path.left, recurse, ctx)
         self._state(path.right, recurse, ctx)
@@ -183,6 +163,36 @@ class OperatorTyping:
                     "time-bounded X is not supported", path.bound.span or path.span
                 )
             self._bound(path.bound, recurse, path.op.value)
+
+    def _ltl(self, e: ast.Expr, recurse, ctx: str) -> None:
+        """Type an LTL formula: `!`, `&`, `|`, `=>`, `<=>` and temporal
+        operators over Boolean state formulas."""
+        if not _has_path_outside_operators(e):
+            self._state(e, recurse, ctx)
+            return
+        if isinstance(e, ast.Unary) and e.op == ast.UnaryOp.NOT:
+            self._ltl(e.operand, recurse, ctx)
+            return
+        if isinstance(e, ast.Binary) and e.op in _BOOL_OPS:
+            self._ltl(e.left, recurse, ctx)
+            self._ltl(e.right, recurse, ctx)
+            return
+        if isinstance(e, ast.Temporal):
+            if e.left is not None:
+                self._ltl(e.left, recurse, ctx)
+            self._ltl(e.right, recurse, ctx)
+            if e.bound is not None:
+                if e.op == ast.TemporalOp.NEXT:
+                    raise UnsupportedError(
+                        "time-bounded X is not supported", e.bound.span or e.span
+                    )
+                self._bound(e.bound, recurse, e.op.value)
+            return
+        raise SemanticError(
+            f"a path formula cannot appear in {_quote(e)}: LTL combines path "
+            "formulas with !, &, |, => and <=> only",
+            e.span,
+        )
 
     def _bound(self, b: ast.TimeBound, recurse, opname: str) -> None:
         discrete = self.m.model_type != ast.ModelType.CTMC
@@ -247,32 +257,18 @@ class OperatorTyping:
                     "the instantaneous reward I needs a time bound `I=t`", path.span
                 )
             return
-        if isinstance(path, ast.Temporal):
-            nested = _has_path_outside_operators(path.right)
-            if path.op == ast.TemporalOp.EVENTUALLY and nested:
-                raise UnsupportedError(
-                    f"co-safe LTL reward formula {_quote(path)} is not supported yet",
-                    path.span,
-                    hint="the operand of F inside R [...] must be a state formula",
-                )
-            if path.op != ast.TemporalOp.EVENTUALLY:
-                raise UnsupportedError(
-                    f"co-safe LTL reward formula {_quote(path)} is not supported yet "
-                    f"(here `{path.op.value}`; R [...] takes F, C, I or S)",
-                    path.span,
-                    hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
-                )
+        if (
+            isinstance(path, ast.Temporal)
+            and not _has_path_outside_operators(path.right)
+            and path.op == ast.TemporalOp.EVENTUALLY
+        ):
             self._state(path.right, recurse, "R")
             if path.bound is not None:
                 self._bound(path.bound, recurse, "F")
             return
         # PRISM reads anything else as a co-safe LTL formula (a state formula
-        # included), which jaxmc does not support
-        raise UnsupportedError(
-            f"co-safe LTL reward formula {_quote(path)} is not supported yet",
-            path.span,
-            hint="use R [ F φ ], R [ C<=t ], R [ C ], R [ I=t ] or R [ S ]",
-        )
+        # included); whether it is co-safe is decided when it is planned
+        self._ltl(path, recurse, "R")
 
     def _reward_structure(self, e: ast.RewardOp, recurse) -> None:
         rewards = self.m.rewards
@@ -369,4 +365,10 @@ def _has_path_outside_operators(e: ast.Expr) -> bool:
     return False
 
 
+_BOOL_OPS = (
+    ast.BinaryOp.AND,
+    ast.BinaryOp.OR,
+    ast.BinaryOp.IMPLIES,
+    ast.BinaryOp.IFF,
+)
 _OPERATORS = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)

@@ -11,9 +11,12 @@ What the property checker (`jaxmc.props`) can rely on in `CheckedProperty.expr`:
   `CheckedProperties.resolve_label(name)` returns the (checked) expression of
   a properties-file label or named property (None for built-in and model
   labels, which the explicit model carries);
-- `P`, `E`, `A` contain exactly one temporal operator whose operands are state
-  formulas (no LTL); `R` contains `F φ` (unbounded), `C<=t`, `C`, `I=t` or
-  `S`; temporal operators and reward paths appear nowhere else;
+- `P`, `E`, `A` contain a path formula: one temporal operator over state
+  formulas, a state formula, or an LTL formula (temporal operators combined
+  with `!`, `&`, `|`, `=>`, `<=>` over Boolean state formulas); `R` contains
+  `F φ`, `C<=t`, `C`, `I=t`, `S` or an LTL formula (the planner refuses one
+  that is not co-safe); temporal operators and reward paths appear nowhere
+  else;
 - time bounds are folded: for DTMCs and MDPs they are int literals (step
   bounds), for CTMCs int or double literals; none is negative. Probability
   thresholds are in [0, 1];

@@ -21,6 +21,7 @@ LAYERS = (
     "",  # jaxmc/__init__, api, model, options: the public API
     "diff",
     "props",
+    "automata",
     "numerics",
     "solvers",
     "kernels",
