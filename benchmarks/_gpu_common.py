@@ -25,26 +25,30 @@ import jaxmc  # noqa: E402
 from jaxmc.layout import CSR  # noqa: E402
 
 
+#: The example folders of the models below, under each root of `model_dirs`.
+SUBDIRS = (
+    "ctmcs/tandem",
+    "ctmcs/cluster",
+    "ctmcs/kanban",
+    "ctmcs/polling",
+    "ctmcs/fms",
+    "dtmcs/herman",
+    "mdps/consensus",
+    "mdps/zeroconf",
+)
+
+
 def model_dirs():
     """Where the PRISM example models are: `JAXMC_MODELS`, `.bench/models`
-    (carried to the GPU machine), or `../shared/models/prism-examples`."""
-    out = []
+    (carried to the GPU machine, laid out as PRISM's examples by
+    `accuracy.py prepare`), or `../shared/models/prism-examples`; each root
+    flat or with the examples' folders."""
+    roots = []
     if os.environ.get("JAXMC_MODELS"):
-        out.append(Path(os.environ["JAXMC_MODELS"]))
-    out.append(ROOT / ".bench" / "models")
-    base = ROOT.parent / "shared" / "models" / "prism-examples"
-    for sub in (
-        "ctmcs/tandem",
-        "ctmcs/cluster",
-        "ctmcs/kanban",
-        "ctmcs/polling",
-        "ctmcs/fms",
-        "dtmcs/herman",
-        "mdps/consensus",
-        "mdps/zeroconf",
-    ):
-        out.append(base / sub)
-    return out
+        roots.append(Path(os.environ["JAXMC_MODELS"]))
+    roots.append(ROOT / ".bench" / "models")
+    roots.append(ROOT.parent / "shared" / "models" / "prism-examples")
+    return [d for r in roots for d in (r, *(r / sub for sub in SUBDIRS))]
 
 
 def find_model(fname: str) -> Path:
