@@ -44,10 +44,8 @@ from .formula import (
     NU_OPS,
     TT,
     always,
-    conj,
-    disj,
     eventually,
-    nxt,
+    make,
     release,
     strong_release,
     subformulas,
@@ -76,7 +74,7 @@ def sub_nu(f: tuple, xs: frozenset) -> tuple:
         return weak_until(*args)
     if op == "M":
         return release(*args)
-    return _rebuild(op, args)
+    return make(op, *args)
 
 
 def sub_mu(f: tuple, ys: frozenset) -> tuple:
@@ -93,22 +91,7 @@ def sub_mu(f: tuple, ys: frozenset) -> tuple:
         return until(*args)
     if op == "R":
         return strong_release(*args)
-    return _rebuild(op, args)
-
-
-def _rebuild(op: str, args: list) -> tuple:
-    make = {
-        "and": conj,
-        "or": disj,
-        "X": nxt,
-        "F": eventually,
-        "G": always,
-        "U": until,
-        "W": weak_until,
-        "R": release,
-        "M": strong_release,
-    }[op]
-    return make(*args)
+    return make(op, *args)
 
 
 class Residual:

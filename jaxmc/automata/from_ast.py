@@ -8,25 +8,8 @@ from __future__ import annotations
 from ..errors import UnsupportedError
 from ..lang import ast
 from ..lang.ast import BinaryOp, TemporalOp, UnaryOp
+from ..semantics.operators import has_temporal
 from . import formula as L
-
-
-_OPERATORS = (ast.ProbOp, ast.RewardOp, ast.SteadyOp, ast.PathQuantifier, ast.Filter)
-
-
-def has_temporal(e: ast.Expr) -> bool:
-    """Whether `e` has a temporal operator outside its own P/R/S/E/A
-    operators (i.e. is a path formula rather than a state formula)."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Temporal, ast.RewardPath)):
-            return True
-        if isinstance(n, _OPERATORS):
-            continue
-        bounds = (ast.TimeBound, ast.Threshold)
-        stack.extend(c for c in ast.children(n) if not isinstance(c, bounds))
-    return False
 
 
 def is_ltl(path: ast.Expr) -> bool:

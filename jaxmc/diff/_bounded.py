@@ -72,22 +72,28 @@ class BoundedSolves:
                 "col": self.col.astype(np.int32),
             },
         )
-        nc = self.model.num_choices
 
         def plan(arrays, theta):
             h = arrays[tag]
             P, _ = self._probs(arrays, theta)
 
             def step(x, _):
-                q = jax.ops.segment_sum(
-                    P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True
-                )
-                v = self._group(arrays, q, opt)
+                v = self._bellman(arrays, h, P, x, opt)
                 return jnp.where(h["maybe"], v, h["psi"])
 
             return _checkpointed_scan(step, h["psi"], None, k)
 
         return plan
+
+    def _bellman(self, arrays, h, P, x, opt):
+        """One step `opt(P x)` over the entries `h["row"]`, `h["col"]`."""
+        q = jax.ops.segment_sum(
+            P * x[h["col"]],
+            h["row"],
+            num_segments=self.model.num_choices,
+            indices_are_sorted=True,
+        )
+        return self._group(arrays, q, opt)
 
     def _steps(self, first, k, opt, active=None):
         """`k` steps `x <- opt(P x)` from `first(arrays, theta)`, kept at 0
@@ -100,17 +106,13 @@ class BoundedSolves:
                 "col": self.col.astype(np.int32),
             },
         )
-        nc = self.model.num_choices
 
         def plan(arrays, theta):
             h = arrays[tag]
             P, _ = self._probs(arrays, theta)
 
             def step(x, _):
-                q = jax.ops.segment_sum(
-                    P * x[h["col"]], h["row"], num_segments=nc, indices_are_sorted=True
-                )
-                return jnp.where(h["active"], self._group(arrays, q, opt), 0.0)
+                return jnp.where(h["active"], self._bellman(arrays, h, P, x, opt), 0.0)
 
             return _checkpointed_scan(step, first(arrays, theta), None, k)
 

@@ -146,7 +146,7 @@ class OperatorTyping:
         operands = [path]
         if is_temporal:
             operands = [x for x in (path.left, path.right) if x is not None]
-        if any(_has_path_outside_operators(x) for x in operands):
+        if any(has_temporal(x) for x in operands):
             self._ltl(path, recurse, ctx)
             return
         if not is_temporal:
@@ -167,7 +167,7 @@ class OperatorTyping:
     def _ltl(self, e: ast.Expr, recurse, ctx: str) -> None:
         """Type an LTL formula: `!`, `&`, `|`, `=>`, `<=>` and temporal
         operators over Boolean state formulas."""
-        if not _has_path_outside_operators(e):
+        if not has_temporal(e):
             self._state(e, recurse, ctx)
             return
         if isinstance(e, ast.Unary) and e.op == ast.UnaryOp.NOT:
@@ -259,7 +259,7 @@ class OperatorTyping:
             return
         if (
             isinstance(path, ast.Temporal)
-            and not _has_path_outside_operators(path.right)
+            and not has_temporal(path.right)
             and path.op == ast.TemporalOp.EVENTUALLY
         ):
             self._state(path.right, recurse, "R")
@@ -350,7 +350,7 @@ def _quote(e: ast.Expr, limit: int = 60) -> str:
     return f"`{text}`"
 
 
-def _has_path_outside_operators(e: ast.Expr) -> bool:
+def has_temporal(e: ast.Expr) -> bool:
     """Whether `e` contains a temporal operator not enclosed in its own
     P/R/S/E/A operator (i.e. a nested path formula: LTL)."""
     stack = [e]
