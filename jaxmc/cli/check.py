@@ -86,10 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 entry["error"] = error_text(sources.relocate(e))
                 status = 1
                 result = e
-            exports.result(setting, index, result, explicit)
             run["properties"].append(entry)
             show.result(entry)
-    exports.finish()
+            exports.result(setting, index, result, explicit)
     if args.json:
         out = {
             "model": args.model or args.import_model,
@@ -103,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             show.experiment(runs)
         if args.timing:
             show.timing(runs)
+    exports.finish()  # last: PRISM exports the results after the experiment
     return status
 
 
