@@ -97,6 +97,7 @@ def check(
     layout: str | None = None,
     precision: str | None = None,
     criterion: str | None = None,
+    all_states: bool = False,
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -163,6 +164,10 @@ def check(
       not the error) and PRISM's defaults (Jacobi; value iteration for
       MDPs), for PRISM's numbers; `result.bound` is None.
 
+    - `all_states`: compute the value in every state (`result.values`;
+      PRISM's `-exportvector`); by default a property without a top-level
+      filter is computed only where the initial states need it.
+
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a
     system, and any other fallback, is in `result.attempts`.
@@ -172,18 +177,19 @@ def check(
         max_iters=max_iters, throw=throw, layout=layout, precision=precision,
         criterion=criterion,
     )  # fmt: skip
-    return _check(model, prop, properties, options)
+    return _check(model, prop, properties, options, all_states)
 
 
-def _check(model, prop, properties, options: SolveOptions):
+def _check(model, prop, properties, options: SolveOptions, all_states=False):
     from .props import check_property, raise_on_failure
 
     checked_prop, properties = property_to_check(model, prop, properties)
     explicit = build(model)
     options = options.resolved("check")
     result = check_property(
-        explicit, checked_prop, properties, options, _device_model(explicit, options)
-    )
+        explicit, checked_prop, properties, options,
+        _device_model(explicit, options), all_states=all_states,
+    )  # fmt: skip
     if getattr(model, "build_time", None) is not None:
         result.timing.setdefault("build", model.build_time)
     if options.throw:

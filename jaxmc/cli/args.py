@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..options import LAYOUTS, PRECISIONS
+from .export import add_switches as add_export_switches
 from .switches import PrismArgumentParser, add_switches
 
 
@@ -164,6 +165,7 @@ def parser() -> argparse.ArgumentParser:
                     "a PRISM model (then the first positional argument is the "
                     "properties file); properties may use the variables of "
                     "the .sta file and the labels of the .lab file")  # fmt: skip
+    add_export_switches(io)
     mt = io.add_mutually_exclusive_group()
     for kind in ("dtmc", "ctmc", "mdp"):
         mt.add_argument(f"-{kind}", f"--{kind}", dest="import_type",

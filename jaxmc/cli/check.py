@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any
 
+from .export import Exports, filter_entry
 from .output import Printer, error_text, json_default
 
 
@@ -22,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
     show = Printer(args).solve_progress()
+    exports = Exports(args)
     status = 0
     runs: list[dict[str, Any]] = []
     model = None
@@ -65,21 +67,28 @@ def run(args: argparse.Namespace) -> int:
         if args.export_model:
             written = jaxmc.export_model(explicit, args.export_model)
             show.note("Exported model to " + ", ".join(str(p) for p in written))
+        exports.model(model, explicit, show)
         if chosen is None:
             continue
+        exports.properties(model, sources.text if sources else None, props, chosen)
         for n, (index, prop) in enumerate(chosen, 1):
             show.checking(n, len(chosen), prop.text)
             entry = {"index": index + 1, "name": prop.name, "property": prop.text}
             try:
                 result = jaxmc.check(
-                    model, index, properties=props, options=solve_options
-                )
+                    model, index, properties=props, options=solve_options,
+                    all_states=exports.all_states,
+                )  # fmt: skip
                 entry.update(_result_entry(result))
+                if result.printed is not None:
+                    entry["filter"] = filter_entry(result.printed, explicit)
             except jaxmc.JaxmcError as e:
                 entry["error"] = error_text(sources.relocate(e))
                 status = 1
+                result = e
             run["properties"].append(entry)
             show.result(entry)
+            exports.result(setting, index, result, explicit)
     if args.json:
         out = {
             "model": args.model or args.import_model,
@@ -93,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             show.experiment(runs)
         if args.timing:
             show.timing(runs)
+    exports.finish()  # last: PRISM exports the results after the experiment
     return status
 
 

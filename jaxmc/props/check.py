@@ -32,7 +32,7 @@ from ..solvers import Status
 from . import ltl, plan as P
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
-from .filters import reduce_filter
+from .filters import PRINTING, printout, reduce_filter
 from .result import CheckResult, located
 from .rewards import describe_state
 from .threshold import compare, undecided_error
@@ -44,10 +44,14 @@ def check_property(
     properties: Any,
     options: SolveOptions | None = None,
     device_model: DeviceModel | None = None,
+    all_states: bool = False,
 ) -> CheckResult:
     """Check one property (from `jaxmc.semantics.check_properties`) with
     `options` (`None`: the defaults), its solves on `device_model` (made
     from `options` if not given; the API keeps one per model and options).
+    The value of a property without a top-level filter is computed in the
+    initial states only, unless `all_states` (then `values` holds it in
+    every state, as PRISM's `-exportvector` needs).
 
     A solve that does not converge raises nothing here: its status is in
     the result (`status`, `failure`), and the API raises
@@ -59,9 +63,10 @@ def check_property(
     start = time.perf_counter()
     expr = prop.expr
     text = getattr(prop, "text", None) or _format(expr)
+    printed = None
     try:
         with collect() as stages:
-            if not isinstance(expr, ast.Filter):
+            if not isinstance(expr, ast.Filter) and not all_states:
                 # Without a filter, PRISM reports the value in the initial states.
                 checker.needed = np.zeros(checker.n, dtype=bool)
                 checker.needed[np.asarray(model.initial_states)] = True
@@ -70,6 +75,10 @@ def check_property(
                 values, is_filter = None, True
                 if isinstance(value, np.ndarray):  # argmin/argmax/print: a vector
                     values, is_filter, value = value, False, None
+                if expr.op in PRINTING:
+                    printed = printout(expr, *checker.last_filter)
+            elif all_states:
+                values, value, is_filter = checker.eval(expr), None, False
             else:
                 # PRISM evaluates an unfiltered property in the initial states only
                 checker.active = np.zeros(model.num_states, dtype=bool)
@@ -99,6 +108,7 @@ def check_property(
         attempts=checker.attempts,
         bound=checker.reported_bound(expr),
         failure=checker.failure,
+        printed=printed,
     )
 
 
@@ -138,6 +148,8 @@ class _Checker:
         self.last: np.ndarray | None = None
         #: The first solve that did not converge, as an `Attempt`.
         self.failure: Attempt | None = None
+        #: (operand values, filter states) of the last filter evaluated.
+        self.last_filter: tuple[np.ndarray, np.ndarray] | None = None
         #: (lower, upper) of the last solve, if it was interval iteration.
         self.bounds: tuple[np.ndarray, np.ndarray] | None = None
         #: The states whose value of the formula being evaluated matters; a
@@ -469,6 +481,8 @@ class _Checker:
             )
         with self._needing(states):
             values = self.run(node.operand)
+        # the top-level filter's, last: what `filter(print, ...)` shows
+        self.last_filter = (values, states)
         return reduce_filter(f, values, states)
 
 

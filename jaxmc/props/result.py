@@ -44,6 +44,9 @@ class CheckResult:
       Gauss-Seidel), where there was one.
     - `precision`: the float type that solve ran in (`"fp64"` or `"fp32"`;
       host solves, uniformisation and bounded steps are always `"fp64"`).
+    - `printed`: for a top-level `filter(print|printall|argmin|argmax,
+      ...)`, the states and values PRISM prints (`props.filters.FilterOutput`),
+      else None.
     - `timing`: seconds per stage: `build` (the state space), `precompute`
       (graph algorithms: prob0/prob1, BSCCs, end components, bounds),
       `layout` (device matrices), `solve` (numerical solves, waited for),
@@ -72,6 +75,8 @@ class CheckResult:
     attempts: tuple[Attempt, ...] = ()
     #: The first solve that did not converge (None if all did).
     failure: Attempt | None = field(default=None, repr=False)
+    #: What a top-level print/printall/argmin/argmax filter shows.
+    printed: Any = field(default=None, repr=False)
 
     @property
     def at_initial(self) -> np.ndarray:
