@@ -12,8 +12,9 @@ The formats, as PRISM 4.9's explicit engine writes them
   an unlabelled choice is written as the empty string.
 - `indices`: `INDEX=CHOICE`, the choice's index within its state.
 - `induced` (the default for a `.tra` file): the `.tra` file of the
-  induced model: with `mode=restrict` (the default) the MDP with only the
-  chosen choice in each state, with `mode=reduce` the DTMC. States without
+  induced model: with `mode=reduce` (PRISM's default since July 2025) the
+  DTMC, with `mode=restrict` the MDP with only the chosen choice in each
+  state. States without
   a defined choice take their first choice, as PRISM does. PRISM selects
   the chosen choice by its action label (all choices of a state with that
   label together); jaxmc by its index, which is the same unless a state has
@@ -99,7 +100,7 @@ def format_strategy(
     type: str = "actions",
     *,
     states: bool = True,
-    mode: str = "restrict",
+    mode: str = "reduce",
     reach: bool | None = None,
 ) -> str:
     """The text of PRISM's `-exportstrat` file of `scheduler` on `model`

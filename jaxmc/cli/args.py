@@ -159,6 +159,14 @@ def parser() -> argparse.ArgumentParser:
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
                     "all of them")  # fmt: skip
+    io.add_argument("-exportstrat", "--export-strat", metavar="FILE[:OPTIONS]",
+                    help="write the optimal scheduler (strategy) of each MDP "
+                    "property Pmin/Pmax [ U ], Rmin/Rmax [ F ] as PRISM does: "
+                    "'state=action' lines (type=actions, the default), "
+                    "'index=choice' (type=indices) or the induced model's .tra "
+                    "(type=induced, the default for FILE.tra; mode=reduce|"
+                    "restrict); states=false writes indices for states; FILE "
+                    "'stdout' prints it")  # fmt: skip
     io.add_argument("-importmodel", "--import-model",
                     metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
                     help="read the model from PRISM explicit files instead of "
