@@ -283,7 +283,8 @@ class _Checker:
             return self._until(node)
         if isinstance(node, P.LtlPath):
             options = self._solver_kwargs()["options"]
-            values = self._record(ltl.probabilities(self.model, node, self.mask, options))
+            res = ltl.probabilities(self.model, node, self.mask, options)
+            values = self._record(res)
             self.sched_ctx = ("ltl",)
             return values
         if isinstance(node, P.Complement):

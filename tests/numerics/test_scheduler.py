@@ -231,7 +231,7 @@ def test_step_bounded_and_dtmc_are_refused():
         jaxmc.check(model, 'Pmax=? [ F<=3 "goal" ]', scheduler=True)
     with pytest.raises(jaxmc.UnsupportedError, match="memory"):
         jaxmc.check(model, 'Pmax=? [ F "goal" & X "goal" ]', scheduler=True)
-    dtmc = jaxmc.load_model_string("dtmc module m s:[0..1]; [] s=0 -> (s'=1); endmodule")
+    dtmc = "dtmc module m s:[0..1]; [] s=0 -> (s'=1); endmodule"
+    dtmc = jaxmc.load_model_string(dtmc)
     with pytest.raises(jaxmc.UnsupportedError, match="only MDPs"):
         jaxmc.check(dtmc, "P=? [ F s=1 ]", scheduler=True)
-
