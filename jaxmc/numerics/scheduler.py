@@ -181,13 +181,15 @@ def _slack(v: np.ndarray) -> np.ndarray:
 
 
 def _within(w, lo, hi) -> np.ndarray:
-    """Per state: `w` inside `[lo, hi]` up to rounding (infinite values
-    must agree exactly)."""
-    s = _slack(hi)
-    inf = ~np.isfinite(lo) | ~np.isfinite(hi)
+    """Per state: `w` inside `[lo, hi]` up to rounding. An infinite value
+    (both bounds infinite) must be matched exactly; a one-sided bound (the
+    other infinite) is checked on its side, `w` finite."""
+    both = np.isinf(lo) & np.isinf(hi)
     with np.errstate(invalid="ignore"):
-        inside = (w >= lo - s) & (w <= hi + s)
-    return np.where(inf, (w == hi) | (w == lo), inside)
+        s = _slack(np.where(np.isfinite(hi), hi, lo))
+        above = np.isinf(hi) | (w <= hi + s)
+        below = np.isinf(lo) | (w >= lo - s)
+    return np.where(both, (w == hi) | (w == lo), np.isfinite(w) & above & below)
 
 
 # ------------------------------------------------------------- construction
