@@ -52,9 +52,14 @@ def model_dirs():
 
 
 def find_model(fname: str) -> Path:
+    """A model by file name (`tandem.sm`) or by its path under PRISM's
+    examples (`ctmcs/tandem/tandem.sm`, `prism-benchmarks/dtmcs/egl/egl.pm`),
+    looked up in `model_dirs()`."""
     for d in model_dirs():
         if (d / fname).exists():
             return d / fname
+    if "/" in fname:
+        return find_model(Path(fname).name)
     raise FileNotFoundError(fname)
 
 

@@ -47,6 +47,7 @@ STORM_FIELDS = (
     "check_s",
     "storm",
     "stormpy",
+    "peak_rss_mb",
 )
 
 

@@ -1,227 +1,570 @@
-"""End-to-end solves through the public API on the default JAX device (a GPU
-where there is one), next to Storm on the same host's CPU.
+"""End to end, jaxmc against Storm's default engine on the same host: every
+PRISM benchmark model of issue 21 at >= 10^6 states (`--size large`), or a
+CPU-sized smoke instance of each (`--size small`, same files and
+properties).
 
-Cases (`--size large`, the issue's): tandem c=2047 `R=? [ S ]` (long-run
-expected customers, tandem.csl) and cluster N=464 `S=? [ "premium" ]`
-(cluster.csl); `--size small`: tandem c=31, cluster N=8 (a CPU smoke run).
+Each case (one model instance, one property) runs jaxmc in a fresh
+interpreter (`child`: cold, with an empty persistent compilation cache of
+its own): import, parse (`jaxmc.load_model`), build (`jaxmc.build`), the
+first `jaxmc.check` (tracing, compilation and layout included) and a second
+check in that process (warm); then, unless `--no-warm-process`, a second
+fresh process with that case's compilation cache warm. The child times its
+stages from inside (`CheckResult.timing`: precompute / layout / solve, and
+every other key jaxmc reports), sums JAX's compile events (trace, lowering,
+backend compile or cache retrieval) per stage, and reports peak RSS and the
+device's peak memory; the parent adds the wall time from outside.
 
-For each case: `jaxmc.load_model` + `jaxmc.build` (timed together), the
-first `jaxmc.check` (tracing, compilation and layout building included) and
-a warm one on the built model, with value, method, layout, iterations and
-`CheckResult.timing` (precompute / layout / solve); then Storm (stormpy
-`build_model` + `model_checking` through `../shared/tools/storm_ref.py`, its
-CLI-default solver setting, in a subprocess with a timeout). Storm runs
-after jaxmc, one case at a time, unless `--storm-parallel` starts it at
-once beside jaxmc (on other cores; to fit a time budget: its times are then
-taken on a busier host, which the output says).
+Storm (`../shared/tools/storm_ref.py --solver storm-default`, a child
+process) runs after each jaxmc case, or with `--storm-parallel [N]` in N
+workers beside jaxmc from the start (on other cores). Its times are cached
+in `--storm-cache FILE` (JSON, keyed by host CPU, Storm version, instance,
+property), written to `--storm-cache-out` (default: the same file): a later
+run on the same host reuses them (the table says which, measured when), so
+that a device call can time jaxmc alone. `--no-jaxmc` only fills the cache.
 
-Prints a markdown table (and writes it with `--out FILE`), plus one JSON
-line per case.
+Output: one JSON line per case (`{"case": ..., "jaxmc": ..., "storm": ...}`)
+and a markdown table (`--md FILE`; `--jsonl FILE` for the lines).
+`--part K/N` runs the K-th of N parts, balanced by the cases' expected
+times (`--plan N` prints the split), `--only` names models or case labels.
 
-    python benchmarks/e2e_gpu.py --size small
-    python benchmarks/e2e_gpu.py --size large --storm-timeout 300 --storm-parallel
+    python benchmarks/e2e_gpu.py --size small --storm-parallel 1
+    python benchmarks/e2e_gpu.py --plan 4
+    python benchmarks/e2e_gpu.py --part 1/4 --storm-parallel 6 --deadline 530 \\
+        --storm-cache benchmarks/e2e_storm.json --storm-cache-out $OUT/e2e_storm.json \\
+        --md $OUT/e2e.md --jsonl $OUT/e2e.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
+import datetime
 import json
+import os
+import resource
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))
 
-from _gpu_common import find_model  # noqa: E402
-from _peers import environment, storm_available, storm_finish, storm_start  # noqa: E402
-
-import jaxmc  # noqa: E402
+from _peers import storm_available, storm_finish, storm_start  # noqa: E402
 
 
-CASES = {
-    "large": [
-        ("tandem", "tandem.sm", "c=2047", "R=? [ S ]"),
-        ("cluster", "cluster.sm", "N=464", 'S=? [ "premium" ]'),
-    ],
-    "small": [
-        ("tandem", "tandem.sm", "c=31", "R=? [ S ]"),
-        ("cluster", "cluster.sm", "N=8", 'S=? [ "premium" ]'),
-    ],
-}
+# ---- the cases -------------------------------------------------------------
+
+#: label; model name; property; large and small instance (file under
+#: PRISM's examples, constants); expected jaxmc cold and Storm seconds at
+#: large size on one GPU host (issue 21's measurements, guesses where it has
+#: none: they only balance `--part`). Small instances are CPU smoke sizes.
+TABLE = """
+tandem-P; tandem; P=? [ F<=0.25 sc=c ]; ctmcs/tandem/tandem.sm c=2047; \
+    ctmcs/tandem/tandem.sm c=7; 25; 250
+tandem-S; tandem; R{"customers"}=? [ S ]; ctmcs/tandem/tandem.sm c=2047; \
+    ctmcs/tandem/tandem.sm c=7; 25; 250
+cluster256; cluster; S=? [ "premium" ]; ctmcs/cluster/cluster.sm N=256; \
+    ctmcs/cluster/cluster.sm N=2; 22; 190
+cluster464; cluster; S=? [ "premium" ]; ctmcs/cluster/cluster.sm N=464; \
+    ctmcs/cluster/cluster.sm N=3; 35; 500
+kanban; kanban; R{"throughput"}=? [ S ]; ctmcs/kanban/kanban.sm t=5; \
+    ctmcs/kanban/kanban.sm t=1; 35; 40
+fms; fms; R{"productivity"}=? [ S ]; ctmcs/fms/fms.sm n=7; ctmcs/fms/fms.sm n=1; 25; 20
+polling; polling; P=? [ !(s=2 & a=1) U (s=1 & a=1) ]; ctmcs/polling/poll16.sm; \
+    ctmcs/polling/poll3.sm; 27; 21
+consensus-P; consensus; Pmin=? [ F "finished" & "all_coins_equal_1" ]; \
+    mdps/consensus/coin6.nm K=4; mdps/consensus/coin2.nm K=2; 40; 30
+consensus-R; consensus; R{"steps"}max=? [ F "finished" ]; \
+    mdps/consensus/coin6.nm K=4; mdps/consensus/coin2.nm K=2; 40; 30
+zeroconf; zeroconf; Pmin=? [ F (l=4 & ip=1) ]; \
+    mdps/zeroconf/zeroconf.nm reset=false,N=1000,K=8,err=0; \
+    mdps/zeroconf/zeroconf.nm reset=false,N=1000,K=1,err=0; 15; 13
+wlan; wlan; R{"time"}max=? [ F s1=12 & s2=12 ]; mdps/wlan/wlan5.nm TRANS_TIME_MAX=10; \
+    mdps/wlan/wlan0.nm TRANS_TIME_MAX=10; 12; 8
+csma-P; csma; Pmin=? [ F "all_delivered" ]; mdps/csma/csma4_4.nm; \
+    mdps/csma/csma2_2.nm; 20; 20
+csma-R; csma; R{"time"}max=? [ F "all_delivered" ]; mdps/csma/csma4_4.nm; \
+    mdps/csma/csma2_2.nm; 20; 20
+firewire; firewire; Pmin=? [ F ((s1=8) & (s2=7)) | ((s1=7) & (s2=8)) ]; \
+    mdps/firewire/impl/deadline.nm delay=36,deadline=800,fast=0.5; \
+    mdps/firewire/impl/deadline.nm delay=3,deadline=60,fast=0.5; 20; 20
+brp; brp; P=? [ F s=5 ]; dtmcs/brp/brp.pm N=32768,MAX=5; \
+    dtmcs/brp/brp.pm N=16,MAX=2; 150; 15
+crowds; crowds; P=? [ F observe0>1 ]; \
+    prism-benchmarks/dtmcs/crowds/crowds.pm TotalRuns=6,CrowdSize=20; \
+    prism-benchmarks/dtmcs/crowds/crowds.pm TotalRuns=3,CrowdSize=5; 75; 60
+nand; nand; P=? [ F s=4 & z/N<0.1 ]; prism-benchmarks/dtmcs/nand/nand.pm N=60,K=4; \
+    prism-benchmarks/dtmcs/nand/nand.pm N=5,K=1; 45; 75
+herman; herman; filter(max, R=? [ F "stable" ], "init"); dtmcs/herman/herman17.pm; \
+    dtmcs/herman/herman5.pm; 175; 145
+leader_sync; leader_sync; R{"num_rounds"}=? [ F "elected" ]; \
+    dtmcs/leader_sync/leader6_8.pm; dtmcs/leader_sync/leader3_2.pm; 14; 13
+egl-P; egl; P=? [ F !"knowA" & "knowB" ]; prism-benchmarks/dtmcs/egl/egl.pm N=8,L=8; \
+    prism-benchmarks/dtmcs/egl/egl.pm N=2,L=2; 150; 160
+egl-R; egl; R{"messages_A_needs"}=? [ F phase=4 ]; \
+    prism-benchmarks/dtmcs/egl/egl.pm N=8,L=8; \
+    prism-benchmarks/dtmcs/egl/egl.pm N=2,L=2; 150; 160
+"""
 
 
-def run_jaxmc(
-    path: Path,
-    consts: str,
-    prop: str,
-    max_iters: int,
-    layout: str,
-    precisions=("fp64",),
-) -> list[dict]:
-    """One result dict per precision (`jaxmc.check(precision=...)`), the
-    model built once."""
-    base: dict = {}
+@dataclass(frozen=True)
+class Case:
+    label: str
+    name: str
+    model: str  # path under PRISM's examples, or prism-benchmarks/...
+    consts: str
+    prop: str
+    est_jaxmc: float
+    est_storm: float
+
+    @property
+    def instance(self) -> str:
+        return f"{Path(self.model).name} {self.consts}".strip()
+
+
+def cases(size: str, only: list[str] | None = None) -> list[Case]:
+    """The cases of `size`; `only` keeps those whose model name or label it
+    lists (in the table's order)."""
+    out = []
+    for line in TABLE.strip().splitlines():
+        label, name, prop, large, small, ej, es = (f.strip() for f in line.split(";"))
+        model, _, consts = (large if size == "large" else small).partition(" ")
+        out.append(Case(label, name, model, consts, prop, float(ej), float(es)))
+    if only:
+        known = {c.label for c in out} | {c.name for c in out}
+        unknown = sorted(set(only) - known)
+        if unknown:
+            raise SystemExit(f"unknown cases {unknown}; known: {sorted(known)}")
+        out = [c for c in out if c.label in only or c.name in only]
+    return out
+
+
+def cost(c: Case, warm_process: bool = True, storm_workers: int = 4) -> float:
+    """Expected device seconds of a case in a run: jaxmc's processes one
+    after the other, Storm's share of its workers."""
+    return c.est_jaxmc * (1.8 if warm_process else 1.0) + c.est_storm / max(
+        storm_workers, 1
+    )
+
+
+def parts(todo: list[Case], n: int, **kw) -> list[list[Case]]:
+    """`todo` split into `n` parts of about equal expected time (longest
+    first onto the lightest part), each in the table's order."""
+    load = [0.0] * n
+    bins: list[list[Case]] = [[] for _ in range(n)]
+    for c in sorted(todo, key=lambda c: -cost(c, **kw)):
+        i = load.index(min(load))
+        bins[i].append(c)
+        load[i] += cost(c, **kw)
+    order = {c.label: k for k, c in enumerate(todo)}
+    return [sorted(b, key=lambda c: order[c.label]) for b in bins]
+
+
+# ---- jaxmc, one fresh process per case -------------------------------------
+
+
+def _plain(x):
+    """JSON-friendly copy of a status enum / numpy scalar / attempt."""
+    if hasattr(x, "__dataclass_fields__"):
+        return {k: _plain(v) for k, v in asdict(x).items()}
+    if hasattr(x, "name") and hasattr(x, "value") and type(x).__module__ != "builtins":
+        return x.name.lower()
+    if hasattr(x, "item") and getattr(x, "ndim", 0) == 0:
+        return x.item()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _nbytes(em) -> int:
+    """Bytes of the explicit model's arrays (its own, not shared numpy views)."""
+    total = 0
+    for v in vars(em).values():
+        for a in v.values() if isinstance(v, dict) else (v,):
+            total += int(getattr(a, "nbytes", 0) or 0)
+    return total
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child(path: str, consts: str, prop: str, cache_dir: str) -> dict:
+    """jaxmc on one case in this (fresh) process; its stages timed."""
+    t0 = time.perf_counter()
+    import jax
+    from jax import monitoring
+
+    compile_s: dict[str, float] = {}
+
+    def listen(event: str, duration: float, **_):
+        if event.startswith("/jax/core/compile/"):
+            key = event.rsplit("/", 1)[-1].removesuffix("_duration")
+            compile_s[key] = compile_s.get(key, 0.0) + duration
+
+    monitoring.register_event_duration_secs_listener(listen)
+    from _peers import environment
+
+    import jaxmc
+
+    out: dict = {"import_s": time.perf_counter() - t0}
+    if cache_dir:
+        jaxmc.enable_compilation_cache(cache_dir)
     t = time.perf_counter()
-    model = jaxmc.load_model(str(path), consts)
-    em = jaxmc.build(model)
-    base["build_s"] = time.perf_counter() - t
-    base["states"] = em.num_states
-    base["transitions"] = em.num_transitions
-    outs = []
-    for prec in precisions:
-        out = dict(base, precision=prec)
-        outs.append(out)
-        kw = {} if prec == "fp64" else {"precision": prec}
-        for key in ("first", "warm"):
-            t = time.perf_counter()
-            try:
-                r = jaxmc.check(model, prop, max_iters=max_iters, layout=layout, **kw)
-            except jaxmc.JaxmcError as e:
-                out["error"] = str(e).splitlines()[0]
-                break
-            wall = time.perf_counter() - t
-            out[key] = {
-                "wall_s": wall,
-                "value": r.value,
-                "method": r.method,
-                "layout": r.layout,
-                "precision": getattr(r, "precision", prec),
-                "iterations": r.iterations,
-                "status": r.status,
-                "timing": {k: v for k, v in r.timing.items() if k != "build"},
-            }
-    return outs
+    out["environment"] = environment()  # initialises the backend
+    out["backend_s"] = time.perf_counter() - t
+    rss0 = _rss_mb()
+
+    def stage(key, f):
+        before = dict(compile_s)
+        t = time.perf_counter()
+        try:
+            return f()
+        finally:
+            out[f"{key}_s"] = time.perf_counter() - t
+            spent = {k: v - before.get(k, 0.0) for k, v in compile_s.items()}
+            out[f"{key}_compile_s"] = sum(spent.values())
+
+    model = stage("parse", lambda: jaxmc.load_model(path, consts or None))
+    em = stage("build", lambda: jaxmc.build(model))
+    out["states"], out["transitions"] = int(em.num_states), int(em.num_transitions)
+    out["choices"] = int(em.num_choices)
+    out["model_bytes"] = _nbytes(em)
+    out["build_rss_mb"] = _rss_mb() - rss0
+    for key in ("first", "warm"):
+        try:
+            r = stage(key, lambda: jaxmc.check(model, prop))
+        except jaxmc.JaxmcError as e:
+            out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"[:300]
+            break
+        d = {k: _plain(getattr(r, k, None)) for k in ("value", "method", "layout")}
+        d.update(status=_plain(r.status), iterations=_plain(r.iterations))
+        d["bound"] = _plain(getattr(r, "bound", None))
+        d["attempts"] = [a.get("method") for a in _plain(list(r.attempts or ()))]
+        d["timing"] = {k: float(v) for k, v in r.timing.items() if k != "build"}
+        out[key] = d
+    out["compile_events_s"] = compile_s
+    out["peak_rss_mb"] = _rss_mb()
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        out["device_peak_mb"] = stats["peak_bytes_in_use"] / 2**20
+    return out
 
 
-def _f(v, nd=3):
-    return "—" if v is None else f"{v:.{nd}f}"
+def run_child(c: Case, path: Path, cache_dir: str, timeout: float) -> dict:
+    """`child` in a fresh interpreter; the wall time from outside."""
+    cmd = [sys.executable, __file__, "child", str(path), c.consts, c.prop, cache_dir]
+    t = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f} s", "wall_s": timeout}
+    wall = time.perf_counter() - t
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {p.returncode}: {tail[:300]}", "wall_s": wall}
+    return dict(json.loads(lines[-1]), wall_s=wall)
+
+
+# ---- Storm and its cache ---------------------------------------------------
+
+
+def host_cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def storm_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("stormpy")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cache_key(host: str, version: str | None, c: Case) -> str:
+    return " | ".join((host, f"stormpy {version}", c.model, c.consts, c.prop))
+
+
+def load_cache(path: Path | None) -> dict:
+    return json.loads(path.read_text()) if path and path.exists() else {}
+
+
+def save_cache(entries: dict, path: Path) -> None:
+    """Merged into the file as it is now (several runs may share it)."""
+    merged = {**load_cache(path), **entries}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def storm_input(path: Path) -> Path:
+    """The model reprinted for Storm (`tests/storm_input.py`: model type
+    first, constants in dependency order; Storm refuses some files PRISM
+    reads), into the temp dir."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from storm_input import program_text
+
+    out = Path(tempfile.gettempdir()) / "jaxmc-e2e" / path.parent.name / path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(program_text(path))
+    return out
+
+
+def run_storm(c: Case, path: Path, timeout: float, beside: bool) -> dict:
+    if timeout <= 1:
+        return {"error": "not run (deadline)"}
+    out = storm_finish(
+        storm_start(storm_input(path), c.consts, c.prop, "storm-default"), timeout
+    )
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    return dict(out, measured=now, beside_jaxmc=beside, timeout_s=timeout)
+
+
+# ---- the table -------------------------------------------------------------
+
+
+def _g(v, fmt=".2f") -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return " ".join(v.split()).replace("|", "\\|")[:90]
+    return format(v, fmt)
+
+
+def jaxmc_total(j: dict) -> float | None:
+    """Parse + build + first check: what Storm's build + check is set against."""
+    if "first" not in j:
+        return None
+    return j["parse_s"] + j["build_s"] + j["first_s"]
+
+
+def ratio(storm: dict, j: dict) -> float | None:
+    t = jaxmc_total(j)
+    if t is None or storm.get("check_s") is None:
+        return None
+    return (storm["build_s"] + storm["check_s"]) / t
+
+
+def agree(a, b, rtol: float = 1e-5) -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return "—"
+    rel = 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), 1e-300)
+    return f"{'yes' if rel <= rtol else '**no**'} ({rel:.0e})"
+
+
+def split(j: dict, key: str) -> str:
+    """`compile / precompute / layout / solve` of a check (and other keys)."""
+    d = j.get(key) or {}
+    t = dict(d.get("timing", {}), compile=j.get(f"{key}_compile_s"))
+    parts = [_g(t.pop(k, None)) for k in ("compile", "precompute", "layout", "solve")]
+    t.pop("total", None)
+    extra = ", ".join(f"{k} {_g(v)}" for k, v in t.items())
+    return " / ".join(parts) + (f" ({extra})" if extra else "")
+
+
+HEAD = (
+    "| case | instance | property | states | transitions | jaxmc value | Storm value "
+    "| agree | method / layout | cold wall s | import / parse / build s "
+    "| build states/s | build B/state (model / RSS) | first check s "
+    "| first: compile / precompute / layout / solve | warm check s "
+    "| warm: compile / precompute / layout / solve | warm process: build / check s "
+    "| peak RSS / device MB | Storm build / check s | Storm peak MB "
+    "| Storm ÷ jaxmc cold | Storm ÷ jaxmc warm process |"
+)
+
+
+def row_md(c: Case, j: dict, w: dict, s: dict) -> str:
+    first = j.get("first", {})
+    n = j.get("states") or s.get("states")
+    jv = first.get("value", j.get("error"))
+    sv = s.get("value", s.get("error"))
+    if s.get("cached"):
+        sv = f"{_g(sv, '.8g')} (cached {s.get('measured', '?')[:10]})"
+    bs = j.get("build_s")
+    rate = n / bs if n and bs else None
+    bps = "—"
+    if n and "model_bytes" in j:
+        rss = j["build_rss_mb"] * 2**20
+        bps = f"{_g(j['model_bytes'] / n, '.0f')} / {_g(rss / n, '.0f')}"
+    mem = f"{_g(j.get('peak_rss_mb'), '.0f')} / {_g(j.get('device_peak_mb'), '.0f')}"
+    wp = (
+        f"{_g(w.get('build_s'))} / {_g(w.get('first_s'))}"
+        if "first" in w
+        else _g(w.get("error"))
+    )
+    rw = ratio(s, w)
+    return (
+        f"| {c.label} | `{c.instance}` | `{_g(c.prop)}` | {_g(n, ',')} "
+        f"| {_g(j.get('transitions'), ',')} | {_g(jv, '.10g')} | {_g(sv, '.10g')} "
+        f"| {agree(first.get('value'), s.get('value'))} "
+        f"| {_g(first.get('method'))} / {_g(first.get('layout'))} "
+        f"| {_g(j.get('wall_s'), '.1f')} | {_g(j.get('import_s'))} / "
+        f"{_g(j.get('parse_s'))} / {_g(bs)} | {_g(rate, '.3g')} | {bps} "
+        f"| {_g(j.get('first_s'))} | {split(j, 'first')} "
+        f"| {_g(j.get('warm_s'))} | {split(j, 'warm')} | {wp} | {mem} "
+        f"| {_g(s.get('build_s'))} / {_g(s.get('check_s'))} "
+        f"| {_g(s.get('peak_rss_mb'), '.0f')} | {_g(ratio(s, j), '.2f')}× "
+        f"| {_g(rw, '.2f')}{'×' if rw else ''} |"
+    )
 
 
 def table(rows: list[dict]) -> str:
-    head = (
-        "| model | constants | property | states | jaxmc value | Storm value "
-        "| agree (1e-6 rel) | method / layout | iterations | jaxmc build s "
-        "| check first s | check warm s "
-        "| warm: precompute / layout / solve s | Storm build s | Storm check s "
-        "| ratio (build+first) | ratio (warm check vs Storm check) |"
-    )
-    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    lines = [HEAD, "|" + "---|" * (HEAD.count("|") - 1)]
     for r in rows:
-        j, s = r["jaxmc"], r["storm"]
-        first, warm = j.get("first", {}), j.get("warm", {})
-        jv = warm.get("value", j.get("error", "error"))
-        sv = s.get("value", s.get("error"))
-        agree = "—"
-        if isinstance(jv, float) and isinstance(sv, (int, float)):
-            rel = abs(jv - sv) / max(abs(jv), abs(sv), 1e-300)
-            agree = f"{'yes' if rel <= 1e-6 else 'no'} ({rel:.1e})"
-        t = warm.get("timing", {})
-        stages = (
-            " / ".join(_f(t.get(k)) for k in ("precompute", "layout", "solve"))
-            if t
-            else "—"
-        )
-        ratio = ratio_w = "—"
-        if "build_s" in s and "wall_s" in first:
-            ratio = (j["build_s"] + first["wall_s"]) / (s["build_s"] + s["check_s"])
-            ratio = f"{ratio:.2f}×"
-            ratio_w = f"{warm['wall_s'] / max(s['check_s'], 1e-9):.2f}×"
-        how = f"{warm.get('method')} / {warm.get('layout')}" if warm else "—"
-        if warm.get("precision", "fp64") != "fp64":
-            how += f" / {warm['precision']}"
-        its = warm.get("iterations")
-        lines.append(
-            f"| {r['name']} | `{r['consts']}` | `{r['prop']}` | {j.get('states', 0):,} "
-            f"| {jv if isinstance(jv, str) else f'{jv:.10g}'} "
-            f"| {sv if isinstance(sv, str) else f'{sv:.10g}'} | {agree} | {how} "
-            f"| {its if its is not None else '—'} | {_f(j.get('build_s'))} "
-            f"| {_f(first.get('wall_s'))} | {_f(warm.get('wall_s'))} | {stages} "
-            f"| {_f(s.get('build_s'))} | {_f(s.get('check_s'))} | {ratio} | {ratio_w} |"
-        )
+        c = Case(**r["case"])
+        lines.append(row_md(c, r["jaxmc"], r.get("warm_process", {}), r["storm"]))
     return "\n".join(lines)
+
+
+# ---- the run ---------------------------------------------------------------
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size", choices=sorted(CASES), default="large")
-    p.add_argument("--only", choices=("tandem", "cluster"), help="run one case only")
-    p.add_argument(
-        "--max-iters",
-        type=int,
-        default=20000,
-        help="max_iters of jaxmc.check (GMRES steps / Jacobi iterations)",
-    )
-    p.add_argument(
-        "--layout", default="auto", help="layout= of jaxmc.check (default auto)"
-    )
-    p.add_argument("--storm-timeout", type=float, default=300.0)
-    p.add_argument("--storm-solver", default="storm-default")
+    p.add_argument("--size", choices=("large", "small"), default="large")
+    p.add_argument("--only", nargs="+", help="model names or case labels")
+    p.add_argument("--part", help="K/N: the K-th of N parts (by expected time)")
+    p.add_argument("--plan", type=int, metavar="N", help="print N parts and exit")
+    p.add_argument("--timeout", type=float, default=180.0, help="per jaxmc process")
+    p.add_argument("--storm-timeout", type=float, default=450.0)
     p.add_argument(
         "--storm-parallel",
-        action="store_true",
-        help="start Storm at once, beside jaxmc (other cores)",
+        type=int,
+        nargs="?",
+        const=4,
+        default=0,
+        metavar="N",
+        help="run Storm in N workers beside jaxmc from the start (default 4)",
     )
+    p.add_argument("--deadline", type=float, default=float("inf"), help="seconds")
+    p.add_argument("--no-warm-process", action="store_true")
+    p.add_argument("--no-jaxmc", action="store_true", help="only Storm (the cache)")
     p.add_argument("--no-storm", action="store_true")
-    p.add_argument(
-        "--precision",
-        nargs="+",
-        default=["fp64"],
-        choices=("fp64", "fp32"),
-        help="precision= of jaxmc.check, one row each (model built once)",
-    )
-    p.add_argument("--out", help="also write the markdown table here")
+    p.add_argument("--storm-cache", type=Path)
+    p.add_argument("--storm-cache-out", type=Path)
+    p.add_argument("--storm-refresh", action="store_true", help="ignore the cache")
+    p.add_argument("--cache-root", type=Path, help="compilation caches (a temp dir)")
+    p.add_argument("--md", type=Path)
+    p.add_argument("--jsonl", type=Path)
     args = p.parse_args(argv)
-    env = environment()
-    print(json.dumps({"environment": env}), flush=True)
-    cases = [c for c in CASES[args.size] if args.only in (None, c[0])]
+    start = time.time()
+    left = lambda: args.deadline - (time.time() - start)  # noqa: E731
+    todo = cases(args.size, args.only)
+    kw = dict(warm_process=not args.no_warm_process, storm_workers=args.storm_parallel)
+    if args.plan:
+        for k, b in enumerate(parts(todo, args.plan, **kw), 1):
+            est = sum(cost(c, **kw) for c in b)
+            print(f"{k}/{args.plan} ~{est:.0f} s: {' '.join(c.label for c in b)}")
+        return 0
+    if args.part:
+        k, n = (int(x) for x in args.part.split("/"))
+        todo = parts(todo, n, **kw)[k - 1]
+    from _gpu_common import find_model
+
+    host, version = f"{host_cpu()} ({os.cpu_count()} cores)", storm_version()
     with_storm = not args.no_storm and storm_available()
-    procs = {}
-    if with_storm and args.storm_parallel:
-        for name, fname, consts, prop in cases:
-            procs[name] = storm_start(
-                find_model(fname), consts, prop, args.storm_solver
-            )
-    rows = []
-    for name, fname, consts, prop in cases:
-        path = find_model(fname)
-        group = []
-        for j in run_jaxmc(
-            path, consts, prop, args.max_iters, args.layout, args.precision
-        ):
-            print(json.dumps({"case": name, "jaxmc": j}, default=str), flush=True)
-            group.append(
-                {"name": name, "consts": consts, "prop": prop, "jaxmc": j, "storm": {}}
-            )
-        rows.append(group)
-    for group, (name, fname, consts, prop) in zip(rows, cases):
+    cache = {} if args.storm_refresh else load_cache(args.storm_cache)
+    cache_out = args.storm_cache_out or args.storm_cache
+    meta = {"size": args.size, "host": host, "stormpy": version, "part": args.part}
+    meta.update(storm_workers=args.storm_parallel, date=str(datetime.date.today()))
+    print(json.dumps({"meta": meta, "cases": [c.label for c in todo]}), flush=True)
+    cache_root = args.cache_root or Path(tempfile.mkdtemp(prefix="jaxmc-e2e-"))
+
+    def storm_job(c: Case) -> dict:
+        key = cache_key(host, version, c)
+        if key in cache:
+            return dict(cache[key], cached=True)
         if not with_storm:
-            for row in group:
-                row["storm"] = {"error": "not run"}
-            continue
-        if name not in procs:
-            procs[name] = storm_start(
-                find_model(fname), consts, prop, args.storm_solver
-            )
-        storm = storm_finish(procs[name], args.storm_timeout)
-        for row in group:
-            row["storm"] = storm
-        print(json.dumps({"case": name, "storm": storm}, default=str), flush=True)
-    rows = [row for group in rows for row in group]
-    text = table(rows)
-    note = f"Storm solver setting `{args.storm_solver}`" + (
-        ", started beside jaxmc (concurrently, on other cores)"
+            return {"error": "not run"}
+        try:
+            path = find_model(c.model)
+        except FileNotFoundError:
+            return {"error": f"model not found: {c.model}"}
+        beside = args.storm_parallel > 0 and not args.no_jaxmc
+        out = run_storm(c, path, min(args.storm_timeout, left()), beside)
+        done = "value" in out or out.get("error", "").startswith("timeout after")
+        if cache_out and done and out["timeout_s"] >= args.storm_timeout:
+            save_cache({key: out}, cache_out)
+        return out
+
+    pool = cf.ThreadPoolExecutor(max(args.storm_parallel, 1))
+    futures = {}
+    if args.storm_parallel or args.no_jaxmc:
+        futures = {c.label: pool.submit(storm_job, c) for c in todo}
+    rows, lines = [], []
+    for c in todo:
+        row = {"case": asdict(c), "jaxmc": {"error": "not run"}, "warm_process": {}}
+        try:
+            path = find_model(c.model)
+        except FileNotFoundError:
+            path, row["jaxmc"] = None, {"error": f"model not found: {c.model}"}
+        if path and not args.no_jaxmc:
+            cdir = cache_root / c.label
+            shutil.rmtree(cdir, ignore_errors=True)
+            if left() > 5:
+                row["jaxmc"] = run_child(c, path, str(cdir), min(args.timeout, left()))
+            else:
+                row["jaxmc"] = {"error": "not run (deadline)"}
+            if "first" in row["jaxmc"] and not args.no_warm_process and left() > 5:
+                w = run_child(c, path, str(cdir), min(args.timeout, left()))
+                row["warm_process"] = w
+        j = row["jaxmc"]
+        brief = {k: j.get(k) for k in ("wall_s", "states", "first_s", "error")}
+        print(json.dumps({"progress": c.label, **brief}), flush=True)
+        if c.label not in futures:
+            futures[c.label] = pool.submit(storm_job, c)
+        if not args.storm_parallel:
+            row["storm"] = futures[c.label].result()
+        rows.append(row)
+    for row in rows:
+        if "storm" not in row:
+            row["storm"] = futures[row["case"]["label"]].result()
+        line = json.dumps({**row, "meta": meta}, default=str)
+        lines.append(line)
+        print(line, flush=True)
+    pool.shutdown()
+    how = (
+        f"in {args.storm_parallel} workers beside jaxmc"
         if args.storm_parallel
-        else ", run after jaxmc"
+        else "after each jaxmc case"
     )
-    text += f"\n\n{note}; max_iters {args.max_iters}; layout `{args.layout}`."
+    text = table(rows) + (
+        f"\n\n{args.size} size, {meta['date']}; host {host}; jaxmc device "
+        f"{_device(rows)}; Storm (stormpy {version}) default engine, {how}; "
+        "Storm ÷ jaxmc = Storm build + check over jaxmc parse + build + first check."
+    )
     print(text, flush=True)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    return 0 if all("error" not in r["jaxmc"] for r in rows) else 1
+    if args.md:
+        args.md.write_text(text + "\n")
+    if args.jsonl:
+        args.jsonl.write_text("\n".join(lines) + "\n")
+    ok = args.no_jaxmc or all("error" not in r["jaxmc"] for r in rows)
+    return 0 if ok else 1
+
+
+def _device(rows: list[dict]) -> str:
+    envs = [r["jaxmc"]["environment"] for r in rows if "environment" in r["jaxmc"]]
+    return envs[0].get("device", "—") if envs else "—"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["child"]:
+        print(json.dumps(child(*sys.argv[2:6]), default=str), flush=True)
+    else:
+        sys.exit(main())
