@@ -16,6 +16,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,24 +52,27 @@ STORM_FIELDS = (
 )
 
 
+def host_cpu() -> str:
+    """The CPU's model name (`/proc/cpuinfo`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def environment() -> dict:
     """Date, CPU, JAX's first device and the versions (stormpy when installed)."""
     import jax
 
     import jaxmc
 
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     d = jax.devices()[0]
     env = {
         "date": datetime.date.today().isoformat(),
-        "cpu": cpu,
+        "cpu": host_cpu(),
         "cores": os.cpu_count(),
         "device": f"{getattr(d, 'device_kind', d.platform)} ({d.platform})",
         "python": platform.python_version(),
@@ -130,3 +134,40 @@ def storm_finish(started: tuple[subprocess.Popen, float], timeout: float) -> dic
 def storm_run(path: Path, consts: str, prop: str, solver: str, timeout: float) -> dict:
     """Run Storm to the end (or the timeout) and return its answer."""
     return storm_finish(storm_start(path, consts, prop, solver), timeout)
+
+
+def storm_version() -> str | None:
+    """stormpy's version, without importing it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("stormpy")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def storm_input(path: Path) -> Path:
+    """The model reprinted for Storm (`tests/storm_input.py`: model type
+    first, constants in dependency order; Storm refuses some files PRISM
+    reads), into the temp dir."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from storm_input import program_text
+
+    out = Path(tempfile.gettempdir()) / "jaxmc-peers" / path.parent.name / path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(program_text(path))
+    return out
+
+
+def load_cache(path: Path | None) -> dict:
+    """A JSON cache of peer results (`{}` when absent)."""
+    return json.loads(path.read_text()) if path and path.exists() else {}
+
+
+def save_cache(entries: dict, path: Path) -> None:
+    """`entries` merged into the file as it is now (runs may share it)."""
+    merged = {**load_cache(path), **entries}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -56,7 +56,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT))
 
-from _peers import storm_available, storm_finish, storm_start  # noqa: E402
+import _peers as peers  # noqa: E402
 
 
 # ---- the cases -------------------------------------------------------------
@@ -196,7 +196,7 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(path: str, consts: str, prop: str, cache_dir: str) -> dict:
+def child(path: str, consts: str, prop: str, cache_dir: str, explorer: str) -> dict:
     """jaxmc on one case in this (fresh) process; its stages timed."""
     t0 = time.perf_counter()
     import jax
@@ -231,8 +231,10 @@ def child(path: str, consts: str, prop: str, cache_dir: str) -> dict:
             out[f"{key}_s"] = time.perf_counter() - t
             spent = {k: v - before.get(k, 0.0) for k, v in compile_s.items()}
             out[f"{key}_compile_s"] = sum(spent.values())
+            print(json.dumps(out, default=str), flush=True)  # read if timed out
 
-    model = stage("parse", lambda: jaxmc.load_model(path, consts or None))
+    opts = {"explorer": explorer} if explorer else {}
+    model = stage("parse", lambda: jaxmc.load_model(path, consts or None, **opts))
     em = stage("build", lambda: jaxmc.build(model))
     out["states"], out["transitions"] = int(em.num_states), int(em.num_transitions)
     out["choices"] = int(em.num_choices)
@@ -241,7 +243,7 @@ def child(path: str, consts: str, prop: str, cache_dir: str) -> dict:
     for key in ("first", "warm"):
         try:
             r = stage(key, lambda: jaxmc.check(model, prop))
-        except jaxmc.JaxmcError as e:
+        except Exception as e:  # noqa: BLE001 - recorded, as a row of the table
             out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"[:300]
             break
         d = {k: _plain(getattr(r, k, None)) for k in ("value", "method", "layout")}
@@ -258,79 +260,44 @@ def child(path: str, consts: str, prop: str, cache_dir: str) -> dict:
     return out
 
 
-def run_child(c: Case, path: Path, cache_dir: str, timeout: float) -> dict:
+def run_child(c: Case, path: Path, cache: str, timeout: float, explorer: str) -> dict:
     """`child` in a fresh interpreter; the wall time from outside."""
-    cmd = [sys.executable, __file__, "child", str(path), c.consts, c.prop, cache_dir]
+    cmd = [sys.executable, __file__, "child", str(path), c.consts, c.prop, cache]
+    cmd.append(explorer)
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s", "wall_s": timeout}
+        stdout, stderr, rc = p.stdout, p.stderr, p.returncode
+        error = f"exit {rc}"
+    except subprocess.TimeoutExpired as e:  # the stages it finished
+        stdout, stderr, rc = _text(e.stdout), _text(e.stderr), None
+        error = f"timeout after {timeout:.0f} s"
     wall = time.perf_counter() - t
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {p.returncode}: {tail[:300]}", "wall_s": wall}
-    return dict(json.loads(lines[-1]), wall_s=wall)
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    out = dict(json.loads(lines[-1]) if lines else {}, wall_s=wall)
+    if rc != 0:
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        out["error"] = f"{error}: {tail[:300]}"
+    return out
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
 
 # ---- Storm and its cache ---------------------------------------------------
-
-
-def host_cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
-def storm_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("stormpy")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def cache_key(host: str, version: str | None, c: Case) -> str:
     return " | ".join((host, f"stormpy {version}", c.model, c.consts, c.prop))
 
 
-def load_cache(path: Path | None) -> dict:
-    return json.loads(path.read_text()) if path and path.exists() else {}
-
-
-def save_cache(entries: dict, path: Path) -> None:
-    """Merged into the file as it is now (several runs may share it)."""
-    merged = {**load_cache(path), **entries}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def storm_input(path: Path) -> Path:
-    """The model reprinted for Storm (`tests/storm_input.py`: model type
-    first, constants in dependency order; Storm refuses some files PRISM
-    reads), into the temp dir."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from storm_input import program_text
-
-    out = Path(tempfile.gettempdir()) / "jaxmc-e2e" / path.parent.name / path.name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(program_text(path))
-    return out
-
-
 def run_storm(c: Case, path: Path, timeout: float, beside: bool) -> dict:
     if timeout <= 1:
         return {"error": "not run (deadline)"}
-    out = storm_finish(
-        storm_start(storm_input(path), c.consts, c.prop, "storm-default"), timeout
+    out = peers.storm_finish(
+        peers.storm_start(peers.storm_input(path), c.consts, c.prop, "storm-default"),
+        timeout,
     )
     now = datetime.datetime.now().isoformat(timespec="seconds")
     return dict(out, measured=now, beside_jaxmc=beside, timeout_s=timeout)
@@ -369,10 +336,11 @@ def agree(a, b, rtol: float = 1e-5) -> str:
 
 
 def split(j: dict, key: str) -> str:
-    """`compile / precompute / layout / solve` of a check (and other keys)."""
-    d = j.get(key) or {}
-    t = dict(d.get("timing", {}), compile=j.get(f"{key}_compile_s"))
-    parts = [_g(t.pop(k, None)) for k in ("compile", "precompute", "layout", "solve")]
+    """`compile / precompute / layout / solve` of a check: compile from JAX's
+    events; then any other key of `CheckResult.timing` (its own compile)."""
+    t = dict((j.get(key) or {}).get("timing", {}))
+    parts = [_g(j.get(f"{key}_compile_s"))]
+    parts += [_g(t.pop(k, None)) for k in ("precompute", "layout", "solve")]
     t.pop("total", None)
     extra = ", ".join(f"{k} {_g(v)}" for k, v in t.items())
     return " / ".join(parts) + (f" ({extra})" if extra else "")
@@ -380,8 +348,9 @@ def split(j: dict, key: str) -> str:
 
 HEAD = (
     "| case | instance | property | states | transitions | jaxmc value | Storm value "
-    "| agree | method / layout | cold wall s | import / parse / build s "
-    "| build states/s | build B/state (model / RSS) | first check s "
+    "| agree | vs Storm sound | method / layout | cold wall s "
+    "| import / parse / build s | build states/s | build B/state (model / RSS) "
+    "| first check s "
     "| first: compile / precompute / layout / solve | warm check s "
     "| warm: compile / precompute / layout / solve | warm process: build / check s "
     "| peak RSS / device MB | Storm build / check s | Storm peak MB "
@@ -389,13 +358,24 @@ HEAD = (
 )
 
 
-def row_md(c: Case, j: dict, w: dict, s: dict) -> str:
+def sound_values() -> dict:
+    """Storm's sound values by `model | constants | property`, where
+    `accuracy.py` has cached them (`accuracy_reference.json`)."""
+    path = HERE / "accuracy_reference.json"
+    ref = json.loads(path.read_text()) if path.exists() else {}
+    return {k: v["value"] for k, v in ref.items() if "value" in v}
+
+
+def row_md(c: Case, j: dict, w: dict, s: dict, sound=None) -> str:
     first = j.get("first", {})
     n = j.get("states") or s.get("states")
     jv = first.get("value", j.get("error"))
+    if "value" in first and "error" in j:
+        jv = f"{jv:.10g} ({j['error']})"
     sv = s.get("value", s.get("error"))
     if s.get("cached"):
-        sv = f"{_g(sv, '.8g')} (cached {s.get('measured', '?')[:10]})"
+        how = ", beside jaxmc" if s.get("beside_jaxmc") else ""
+        sv = f"{_g(sv, '.8g')} (cached {s.get('measured', '?')[:10]}{how})"
     bs = j.get("build_s")
     rate = n / bs if n and bs else None
     bps = "—"
@@ -413,6 +393,7 @@ def row_md(c: Case, j: dict, w: dict, s: dict) -> str:
         f"| {c.label} | `{c.instance}` | `{_g(c.prop)}` | {_g(n, ',')} "
         f"| {_g(j.get('transitions'), ',')} | {_g(jv, '.10g')} | {_g(sv, '.10g')} "
         f"| {agree(first.get('value'), s.get('value'))} "
+        f"| {agree(first.get('value'), sound, 1e-6)} "
         f"| {_g(first.get('method'))} / {_g(first.get('layout'))} "
         f"| {_g(j.get('wall_s'), '.1f')} | {_g(j.get('import_s'))} / "
         f"{_g(j.get('parse_s'))} / {_g(bs)} | {_g(rate, '.3g')} | {bps} "
@@ -426,9 +407,11 @@ def row_md(c: Case, j: dict, w: dict, s: dict) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = [HEAD, "|" + "---|" * (HEAD.count("|") - 1)]
+    sound = sound_values()
     for r in rows:
         c = Case(**r["case"])
-        lines.append(row_md(c, r["jaxmc"], r.get("warm_process", {}), r["storm"]))
+        ref = sound.get(f"{c.model} | {c.consts} | {c.prop}")
+        lines.append(row_md(c, r["jaxmc"], r.get("warm_process", {}), r["storm"], ref))
     return "\n".join(lines)
 
 
@@ -441,7 +424,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", help="model names or case labels")
     p.add_argument("--part", help="K/N: the K-th of N parts (by expected time)")
     p.add_argument("--plan", type=int, metavar="N", help="print N parts and exit")
-    p.add_argument("--timeout", type=float, default=180.0, help="per jaxmc process")
+    p.add_argument("--timeout", type=float, default=240.0, help="per jaxmc process")
     p.add_argument("--storm-timeout", type=float, default=450.0)
     p.add_argument(
         "--storm-parallel",
@@ -454,6 +437,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--deadline", type=float, default=float("inf"), help="seconds")
     p.add_argument("--no-warm-process", action="store_true")
+    p.add_argument("--explorer", default="", help="jaxmc's explorer (default: its own)")
     p.add_argument("--no-jaxmc", action="store_true", help="only Storm (the cache)")
     p.add_argument("--no-storm", action="store_true")
     p.add_argument("--storm-cache", type=Path)
@@ -477,9 +461,12 @@ def main(argv=None) -> int:
         todo = parts(todo, n, **kw)[k - 1]
     from _gpu_common import find_model
 
-    host, version = f"{host_cpu()} ({os.cpu_count()} cores)", storm_version()
-    with_storm = not args.no_storm and storm_available()
-    cache = {} if args.storm_refresh else load_cache(args.storm_cache)
+    host, version = (
+        f"{peers.host_cpu()} ({os.cpu_count()} cores)",
+        peers.storm_version(),
+    )
+    with_storm = not args.no_storm and peers.storm_available()
+    cache = {} if args.storm_refresh else peers.load_cache(args.storm_cache)
     cache_out = args.storm_cache_out or args.storm_cache
     meta = {"size": args.size, "host": host, "stormpy": version, "part": args.part}
     meta.update(storm_workers=args.storm_parallel, date=str(datetime.date.today()))
@@ -500,8 +487,29 @@ def main(argv=None) -> int:
         out = run_storm(c, path, min(args.storm_timeout, left()), beside)
         done = "value" in out or out.get("error", "").startswith("timeout after")
         if cache_out and done and out["timeout_s"] >= args.storm_timeout:
-            save_cache({key: out}, cache_out)
+            peers.save_cache({key: out}, cache_out)
         return out
+
+    def jaxmc_job(c: Case) -> tuple[dict, dict]:
+        """The cold process, and the one with its compilation cache warm."""
+        try:
+            path = find_model(c.model)
+        except FileNotFoundError:
+            return {"error": f"model not found: {c.model}"}, {}
+        if args.no_jaxmc:
+            return {"error": "not run"}, {}
+        cdir = cache_root / c.label
+        shutil.rmtree(cdir, ignore_errors=True)
+
+        def go() -> dict:
+            if left() <= 5:
+                return {"error": "not run (deadline)"}
+            return run_child(
+                c, path, str(cdir), min(args.timeout, left()), args.explorer
+            )
+
+        j = go()
+        return j, (go() if "first" in j and not args.no_warm_process else {})
 
     pool = cf.ThreadPoolExecutor(max(args.storm_parallel, 1))
     futures = {}
@@ -509,35 +517,18 @@ def main(argv=None) -> int:
         futures = {c.label: pool.submit(storm_job, c) for c in todo}
     rows, lines = [], []
     for c in todo:
-        row = {"case": asdict(c), "jaxmc": {"error": "not run"}, "warm_process": {}}
-        try:
-            path = find_model(c.model)
-        except FileNotFoundError:
-            path, row["jaxmc"] = None, {"error": f"model not found: {c.model}"}
-        if path and not args.no_jaxmc:
-            cdir = cache_root / c.label
-            shutil.rmtree(cdir, ignore_errors=True)
-            if left() > 5:
-                row["jaxmc"] = run_child(c, path, str(cdir), min(args.timeout, left()))
-            else:
-                row["jaxmc"] = {"error": "not run (deadline)"}
-            if "first" in row["jaxmc"] and not args.no_warm_process and left() > 5:
-                w = run_child(c, path, str(cdir), min(args.timeout, left()))
-                row["warm_process"] = w
-        j = row["jaxmc"]
-        brief = {k: j.get(k) for k in ("wall_s", "states", "first_s", "error")}
-        print(json.dumps({"progress": c.label, **brief}), flush=True)
+        j, w = jaxmc_job(c)
+        row = {"case": asdict(c), "jaxmc": j, "warm_process": w}
+        print(json.dumps(row, default=str), flush=True)  # kept if the run is cut
         if c.label not in futures:
             futures[c.label] = pool.submit(storm_job, c)
+        rows.append(row)
         if not args.storm_parallel:
             row["storm"] = futures[c.label].result()
-        rows.append(row)
     for row in rows:
-        if "storm" not in row:
-            row["storm"] = futures[row["case"]["label"]].result()
-        line = json.dumps({**row, "meta": meta}, default=str)
-        lines.append(line)
-        print(line, flush=True)
+        row["storm"] = futures[row["case"]["label"]].result()
+        lines.append(json.dumps({**row, "meta": meta}, default=str))
+        print(lines[-1], flush=True)
     pool.shutdown()
     how = (
         f"in {args.storm_parallel} workers beside jaxmc"
@@ -547,7 +538,10 @@ def main(argv=None) -> int:
     text = table(rows) + (
         f"\n\n{args.size} size, {meta['date']}; host {host}; jaxmc device "
         f"{_device(rows)}; Storm (stormpy {version}) default engine, {how}; "
-        "Storm ÷ jaxmc = Storm build + check over jaxmc parse + build + first check."
+        "Storm ÷ jaxmc = Storm build + check over jaxmc parse + build + first check; "
+        "agree: jaxmc's first value against Storm's default (1e-5 relative; Storm's "
+        "default stops at a 1e-6 relative change, not sound) and against Storm's sound "
+        "value where `accuracy_reference.json` has it (1e-6 relative)."
     )
     print(text, flush=True)
     if args.md:
@@ -565,6 +559,6 @@ def _device(rows: list[dict]) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["child"]:
-        print(json.dumps(child(*sys.argv[2:6]), default=str), flush=True)
+        print(json.dumps(child(*sys.argv[2:7]), default=str), flush=True)
     else:
         sys.exit(main())

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _peers  # noqa: E402
 import accuracy  # noqa: E402
 import e2e_gpu  # noqa: E402
 from _peers import storm_available  # noqa: E402
@@ -68,16 +69,19 @@ def test_storm_cache_is_keyed_by_host_version_and_case_and_merges(tmp_path):
     assert key_a != e2e_gpu.cache_key("CPU X (2 cores)", "2.0.1", a)
     assert key_a != e2e_gpu.cache_key("CPU X (2 cores)", "2.0.0", b)
     f = tmp_path / "storm.json"
-    e2e_gpu.save_cache({key_a: {"value": 0.5}}, f)
-    e2e_gpu.save_cache({"other": {"value": 1.0}}, f)  # merged, not replaced
-    assert e2e_gpu.load_cache(f) == {key_a: {"value": 0.5}, "other": {"value": 1.0}}
-    assert e2e_gpu.load_cache(tmp_path / "absent.json") == {}
+    _peers.save_cache({key_a: {"value": 0.5}}, f)
+    _peers.save_cache({"other": {"value": 1.0}}, f)  # merged, not replaced
+    assert _peers.load_cache(f) == {key_a: {"value": 0.5}, "other": {"value": 1.0}}
+    assert _peers.load_cache(tmp_path / "absent.json") == {}
 
 
-def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check():
+def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypatch):
     c = e2e_gpu.cases("large", ["kanban"])[0]
+    key = f"{c.model} | {c.consts} | {c.prop}"
+    monkeypatch.setattr(e2e_gpu, "sound_values", lambda: {key: 0.2501})
     j = {"parse_s": 1.0, "build_s": 3.0, "first_s": 6.0, "states": 100}
-    j.update(first={"value": 0.25, "timing": {"layout": 2.0}}, first_compile_s=1.5)
+    timing = {"layout": 2.0, "compile": 0.7, "total": 5.0}  # jaxmc's own compile too
+    j.update(first={"value": 0.25, "timing": timing}, first_compile_s=1.5)
     j.update(model_bytes=4000, build_rss_mb=1.0, wall_s=15.0)
     s = {"value": 0.25 * (1 + 1e-7), "build_s": 10.0, "check_s": 20.0}
     assert e2e_gpu.ratio(s, j) == pytest.approx(3.0)
@@ -90,10 +94,13 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check():
     row = dict(zip(head, cells))
     assert len(cells) == len(head)
     assert row["Storm ÷ jaxmc cold"] == "3.00×"
-    assert row["agree"].startswith("yes")
+    assert row["agree"].startswith("yes")  # 1e-7 against Storm's default
+    assert row["vs Storm sound"] == "**no** (4e-04)"
     assert row["build states/s"] == "33.3"
     assert row["build B/state (model / RSS)"] == "40 / 10486"
-    assert row["first: compile / precompute / layout / solve"] == "1.50 / — / 2.00 / —"
+    assert row["first: compile / precompute / layout / solve"] == (
+        "1.50 / — / 2.00 / — (compile 0.70)"
+    )
     assert "(cached" in row["Storm value"]
 
 
