@@ -146,23 +146,32 @@ def cases(size: str, only: list[str] | None = None) -> list[Case]:
     return out
 
 
-def cost(c: Case, warm_process: bool = True, storm_workers: int = 4) -> float:
-    """Expected device seconds of a case in a run: jaxmc's processes one
-    after the other, Storm's share of its workers."""
-    return c.est_jaxmc * (1.8 if warm_process else 1.0) + c.est_storm / max(
-        storm_workers, 1
-    )
+def cost(c: Case) -> float:
+    """A case's weight in `parts`: jaxmc's two processes, one after the
+    other, and a share of Storm (beside them, in several workers)."""
+    return 1.8 * c.est_jaxmc + c.est_storm / 6
 
 
-def parts(todo: list[Case], n: int, **kw) -> list[list[Case]]:
+def wall(part: list[Case], warm_process: bool = True, storm_workers: int = 0) -> float:
+    """Expected seconds of a run of `part`: jaxmc's processes in turn, Storm
+    after each or in `storm_workers` workers beside them."""
+    j = sum(c.est_jaxmc * (1.8 if warm_process else 1.0) for c in part)
+    s = [c.est_storm for c in part]
+    if not storm_workers:
+        return j + sum(s)
+    return max(j, max(s, default=0.0), sum(s) / storm_workers)
+
+
+def parts(todo: list[Case], n: int) -> list[list[Case]]:
     """`todo` split into `n` parts of about equal expected time (longest
-    first onto the lightest part), each in the table's order."""
+    first onto the lightest part; the default `cost`, so that calls with
+    other options still split alike), each in the table's order."""
     load = [0.0] * n
     bins: list[list[Case]] = [[] for _ in range(n)]
-    for c in sorted(todo, key=lambda c: -cost(c, **kw)):
+    for c in sorted(todo, key=lambda c: -cost(c)):
         i = load.index(min(load))
         bins[i].append(c)
-        load[i] += cost(c, **kw)
+        load[i] += cost(c)
     order = {c.label: k for k, c in enumerate(todo)}
     return [sorted(b, key=lambda c: order[c.label]) for b in bins]
 
@@ -452,13 +461,13 @@ def main(argv=None) -> int:
     todo = cases(args.size, args.only)
     kw = dict(warm_process=not args.no_warm_process, storm_workers=args.storm_parallel)
     if args.plan:
-        for k, b in enumerate(parts(todo, args.plan, **kw), 1):
-            est = sum(cost(c, **kw) for c in b)
+        for k, b in enumerate(parts(todo, args.plan), 1):
+            est = wall(b, **kw)
             print(f"{k}/{args.plan} ~{est:.0f} s: {' '.join(c.label for c in b)}")
         return 0
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))
-        todo = parts(todo, n, **kw)[k - 1]
+        todo = parts(todo, n)[k - 1]
     from _gpu_common import find_model
 
     host, version = (
@@ -468,6 +477,8 @@ def main(argv=None) -> int:
     with_storm = not args.no_storm and peers.storm_available()
     cache = {} if args.storm_refresh else peers.load_cache(args.storm_cache)
     cache_out = args.storm_cache_out or args.storm_cache
+    if cache_out and cache_out != args.storm_cache:  # carries the earlier entries
+        peers.save_cache(peers.load_cache(args.storm_cache), cache_out)
     meta = {"size": args.size, "host": host, "stormpy": version, "part": args.part}
     meta.update(storm_workers=args.storm_parallel, date=str(datetime.date.today()))
     print(json.dumps({"meta": meta, "cases": [c.label for c in todo]}), flush=True)

@@ -52,11 +52,16 @@ def test_only_selects_by_name_or_label_and_refuses_unknown_names():
 @pytest.mark.parametrize("n", [1, 3, 4, 5])
 def test_parts_cover_every_case_once_and_balance(n):
     todo = e2e_gpu.cases("large")
-    bins = e2e_gpu.parts(todo, n, warm_process=True, storm_workers=6)
+    bins = e2e_gpu.parts(todo, n)
     labels = [c.label for b in bins for c in b]
     assert sorted(labels) == sorted(c.label for c in todo)
-    loads = [sum(e2e_gpu.cost(c, True, 6) for c in b) for b in bins]
-    assert max(loads) - min(loads) <= max(e2e_gpu.cost(c, True, 6) for c in todo)
+    loads = [sum(e2e_gpu.cost(c) for c in b) for b in bins]
+    assert max(loads) - min(loads) <= max(e2e_gpu.cost(c) for c in todo)
+    walls = [e2e_gpu.wall(b, storm_workers=6) for b in bins]
+    assert all(w >= max(c.est_storm for c in b) for w, b in zip(walls, bins))
+    assert sum(e2e_gpu.wall(b, False, 0) for b in bins) == pytest.approx(
+        sum(c.est_jaxmc + c.est_storm for c in todo)
+    )
     order = [c.label for c in todo]
     for b in bins:  # each part in the table's order
         assert [c.label for c in b] == [x for x in order if x in {c.label for c in b}]
