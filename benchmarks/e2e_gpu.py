@@ -23,7 +23,8 @@ run on the same host reuses them (the table says which, measured when), so
 that a device call can time jaxmc alone. `--no-jaxmc` only fills the cache.
 
 Output: one JSON line per case (`{"case": ..., "jaxmc": ..., "storm": ...}`)
-and a markdown table (`--md FILE`; `--jsonl FILE` for the lines).
+and a markdown table (`--md FILE`; `--jsonl FILE` for the lines; `table
+A.jsonl B.jsonl ...` makes one table of several runs' lines).
 `--part K/N` runs the K-th of N parts, balanced by the cases' expected
 times (`--plan N` prints the split), `--only` names models or case labels.
 
@@ -32,6 +33,7 @@ times (`--plan N` prints the split), `--only` names models or case labels.
     python benchmarks/e2e_gpu.py --part 1/4 --storm-parallel 6 --deadline 530 \\
         --storm-cache benchmarks/e2e_storm.json --storm-cache-out $OUT/e2e_storm.json \\
         --md $OUT/e2e.md --jsonl $OUT/e2e.jsonl
+    python benchmarks/e2e_gpu.py table e2e_1.jsonl e2e_2.jsonl --md e2e.md
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT))
 
+import _e2e_table as tables  # noqa: E402
 import _peers as peers  # noqa: E402
 
 
@@ -312,118 +315,6 @@ def run_storm(c: Case, path: Path, timeout: float, beside: bool) -> dict:
     return dict(out, measured=now, beside_jaxmc=beside, timeout_s=timeout)
 
 
-# ---- the table -------------------------------------------------------------
-
-
-def _g(v, fmt=".2f") -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, str):
-        return " ".join(v.split()).replace("|", "\\|")[:90]
-    return format(v, fmt)
-
-
-def jaxmc_total(j: dict) -> float | None:
-    """Parse + build + first check: what Storm's build + check is set against."""
-    if "first" not in j:
-        return None
-    return j["parse_s"] + j["build_s"] + j["first_s"]
-
-
-def ratio(storm: dict, j: dict) -> float | None:
-    t = jaxmc_total(j)
-    if t is None or storm.get("check_s") is None:
-        return None
-    return (storm["build_s"] + storm["check_s"]) / t
-
-
-def agree(a, b, rtol: float = 1e-5) -> str:
-    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
-        return "—"
-    rel = 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), 1e-300)
-    return f"{'yes' if rel <= rtol else '**no**'} ({rel:.0e})"
-
-
-def split(j: dict, key: str) -> str:
-    """`compile / precompute / layout / solve` of a check: compile from JAX's
-    events; then any other key of `CheckResult.timing` (its own compile)."""
-    t = dict((j.get(key) or {}).get("timing", {}))
-    parts = [_g(j.get(f"{key}_compile_s"))]
-    parts += [_g(t.pop(k, None)) for k in ("precompute", "layout", "solve")]
-    t.pop("total", None)
-    extra = ", ".join(f"{k} {_g(v)}" for k, v in t.items())
-    return " / ".join(parts) + (f" ({extra})" if extra else "")
-
-
-HEAD = (
-    "| case | instance | property | states | transitions | jaxmc value | Storm value "
-    "| agree | vs Storm sound | method / layout | cold wall s "
-    "| import / parse / build s | build states/s | build B/state (model / RSS) "
-    "| first check s "
-    "| first: compile / precompute / layout / solve | warm check s "
-    "| warm: compile / precompute / layout / solve | warm process: build / check s "
-    "| peak RSS / device MB | Storm build / check s | Storm peak MB "
-    "| Storm ÷ jaxmc cold | Storm ÷ jaxmc warm process |"
-)
-
-
-def sound_values() -> dict:
-    """Storm's sound values by `model | constants | property`, where
-    `accuracy.py` has cached them (`accuracy_reference.json`)."""
-    path = HERE / "accuracy_reference.json"
-    ref = json.loads(path.read_text()) if path.exists() else {}
-    return {k: v["value"] for k, v in ref.items() if "value" in v}
-
-
-def row_md(c: Case, j: dict, w: dict, s: dict, sound=None) -> str:
-    first = j.get("first", {})
-    n = j.get("states") or s.get("states")
-    jv = first.get("value", j.get("error"))
-    if "value" in first and "error" in j:
-        jv = f"{jv:.10g} ({j['error']})"
-    sv = s.get("value", s.get("error"))
-    if s.get("cached"):
-        how = ", beside jaxmc" if s.get("beside_jaxmc") else ""
-        sv = f"{_g(sv, '.8g')} (cached {s.get('measured', '?')[:10]}{how})"
-    bs = j.get("build_s")
-    rate = n / bs if n and bs else None
-    bps = "—"
-    if n and "model_bytes" in j:
-        rss = j["build_rss_mb"] * 2**20
-        bps = f"{_g(j['model_bytes'] / n, '.0f')} / {_g(rss / n, '.0f')}"
-    mem = f"{_g(j.get('peak_rss_mb'), '.0f')} / {_g(j.get('device_peak_mb'), '.0f')}"
-    wp = (
-        f"{_g(w.get('build_s'))} / {_g(w.get('first_s'))}"
-        if "first" in w
-        else _g(w.get("error"))
-    )
-    rw = ratio(s, w)
-    return (
-        f"| {c.label} | `{c.instance}` | `{_g(c.prop)}` | {_g(n, ',')} "
-        f"| {_g(j.get('transitions'), ',')} | {_g(jv, '.10g')} | {_g(sv, '.10g')} "
-        f"| {agree(first.get('value'), s.get('value'))} "
-        f"| {agree(first.get('value'), sound, 1e-6)} "
-        f"| {_g(first.get('method'))} / {_g(first.get('layout'))} "
-        f"| {_g(j.get('wall_s'), '.1f')} | {_g(j.get('import_s'))} / "
-        f"{_g(j.get('parse_s'))} / {_g(bs)} | {_g(rate, '.3g')} | {bps} "
-        f"| {_g(j.get('first_s'))} | {split(j, 'first')} "
-        f"| {_g(j.get('warm_s'))} | {split(j, 'warm')} | {wp} | {mem} "
-        f"| {_g(s.get('build_s'))} / {_g(s.get('check_s'))} "
-        f"| {_g(s.get('peak_rss_mb'), '.0f')} | {_g(ratio(s, j), '.2f')}× "
-        f"| {_g(rw, '.2f')}{'×' if rw else ''} |"
-    )
-
-
-def table(rows: list[dict]) -> str:
-    lines = [HEAD, "|" + "---|" * (HEAD.count("|") - 1)]
-    sound = sound_values()
-    for r in rows:
-        c = Case(**r["case"])
-        ref = sound.get(f"{c.model} | {c.consts} | {c.prop}")
-        lines.append(row_md(c, r["jaxmc"], r.get("warm_process", {}), r["storm"], ref))
-    return "\n".join(lines)
-
-
 # ---- the run ---------------------------------------------------------------
 
 
@@ -541,19 +432,7 @@ def main(argv=None) -> int:
         lines.append(json.dumps({**row, "meta": meta}, default=str))
         print(lines[-1], flush=True)
     pool.shutdown()
-    how = (
-        f"in {args.storm_parallel} workers beside jaxmc"
-        if args.storm_parallel
-        else "after each jaxmc case"
-    )
-    text = table(rows) + (
-        f"\n\n{args.size} size, {meta['date']}; host {host}; jaxmc device "
-        f"{_device(rows)}; Storm (stormpy {version}) default engine, {how}; "
-        "Storm ÷ jaxmc = Storm build + check over jaxmc parse + build + first check; "
-        "agree: jaxmc's first value against Storm's default (1e-5 relative; Storm's "
-        "default stops at a 1e-6 relative change, not sound) and against Storm's sound "
-        "value where `accuracy_reference.json` has it (1e-6 relative)."
-    )
+    text = tables.report(rows, meta)
     print(text, flush=True)
     if args.md:
         args.md.write_text(text + "\n")
@@ -563,13 +442,10 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-def _device(rows: list[dict]) -> str:
-    envs = [r["jaxmc"]["environment"] for r in rows if "environment" in r["jaxmc"]]
-    return envs[0].get("device", "—") if envs else "—"
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["child"]:
         print(json.dumps(child(*sys.argv[2:7]), default=str), flush=True)
+    elif sys.argv[1:2] == ["table"]:
+        sys.exit(tables.retable(sys.argv[2:]))
     else:
         sys.exit(main())

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _e2e_table as tables  # noqa: E402
 import _peers  # noqa: E402
 import accuracy  # noqa: E402
 import e2e_gpu  # noqa: E402
@@ -83,17 +84,17 @@ def test_storm_cache_is_keyed_by_host_version_and_case_and_merges(tmp_path):
 def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypatch):
     c = e2e_gpu.cases("large", ["kanban"])[0]
     key = f"{c.model} | {c.consts} | {c.prop}"
-    monkeypatch.setattr(e2e_gpu, "sound_values", lambda: {key: 0.2501})
+    monkeypatch.setattr(tables, "sound_values", lambda: {key: 0.2501})
     j = {"parse_s": 1.0, "build_s": 3.0, "first_s": 6.0, "states": 100}
     timing = {"layout": 2.0, "compile": 0.7, "total": 5.0}  # jaxmc's own compile too
     j.update(first={"value": 0.25, "timing": timing}, first_compile_s=1.5)
     j.update(model_bytes=4000, build_rss_mb=1.0, wall_s=15.0)
     s = {"value": 0.25 * (1 + 1e-7), "build_s": 10.0, "check_s": 20.0}
-    assert e2e_gpu.ratio(s, j) == pytest.approx(3.0)
-    assert e2e_gpu.ratio({"error": "timeout"}, j) is None
-    assert e2e_gpu.agree(0.25, 0.3).startswith("**no**")
+    assert tables.ratio(s, j) == pytest.approx(3.0)
+    assert tables.ratio({"error": "timeout"}, j) is None
+    assert tables.agree(0.25, 0.3).startswith("**no**")
     rows = [{"case": e2e_gpu.asdict(c), "jaxmc": j, "storm": dict(s, cached=True)}]
-    lines = e2e_gpu.table(rows).splitlines()
+    lines = tables.table(rows).splitlines()
     cells = [x.strip() for x in lines[2].split("|")[1:-1]]
     head = [x.strip() for x in lines[0].split("|")[1:-1]]
     row = dict(zip(head, cells))
@@ -124,6 +125,9 @@ def test_smallest_case_end_to_end_in_child_processes(tmp_path):
     assert j["first_compile_s"] > 0  # the first check compiles
     assert j["wall_s"] > j["import_s"] + j["build_s"] + j["first_s"]
     assert j["peak_rss_mb"] > 0 and j["model_bytes"] > 0
+    md = tmp_path / "again.md"  # the table again from the JSON lines
+    assert tables.retable([str(tmp_path / "out.jsonl"), "--md", str(md)]) == 0
+    assert md.read_text().splitlines()[2].startswith("| tandem-P | `tandem.sm c=7` |")
     if not storm_available():
         return
     assert s["states"] == 120 and not s.get("cached")
