@@ -55,7 +55,7 @@ def split(j: dict, key: str) -> str:
 
 HEAD = (
     "| case | instance | property | states | transitions | jaxmc value | Storm value "
-    "| agree | vs Storm sound | method / layout | cold wall s "
+    "| agree | vs Storm sound | method (after fallbacks) / layout | cold wall s "
     "| import / parse / build s | build states/s | build B/state (model / RSS) "
     "| first check s "
     "| first: compile / precompute / layout / solve | warm check s "
@@ -102,7 +102,8 @@ def row_md(c: dict, j: dict, w: dict, s: dict, sound=None) -> str:
         f"| {_g(j.get('transitions'), ',')} | {_g(jv, '.10g')} | {_g(sv, '.10g')} "
         f"| {agree(first.get('value'), s.get('value'))} "
         f"| {agree(first.get('value'), sound, 1e-6)} "
-        f"| {_g(first.get('method'))} / {_g(first.get('layout'))} "
+        f"| {' → '.join([*first.get('attempts', []), _g(first.get('method'))])} "
+        f"/ {_g(first.get('layout'))} "
         f"| {_g(j.get('wall_s'), '.1f')} | {_g(j.get('import_s'))} / "
         f"{_g(j.get('parse_s'))} / {_g(bs)} | {_g(rate, '.3g')} | {bps} "
         f"| {_g(j.get('first_s'))} | {split(j, 'first')} "

@@ -87,7 +87,8 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypat
     monkeypatch.setattr(tables, "sound_values", lambda: {key: 0.2501})
     j = {"parse_s": 1.0, "build_s": 3.0, "first_s": 6.0, "states": 100}
     timing = {"layout": 2.0, "compile": 0.7, "total": 5.0}  # jaxmc's own compile too
-    j.update(first={"value": 0.25, "timing": timing}, first_compile_s=1.5)
+    first = {"value": 0.25, "timing": timing, "method": "jacobi", "layout": "warp"}
+    j.update(first=dict(first, attempts=["bicgstab"]), first_compile_s=1.5)
     j.update(model_bytes=4000, build_rss_mb=1.0, wall_s=15.0)
     s = {"value": 0.25 * (1 + 1e-7), "build_s": 10.0, "check_s": 20.0}
     assert tables.ratio(s, j) == pytest.approx(3.0)
@@ -108,6 +109,7 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypat
         "1.50 / — / 2.00 / — (compile 0.70)"
     )
     assert "(cached" in row["Storm value"]
+    assert row["method (after fallbacks) / layout"] == "bicgstab → jacobi / warp"
 
 
 @needs_models
