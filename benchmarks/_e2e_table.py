@@ -44,9 +44,13 @@ def agree(a, b, rtol: float = 1e-5) -> str:
 
 def split(j: dict, key: str) -> str:
     """`compile / precompute / layout / solve` of a check: compile from JAX's
-    events; then any other key of `CheckResult.timing` (its own compile)."""
+    events (trace + lowering + XLA's compile or cache read, the latter in
+    brackets: the persistent cache saves only that), then any other key of
+    `CheckResult.timing` (its own compile)."""
     t = dict((j.get(key) or {}).get("timing", {}))
     parts = [_g(j.get(f"{key}_compile_s"))]
+    if j.get(f"{key}_xla_compile_s") is not None:
+        parts[0] += f" [xla {_g(j[f'{key}_xla_compile_s'])}]"
     parts += [_g(t.pop(k, None)) for k in ("precompute", "layout", "solve")]
     t.pop("total", None)
     extra = ", ".join(f"{k} {_g(v)}" for k, v in t.items())
@@ -58,8 +62,9 @@ HEAD = (
     "| agree | vs Storm sound | method (after fallbacks) / layout | cold wall s "
     "| import / parse / build s | build states/s | build B/state (model / RSS) "
     "| first check s "
-    "| first: compile / precompute / layout / solve | warm check s "
-    "| warm: compile / precompute / layout / solve | warm process: build / check s "
+    "| first: compile [xla] / precompute / layout / solve | warm check s "
+    "| warm: compile [xla] / precompute / layout / solve "
+    "| warm process: build / check s (check's split) "
     "| peak RSS / device MB | Storm build / check s | Storm peak MB "
     "| Storm ÷ jaxmc cold | Storm ÷ jaxmc warm process |"
 )
@@ -91,11 +96,9 @@ def row_md(c: dict, j: dict, w: dict, s: dict, sound=None) -> str:
         rss = j["build_rss_mb"] * 2**20
         bps = f"{_g(j['model_bytes'] / n, '.0f')} / {_g(rss / n, '.0f')}"
     mem = f"{_g(j.get('peak_rss_mb'), '.0f')} / {_g(j.get('device_peak_mb'), '.0f')}"
-    wp = (
-        f"{_g(w.get('build_s'))} / {_g(w.get('first_s'))}"
-        if "first" in w
-        else _g(w.get("error"))
-    )
+    wp = _g(w.get("error"))
+    if "first" in w:
+        wp = f"{_g(w['build_s'])} / {_g(w['first_s'])} ({split(w, 'first')})"
     rw = ratio(s, w)
     return (
         f"| {c['label']} | `{instance}` | `{_g(c['prop'])}` | {_g(n, ',')} "

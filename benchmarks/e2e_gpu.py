@@ -243,6 +243,7 @@ def child(path: str, consts: str, prop: str, cache_dir: str, explorer: str) -> d
             out[f"{key}_s"] = time.perf_counter() - t
             spent = {k: v - before.get(k, 0.0) for k, v in compile_s.items()}
             out[f"{key}_compile_s"] = sum(spent.values())
+            out[f"{key}_xla_compile_s"] = spent.get("backend_compile", 0.0)
             print(json.dumps(out, default=str), flush=True)  # read if timed out
 
     opts = {"explorer": explorer} if explorer else {}

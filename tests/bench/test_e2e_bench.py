@@ -89,6 +89,7 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypat
     timing = {"layout": 2.0, "compile": 0.7, "total": 5.0}  # jaxmc's own compile too
     first = {"value": 0.25, "timing": timing, "method": "jacobi", "layout": "warp"}
     j.update(first=dict(first, attempts=["bicgstab"]), first_compile_s=1.5)
+    j["first_xla_compile_s"] = 1.25
     j.update(model_bytes=4000, build_rss_mb=1.0, wall_s=15.0)
     s = {"value": 0.25 * (1 + 1e-7), "build_s": 10.0, "check_s": 20.0}
     assert tables.ratio(s, j) == pytest.approx(3.0)
@@ -105,8 +106,8 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypat
     assert row["vs Storm sound"] == "**no** (4e-04)"
     assert row["build states/s"] == "33.3"
     assert row["build B/state (model / RSS)"] == "40 / 10486"
-    assert row["first: compile / precompute / layout / solve"] == (
-        "1.50 / — / 2.00 / — (compile 0.70)"
+    assert row["first: compile [xla] / precompute / layout / solve"] == (
+        "1.50 [xla 1.25] / — / 2.00 / — (compile 0.70)"
     )
     assert "(cached" in row["Storm value"]
     assert row["method (after fallbacks) / layout"] == "bicgstab → jacobi / warp"
