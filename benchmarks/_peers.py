@@ -155,7 +155,10 @@ def storm_input(path: Path) -> Path:
 
     out = Path(tempfile.gettempdir()) / "jaxmc-peers" / path.parent.name / path.name
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(program_text(path))
+    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(program_text(path))
+    os.replace(tmp, out)  # whole: another thread may be reading it
     return out
 
 

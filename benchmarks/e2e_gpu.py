@@ -27,12 +27,14 @@ and a markdown table (`--md FILE`; `--jsonl FILE` for the lines; `table
 A.jsonl B.jsonl ...` makes one table of several runs' lines).
 `--part K/N` runs the K-th of N parts, balanced by the cases' expected
 times (`--plan N` prints the split), `--only` names models or case labels.
+The device calls of the whole set: benchmarks/RESULTS.md ("End to end on
+every benchmark model").
 
     python benchmarks/e2e_gpu.py --size small --storm-parallel 1
     python benchmarks/e2e_gpu.py --plan 4
-    python benchmarks/e2e_gpu.py --part 1/4 --storm-parallel 6 --deadline 530 \\
-        --storm-cache benchmarks/e2e_storm.json --storm-cache-out $OUT/e2e_storm.json \\
-        --md $OUT/e2e.md --jsonl $OUT/e2e.jsonl
+    python benchmarks/e2e_gpu.py --part 1/4 --storm-parallel 6 --deadline 520 \\
+        --timeout 240 --storm-cache benchmarks/e2e_storm.json \\
+        --storm-cache-out $OUT/e2e_storm.json --md $OUT/e2e.md --jsonl $OUT/e2e.jsonl
     python benchmarks/e2e_gpu.py table e2e_1.jsonl e2e_2.jsonl --md e2e.md
 """
 
@@ -126,10 +128,6 @@ class Case:
     prop: str
     est_jaxmc: float
     est_storm: float
-
-    @property
-    def instance(self) -> str:
-        return f"{Path(self.model).name} {self.consts}".strip()
 
 
 def cases(size: str, only: list[str] | None = None) -> list[Case]:
