@@ -295,6 +295,14 @@ def run_child(c: Case, path: Path, cache: str, timeout: float, explorer: str) ->
     return out
 
 
+def _at_deadline(out: dict, budget: float, timeout: float) -> dict:
+    """A timeout that came from the run's deadline, not from the per-case
+    limit, said so (and not cached as the case's own timeout)."""
+    if out.get("error", "").startswith("timeout") and budget < timeout:
+        out["error"] = f"stopped by the deadline after {budget:.0f} s"
+    return out
+
+
 def _text(b) -> str:
     return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
@@ -388,10 +396,12 @@ def main(argv=None) -> int:
         except FileNotFoundError:
             return {"error": f"model not found: {c.model}"}
         beside = args.storm_parallel > 0 and not args.no_jaxmc
-        out = run_storm(c, path, min(args.storm_timeout, left()), beside)
-        done = "value" in out or out.get("error", "").startswith("timeout after")
-        if cache_out and done and out["timeout_s"] >= args.storm_timeout:
-            peers.save_cache({key: out}, cache_out)
+        budget = min(args.storm_timeout, left())
+        out = _at_deadline(
+            run_storm(c, path, budget, beside), budget, args.storm_timeout
+        )
+        if cache_out and ("value" in out or out.get("error", "").startswith("timeout")):
+            peers.save_cache({key: out}, cache_out)  # its own timeout too
         return out
 
     def jaxmc_job(c: Case) -> tuple[dict, dict]:
@@ -406,11 +416,11 @@ def main(argv=None) -> int:
         shutil.rmtree(cdir, ignore_errors=True)
 
         def go() -> dict:
-            if left() <= 5:
+            budget = min(args.timeout, left())
+            if budget <= 5:
                 return {"error": "not run (deadline)"}
-            return run_child(
-                c, path, str(cdir), min(args.timeout, left()), args.explorer
-            )
+            out = run_child(c, path, str(cdir), budget, args.explorer)
+            return _at_deadline(out, budget, args.timeout)
 
         j = go()
         return j, (go() if "first" in j and not args.no_warm_process else {})

@@ -138,3 +138,11 @@ def test_smallest_case_end_to_end_in_child_processes(tmp_path):
     assert e2e_gpu.main(args + ["--no-jaxmc"]) == 0
     (row,) = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert row["storm"]["cached"] and row["storm"]["value"] == s["value"]
+
+
+def test_a_timeout_from_the_deadline_is_not_the_cases_own():
+    own = e2e_gpu._at_deadline({"error": "timeout after 240 s"}, 240.0, 240.0)
+    assert own["error"] == "timeout after 240 s"
+    cut = e2e_gpu._at_deadline({"error": "timeout after 37 s"}, 37.0, 240.0)
+    assert cut["error"] == "stopped by the deadline after 37 s"
+    assert e2e_gpu._at_deadline({"value": 1.0}, 37.0, 240.0) == {"value": 1.0}
