@@ -1,0 +1,303 @@
+"""Row-partitioned matrices over the devices of a 1-D mesh
+(`PartitionedCSR`), the layout of the multi-device solves.
+
+The states (and so the iterate) are split in BFS order into `D` equal
+blocks of `B = ceil(n / D)` states, the last padded; device `d` owns states
+`d B .. (d + 1) B - 1` and the matrix rows of those states (for an MDP all
+the choices of its states, so that a state's min/max stays on its device).
+Each device keeps its rows as a local CSR whose columns are renumbered:
+its own states first (`0 .. B - 1`), then its *halo*, the remote entries of
+the iterate that its rows read (`B ..`). BFS order puts most columns in the
+device's own block, and the remote ones mostly in the neighbouring blocks.
+
+The exchange plan (`Halo`) says how the halo arrives each product:
+
+- "neighbour" (every remote column lies in block `d - 1` or `d + 1`): each
+  device sends its neighbours exactly the entries they read, by two
+  `ppermute`s (the halo is then `[from the left | from the right]`);
+- "gather" (otherwise): the iterate is all-gathered and the halo picked
+  from it by global index (correct for any matrix; moves every block to
+  every device);
+- "none": one device, or no remote columns.
+
+Every per-device array is stacked as `[D, ...]` and sharded along the mesh
+axis, padded to the largest device's size (padding entries: value 0, row
+`R`, a dummy row that is dropped). Entries keep their CSR order within each
+row, so a device's row sums are the single-device CSR product's, bit for
+bit. `slot` maps each stored entry to its CSR entry (`nnz` for padding), so
+`with_values` refreshes the values without rebuilding.
+
+`Sharded` is the layout *kind* of such a matrix: a layout name (the string
+"sharded") carrying the mesh, so that the builders that take a layout kind
+by name (`jaxmc.numerics.matrices`) build this one. The product is
+`jaxmc.kernels.sharded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jaxtyping import Array, Float, Int
+
+from .stats import layout_stats
+
+
+#: The mesh axis the rows are split along.
+AXIS = "rows"
+
+SHARDED = "sharded"
+
+
+class Sharded(str):
+    """The layout kind "sharded" with its mesh (`mesh`, 1-D over `AXIS`).
+    Equal to another only with the same mesh (so caches keyed by the kind
+    keep meshes apart); `str(kind)` is the name."""
+
+    mesh: Mesh
+
+    def __new__(cls, mesh: Mesh):
+        self = super().__new__(cls, SHARDED)
+        self.mesh = mesh
+        return self
+
+    def __eq__(self, other):
+        if isinstance(other, Sharded):
+            return self.mesh == other.mesh
+        return str.__eq__(self, other)
+
+    def __hash__(self):
+        return hash((SHARDED, self.mesh))
+
+    def __reduce__(self):  # (a str subclass with state: pickle the mesh too)
+        return (Sharded, (self.mesh,))
+
+    @property
+    def size(self) -> int:
+        return int(self.mesh.devices.size)
+
+
+def make_mesh(devices) -> Mesh | None:
+    """The 1-D mesh of `devices`: a count (the first `devices` of
+    `jax.devices()`), a sequence of `jax.Device`s or a `Mesh` (flattened to
+    one axis). None (one device, no partition) for None."""
+    if devices is None:
+        return None
+    if isinstance(devices, Mesh):
+        flat = tuple(devices.devices.reshape(-1))
+    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        have = jax.devices()
+        if not 1 <= int(devices) <= len(have):
+            raise ValueError(
+                f"{int(devices)} devices asked for, {len(have)} available "
+                f"({jax.default_backend()})"
+            )
+        flat = tuple(have[: int(devices)])
+    elif isinstance(devices, Sequence) and all(
+        isinstance(d, jax.Device) for d in devices
+    ):
+        flat = tuple(devices)
+        if not flat or len(set(flat)) != len(flat):
+            raise ValueError("`devices` must be distinct devices, at least one")
+    else:
+        raise TypeError(
+            "`devices` is a count, a sequence of jax.Device or a jax.sharding.Mesh, "
+            f"not {type(devices).__name__}"
+        )
+    return Mesh(np.array(flat, dtype=object), (AXIS,))
+
+
+class Halo(eqx.Module):
+    """The exchange plan of a `PartitionedCSR` (module docstring).
+
+    - `mode`: "none", "neighbour" or "gather" (static).
+    - `send_left`, `send_right`: `[D, SL]`, `[D, SR]` local indices of the
+      entries each device sends to device `d - 1` / `d + 1` ("neighbour").
+    - `index`: `[D, H]` global (padded) indices of each device's halo in
+      the all-gathered iterate ("gather").
+    - `needed`: per device, the number of distinct remote entries it reads
+      (host ints, static: what an exchange must move at least).
+    """
+
+    send_left: Int[Array, "d sl"] | None
+    send_right: Int[Array, "d sr"] | None
+    index: Int[Array, "d h"] | None
+    mode: str = eqx.field(static=True)
+    needed: tuple[int, ...] = eqx.field(static=True)
+
+
+class PartitionedCSR(eqx.Module):
+    """A `[rows, n]` matrix split by rows over `mesh` (module docstring).
+
+    - `data`, `cols`, `rows`, `slot`: `[D, L]` per device: values, local
+      columns (own block, then halo), local rows (`R` for padding), the CSR
+      entry of each value (`nnz` for padding).
+    - `out_pos`: `[rows]` the place of each global row in the `[D R]`
+      stacked output, or None when the rows are the states (square, `R = B`:
+      the output is the stacked output's first `rows` entries).
+    - `halo`: the exchange plan.
+    - `block` (`B`), `local_rows` (`R`), `shape`, `mesh`: static.
+    """
+
+    data: Float[Array, "d l"]
+    cols: Int[Array, "d l"]
+    rows: Int[Array, "d l"]
+    slot: Int[Array, "d l"]
+    out_pos: Int[Array, " m"] | None
+    halo: Halo
+    block: int = eqx.field(static=True)
+    local_rows: int = eqx.field(static=True)
+    shape: tuple[int, int] = eqx.field(static=True)
+    mesh: Mesh = eqx.field(static=True)
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.mesh.devices.size)
+
+    @property
+    def nnz(self) -> int:
+        """The stored entries that are the matrix's (not padding)."""
+        return int(np.sum(np.asarray(self.rows) < self.local_rows))
+
+    def with_values(self, vals: Float[Array, " nnz"]) -> PartitionedCSR:
+        """The same structure with entry values `vals` (CSR order)."""
+        vals = jnp.asarray(vals)
+        padded = jnp.append(vals, jnp.zeros((), vals.dtype))
+        data = jax.device_put(padded[self.slot], sharding(self.mesh, 2))
+        return eqx.tree_at(lambda m: m.data, self, data)
+
+    def halo_bytes(self, itemsize: int | None = None) -> dict:
+        """Bytes of the iterate exchanged per product: `needed` (the
+        distinct remote entries the devices read) and `moved` (what the
+        exchange sends, padding and, for "gather", whole blocks included)."""
+        it = int(itemsize or self.data.dtype.itemsize)
+        D = self.num_devices
+        h = self.halo
+        needed = int(sum(h.needed)) * it
+        if h.mode == "neighbour":
+            per = int(h.send_left.shape[1]) + int(h.send_right.shape[1])
+            moved = (D - 1) * per * it
+        elif h.mode == "gather":
+            moved = D * (D - 1) * self.block * it
+        else:
+            moved = 0
+        return {"mode": h.mode, "needed": needed, "moved": moved, "devices": D}
+
+    def stats(self) -> dict:
+        stored = int(self.data.size)
+        it = self.data.dtype.itemsize
+        out = layout_stats(SHARDED, self.nnz, stored, stored * (it + 8), self.shape, it)
+        out.update(halo=self.halo_bytes())
+        return out
+
+
+def sharding(mesh: Mesh, ndim: int = 1) -> NamedSharding:
+    """Arrays of `ndim` axes split along the first over `mesh`."""
+    return NamedSharding(mesh, P(AXIS, *([None] * (ndim - 1))))
+
+
+def _put(mesh: Mesh, arr: np.ndarray):
+    """`arr` (`[D, ...]`) sharded along its first axis over `mesh`."""
+    return jax.device_put(arr, sharding(mesh, arr.ndim))
+
+
+def _stack(parts, width: int, fill, dtype) -> np.ndarray:
+    out = np.full((len(parts), max(width, 1)), fill, dtype=dtype)
+    for d, p in enumerate(parts):
+        out[d, : len(p)] = p
+    return out
+
+
+def partition(
+    indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None
+) -> PartitionedCSR:
+    """The `PartitionedCSR` of the host CSR `(indptr, cols, vals)` of
+    `shape = (rows, n)` over `mesh`. `choice_ptr` (`[n + 1]`): the rows of
+    each state (an MDP's choices), else the rows are the states (square)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    m, n = int(shape[0]), int(shape[1])
+    nnz = int(indptr[-1]) if len(indptr) else 0
+    D = int(mesh.devices.size)
+    B = max(-(-n // D), 1)
+    if choice_ptr is None:
+        if m != n:
+            raise ValueError(f"a matrix of {m} rows and {n} columns needs choice_ptr")
+        choice_ptr = np.arange(n + 1, dtype=np.int64)
+    choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
+    square = bool(np.array_equal(choice_ptr, np.arange(n + 1)))
+    bounds = np.minimum(np.arange(D + 1) * B, n)
+    rstart, rend = choice_ptr[bounds[:-1]], choice_ptr[bounds[1:]]
+    R = max(int((rend - rstart).max(initial=0)), 1)
+    estart, eend = indptr[rstart], indptr[rend]
+    L = int((eend - estart).max(initial=0))
+    owner = cols // B
+
+    lcols, lrows, lslot, remote = [], [], [], []
+    for d in range(D):
+        e = np.arange(estart[d], eend[d])
+        c, o = cols[e], owner[e]
+        rows = np.repeat(np.arange(rend[d] - rstart[d]), np.diff(indptr[rstart[d] : rend[d] + 1]))
+        lrows.append(rows)
+        lslot.append(e)
+        remote.append(np.unique(c[o != d]))
+        lcols.append(c)
+    needed = tuple(int(len(r)) for r in remote)
+    neighbour = D > 1 and all(
+        np.all(np.abs(r // B - d) == 1) for d, r in enumerate(remote)
+    )
+    mode = "none" if sum(needed) == 0 else ("neighbour" if neighbour else "gather")
+
+    send_left = send_right = index = None
+    if mode == "neighbour":
+        # halo of d: [what d-1 sends right | what d+1 sends left]
+        left = [r[r // B == d - 1] for d, r in enumerate(remote)]
+        right = [r[r // B == d + 1] for d, r in enumerate(remote)]
+        SR = max((len(x) for x in left), default=0)
+        SL = max((len(x) for x in right), default=0)
+        sr = [left[d + 1] - d * B if d + 1 < D else [] for d in range(D)]
+        sl = [right[d - 1] - d * B if d > 0 else [] for d in range(D)]
+        send_right = _put(mesh, _stack(sr, SR, 0, np.int32))
+        send_left = _put(mesh, _stack(sl, SL, 0, np.int32))
+        SR = max(SR, 1)
+        for d in range(D):
+            c = lcols[d]
+            loc = c - d * B
+            isl = c // B == d - 1
+            isr = c // B == d + 1
+            loc = np.where(isl, B + np.searchsorted(left[d], c), loc)
+            loc = np.where(isr, B + SR + np.searchsorted(right[d], c), loc)
+            lcols[d] = loc
+    elif mode == "gather":
+        H = max(needed)
+        index = _put(mesh, _stack(remote, H, 0, np.int32))
+        for d in range(D):
+            c = lcols[d]
+            lcols[d] = np.where(owner[lslot[d]] == d, c - d * B,
+                                B + np.searchsorted(remote[d], c))  # fmt: skip
+    else:
+        lcols = [c - d * B for d, c in enumerate(lcols)]
+
+    out_pos = None
+    if not square:
+        state = np.repeat(np.arange(n), np.diff(choice_ptr))
+        dev = state // B
+        out_pos = jnp.asarray(dev * R + (np.arange(m) - rstart[dev]), dtype=jnp.int32)
+    data = np.append(np.asarray(vals, np.float64), 0.0)
+    slot = _stack(lslot, L, nnz, np.int32)
+    return PartitionedCSR(
+        data=_put(mesh, data[slot]),
+        cols=_put(mesh, _stack(lcols, L, 0, np.int32)),
+        rows=_put(mesh, _stack(lrows, L, R, np.int32)),
+        slot=_put(mesh, slot),
+        out_pos=out_pos,
+        halo=Halo(send_left, send_right, index, mode, needed),
+        block=B,
+        local_rows=R,
+        shape=(m, n),
+        mesh=mesh,
+    )
