@@ -77,9 +77,9 @@ def _device_model(explicit, options: SolveOptions):
     from .numerics import DeviceModel
 
     per = _DEVICE_MODELS.setdefault(explicit, {})
-    key = (options.layout, options.precision)
+    key = (options.layout, options.precision, options.devices)
     if key not in per:
-        per[key] = DeviceModel(explicit, *key)
+        per[key] = DeviceModel.of(explicit, options)
     return per[key]
 
 
@@ -97,6 +97,7 @@ def check(
     layout: str | None = None,
     precision: str | None = None,
     criterion: str | None = None,
+    devices: Any = None,
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -162,6 +163,15 @@ def check(
       change between iterates below `epsilon`, which bounds the change,
       not the error) and PRISM's defaults (Jacobi; value iteration for
       MDPs), for PRISM's numbers; `result.bound` is None.
+    - `devices`: the devices the iterative solves are split over: None
+      (one device, the default), a count, a sequence of `jax.Device`s or a
+      `jax.sharding.Mesh`. The states are split in BFS order into equal
+      blocks, each device holding its block's matrix rows and exchanging
+      only the entries its neighbours read (`docs/multi-device.md`); the
+      values are those of one device with `layout="csr"`. Host solves
+      (Gauss-Seidel, the topological MDP solves, small steady-state
+      systems) stay on the host; the automatic choices that pick them are
+      replaced by the device methods, as for an explicit layout.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a
@@ -170,7 +180,7 @@ def check(
     options = solve_options(
         options, method=method, epsilon=epsilon, relative=relative,
         max_iters=max_iters, throw=throw, layout=layout, precision=precision,
-        criterion=criterion,
+        criterion=criterion, devices=devices,
     )  # fmt: skip
     return _check(model, prop, properties, options)
 
