@@ -130,6 +130,13 @@ def parser() -> argparse.ArgumentParser:
                      "matrix is not a few diagonals; auto picks it for GPU "
                      "steady-state solves where it fits; default auto)")  # fmt: skip
     dev.add_argument(
+        "--devices", type=int, default=None, metavar="N",
+        help="split the iterative solves over the first N devices (rows of the "
+        "matrix and the iterate in BFS-order blocks, halo exchanges between "
+        "them; default 1). Simulated CPU devices: "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N",
+    )  # fmt: skip
+    dev.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="fp64",

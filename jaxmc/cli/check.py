@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     solve_options = jaxmc.SolveOptions(
         method=args.method, epsilon=args.epsilon, relative=args.relative,
         max_iters=args.max_iters, layout=args.layout, precision=args.precision,
-        criterion=args.criterion,
+        criterion=args.criterion, devices=args.devices,
     )  # fmt: skip
     settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
     show = Printer(args).solve_progress()

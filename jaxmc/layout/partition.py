@@ -94,7 +94,9 @@ def make_mesh(devices) -> Mesh | None:
         if not 1 <= int(devices) <= len(have):
             raise ValueError(
                 f"{int(devices)} devices asked for, {len(have)} available "
-                f"({jax.default_backend()})"
+                f"({jax.default_backend()}; simulated CPU devices: "
+                "XLA_FLAGS=--xla_force_host_platform_device_count=N before "
+                "JAX starts)"
             )
         flat = tuple(have[: int(devices)])
     elif isinstance(devices, Sequence) and all(
