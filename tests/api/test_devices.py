@@ -120,3 +120,36 @@ def test_cli_devices_flag(capsys):
     die = str(ROOT / "examples" / "models" / "die.pm")
     assert main([die, "--prop", 'P=? [ F s=7 & d=6 ]', "--devices", "64"]) == 1
     assert "devices asked for" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return int(s.getsockname()[1])
+
+
+def test_two_processes_through_jax_distributed():
+    """A Jacobi solve split over 2 processes (one CPU device each) joined by
+    `jax.distributed.initialize` with gloo collectives."""
+    worker = Path(__file__).with_name("distributed_worker.py")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop("XLA_FLAGS", None)
+    port = str(_free_port())
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(i), port, "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+        line = [s for s in out.splitlines() if s.startswith("devices=")][-1]
+        fields = dict(kv.split("=") for kv in line.split())
+        assert fields["devices"] == "2" and fields["processes"] == "2", line
+        assert fields["mode"] == "neighbour", line
+        assert float(fields["error"]) < 1e-11, line
