@@ -201,7 +201,9 @@ def _devices(devices):
         raise OptionsError(f"`devices` should be a count, not {devices!r}", hint=hint)
     if isinstance(devices, int):
         if devices < 1:
-            raise OptionsError(f"`devices` must be at least 1, not {devices}", hint=hint)
+            raise OptionsError(
+                f"`devices` must be at least 1, not {devices}", hint=hint
+            )
         return None if devices == 1 else devices
     if isinstance(devices, (list, tuple)) and devices:
         return tuple(devices)

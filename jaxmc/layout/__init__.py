@@ -5,8 +5,9 @@ Modules, lowest first: `stats` (padding and bytes per non-zero), `compact`
 (narrow integers, `CompactVector`), `csr`, `ell` (ELL, sliced ELL), `warp`
 (warp-segment sliced ELL, full/half warp, and its compact variant),
 `vector` (CSR-vector, for long rows), `device_warp` (the warp-segment
-layouts built on the device from device CSR arrays), `partition` (row-partitioned matrices over several devices), `order` (state orderings: BFS, RCM,
-length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
+layouts built on the device from device CSR arrays), `partition`
+(row-partitioned matrices over several devices), `order` (state orderings:
+BFS, RCM, length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
 builder, and the automatic choice), `grouped` (per-state min/max over MDP
 choices) and `sparse_model` (`SparseModel`, the model's matrix on the
 device)."""

@@ -214,9 +214,7 @@ def _stack(parts, width: int, fill, dtype) -> np.ndarray:
     return out
 
 
-def partition(
-    indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None
-) -> PartitionedCSR:
+def partition(indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None) -> PartitionedCSR:
     """The `PartitionedCSR` of the host CSR `(indptr, cols, vals)` of
     `shape = (rows, n)` over `mesh`. `choice_ptr` (`[n + 1]`): the rows of
     each state (an MDP's choices), else the rows are the states (square)."""
@@ -243,8 +241,8 @@ def partition(
     for d in range(D):
         e = np.arange(estart[d], eend[d])
         c, o = cols[e], owner[e]
-        rows = np.repeat(np.arange(rend[d] - rstart[d]), np.diff(indptr[rstart[d] : rend[d] + 1]))
-        lrows.append(rows)
+        counts = np.diff(indptr[rstart[d] : rend[d] + 1])
+        lrows.append(np.repeat(np.arange(rend[d] - rstart[d]), counts))
         lslot.append(e)
         remote.append(np.unique(c[o != d]))
         lcols.append(c)

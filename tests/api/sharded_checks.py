@@ -85,7 +85,7 @@ def model_cases(D: int, models: Path, full: bool):
         brp = jaxmc.load_model(models / "dtmcs/brp/brp.pm", "N=16,MAX=2")
         tandem = jaxmc.load_model(models / "ctmcs/tandem/tandem.sm", "c=15")
         coin = jaxmc.load_model(models / "mdps/consensus/coin2.nm", "K=2")
-        reach = 'P=? [ true U s=5 & srep=2 ]'
+        reach = "P=? [ true U s=5 & srep=2 ]"
         for method in ("jacobi", "power", "bicgstab", "gauss_seidel"):
             cases.append((f"brp-{method}", brp, reach, dict(method=method, **change)))
         cases.append(("brp-sound", brp, reach, {}))
