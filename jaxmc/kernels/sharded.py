@@ -75,7 +75,7 @@ def partitioned_spmv(A: PartitionedCSR, x):
     plan, extend = _halo_fn(A)
     two = x.ndim == 2
 
-    def local(data, cols, rows, xb, *plan_arrays):
+    def local_csr(data, cols, rows, xb, *plan_arrays):
         xl = extend(xb, *plan_arrays)
         d = data[0][:, None] if two else data[0]
         g = xl[cols[0]]
@@ -84,13 +84,22 @@ def partitioned_spmv(A: PartitionedCSR, x):
         )
         return y[:R]
 
+    def local_ell(data, cols, xb, *plan_arrays):
+        # (as `jaxmc.kernels.spmv`'s ELL product: the same sums)
+        xl = extend(xb, *plan_arrays)
+        d = data[0][..., None] if two else data[0]
+        return jnp.sum(d * xl[cols[0]], axis=0)
+
     mat = P(AXIS, None)
     vec = P(AXIS, *([None] * (x.ndim - 1)))
+    if A.local == "ell":
+        fn, arrays = local_ell, (A.data, A.cols)
+        specs = (P(AXIS, None, None),) * 2
+    else:
+        fn, arrays = local_csr, (A.data, A.cols, A.rows)
+        specs = (mat,) * 3
     f = shard_map(
-        local,
-        A.mesh,
-        in_specs=(mat, mat, mat, vec) + (mat,) * len(plan),
-        out_specs=vec,
+        fn, A.mesh, in_specs=specs + (vec,) + (mat,) * len(plan), out_specs=vec
     )
-    y = f(A.data, A.cols, A.rows, xp, *plan)
+    y = f(*arrays, xp, *plan)
     return y[:m] if A.out_pos is None else y[A.out_pos]

@@ -20,11 +20,15 @@ The exchange plan (`Halo`) says how the halo arrives each product:
   every device);
 - "none": one device, or no remote columns.
 
-Every per-device array is stacked as `[D, ...]` and sharded along the mesh
-axis, padded to the largest device's size (padding entries: value 0, row
-`R`, a dummy row that is dropped). Entries keep their CSR order within each
-row, so a device's row sums are the single-device CSR product's, bit for
-bit. `slot` maps each stored entry to its CSR entry (`nnz` for padding), so
+Each device's rows are in one of two local layouts (`local`): "csr" (a
+`segment_sum` over its entries; the CPU's choice) or "ell" (every row padded
+to the longest, `[W, R]` column-major: a gather and a sum along an axis,
+no scatter; the GPU's choice). Every per-device array is stacked as
+`[D, ...]` and sharded along the mesh axis, padded to the largest device's
+size (CSR padding entries: value 0, row `R`, a dummy row that is dropped).
+Entries keep their CSR order within each row, so a device's row sums are
+the single-device product's in the same local layout, bit for bit. `slot`
+maps each stored entry to its CSR entry (`nnz` for padding), so
 `with_values` refreshes the values without rebuilding.
 
 `Sharded` is the layout *kind* of such a matrix: a layout name (the string
@@ -53,28 +57,37 @@ AXIS = "rows"
 SHARDED = "sharded"
 
 
+#: The local layouts of a device's rows.
+LOCAL = ("csr", "ell")
+
+
 class Sharded(str):
-    """The layout kind "sharded" with its mesh (`mesh`, 1-D over `AXIS`).
-    Equal to another only with the same mesh (so caches keyed by the kind
-    keep meshes apart); `str(kind)` is the name."""
+    """The layout kind "sharded" with its mesh (`mesh`, 1-D over `AXIS`)
+    and the devices' local layout (`local`, one of `LOCAL`). Equal to
+    another only with the same mesh and local layout (so caches keyed by
+    the kind keep them apart); `str(kind)` is the name."""
 
     mesh: Mesh
+    local: str
 
-    def __new__(cls, mesh: Mesh):
+    def __new__(cls, mesh: Mesh, local: str = "csr"):
+        if local not in LOCAL:
+            raise ValueError(f"local layout {local!r}: expected one of {LOCAL}")
         self = super().__new__(cls, SHARDED)
         self.mesh = mesh
+        self.local = local
         return self
 
     def __eq__(self, other):
         if isinstance(other, Sharded):
-            return self.mesh == other.mesh
+            return (self.mesh, self.local) == (other.mesh, other.local)
         return str.__eq__(self, other)
 
     def __hash__(self):
-        return hash((SHARDED, self.mesh))
+        return hash((SHARDED, self.mesh, self.local))
 
-    def __reduce__(self):  # (a str subclass with state: pickle the mesh too)
-        return (Sharded, (self.mesh,))
+    def __reduce__(self):  # (a str subclass with state: pickle it too)
+        return (Sharded, (self.mesh, self.local))
 
     @property
     def size(self) -> int:
@@ -135,9 +148,12 @@ class Halo(eqx.Module):
 class PartitionedCSR(eqx.Module):
     """A `[rows, n]` matrix split by rows over `mesh` (module docstring).
 
-    - `data`, `cols`, `rows`, `slot`: `[D, L]` per device: values, local
-      columns (own block, then halo), local rows (`R` for padding), the CSR
-      entry of each value (`nnz` for padding).
+    - `data`, `cols`, `slot`: per device the values, the local columns
+      (own block, then halo) and the CSR entry of each value (`nnz` for
+      padding): `[D, L]` ("csr") or `[D, W, R]` ("ell", entry `k` of row
+      `r` at `[k, r]`).
+    - `rows`: `[D, L]` the local row of each entry (`R` for padding;
+      "csr"), or None ("ell").
     - `out_pos`: `[rows]` the place of each global row in the `[D R]`
       stacked output, or None when the rows are the states (square, `R = B`:
       the output is the stacked output's first `rows` entries).
@@ -147,7 +163,7 @@ class PartitionedCSR(eqx.Module):
 
     data: Float[Array, "d l"]
     cols: Int[Array, "d l"]
-    rows: Int[Array, "d l"]
+    rows: Int[Array, "d l"] | None
     slot: Int[Array, "d l"]
     out_pos: Int[Array, " m"] | None
     halo: Halo
@@ -155,21 +171,23 @@ class PartitionedCSR(eqx.Module):
     local_rows: int = eqx.field(static=True)
     shape: tuple[int, int] = eqx.field(static=True)
     mesh: Mesh = eqx.field(static=True)
+    nnz: int = eqx.field(static=True)
+    local: str = eqx.field(static=True, default="csr")
 
     @property
     def num_devices(self) -> int:
         return int(self.mesh.devices.size)
 
     @property
-    def nnz(self) -> int:
-        """The stored entries that are the matrix's (not padding)."""
-        return int(np.sum(np.asarray(self.rows) < self.local_rows))
+    def kind(self) -> Sharded:
+        return Sharded(self.mesh, self.local)
 
     def with_values(self, vals: Float[Array, " nnz"]) -> PartitionedCSR:
         """The same structure with entry values `vals` (CSR order)."""
         vals = jnp.asarray(vals)
         padded = jnp.append(vals, jnp.zeros((), vals.dtype))
-        data = jax.device_put(padded[self.slot], sharding(self.mesh, 2))
+        data = padded[self.slot]
+        data = jax.device_put(data, sharding(self.mesh, self.slot.ndim))
         return eqx.tree_at(lambda m: m.data, self, data)
 
     def halo_bytes(self, itemsize: int | None = None) -> dict:
@@ -192,7 +210,8 @@ class PartitionedCSR(eqx.Module):
     def stats(self) -> dict:
         stored = int(self.data.size)
         it = self.data.dtype.itemsize
-        out = layout_stats(SHARDED, self.nnz, stored, stored * (it + 8), self.shape, it)
+        per = it + (8 if self.local == "csr" else 4)
+        out = layout_stats(SHARDED, self.nnz, stored, stored * per, self.shape, it)
         out.update(halo=self.halo_bytes())
         return out
 
@@ -214,10 +233,35 @@ def _stack(parts, width: int, fill, dtype) -> np.ndarray:
     return out
 
 
-def partition(indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None) -> PartitionedCSR:
+def _ell(lrows, lcols, lslot, R: int, nnz: int):
+    """`(cols, slot)`, `[D, W, R]`: each device's CSR-ordered entries as
+    ELL (entry `k` of local row `r` at `[k, r]`; padding column 0, slot
+    `nnz`)."""
+    D = len(lrows)
+    ks = []
+    W = 1
+    for rows in lrows:
+        counts = np.bincount(rows, minlength=R)
+        W = max(W, int(counts.max(initial=0)))
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        ks.append(np.arange(len(rows)) - start[rows])
+    cols = np.zeros((D, W, R), np.int32)
+    slot = np.full((D, W, R), nnz, np.int32)
+    for d in range(D):
+        cols[d, ks[d], lrows[d]] = lcols[d]
+        slot[d, ks[d], lrows[d]] = lslot[d]
+    return cols, slot
+
+
+def partition(
+    indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None, local: str = "csr"
+) -> PartitionedCSR:
     """The `PartitionedCSR` of the host CSR `(indptr, cols, vals)` of
-    `shape = (rows, n)` over `mesh`. `choice_ptr` (`[n + 1]`): the rows of
-    each state (an MDP's choices), else the rows are the states (square)."""
+    `shape = (rows, n)` over `mesh`, each device's rows in `local` ("csr"
+    or "ell"). `choice_ptr` (`[n + 1]`): the rows of each state (an MDP's
+    choices), else the rows are the states (square)."""
+    if local not in LOCAL:
+        raise ValueError(f"local layout {local!r}: expected one of {LOCAL}")
     indptr = np.asarray(indptr, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
     m, n = int(shape[0]), int(shape[1])
@@ -288,11 +332,17 @@ def partition(indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None) -> Partiti
         dev = state // B
         out_pos = jnp.asarray(dev * R + (np.arange(m) - rstart[dev]), dtype=jnp.int32)
     data = np.append(np.asarray(vals, np.float64), 0.0)
-    slot = _stack(lslot, L, nnz, np.int32)
+    if local == "ell":
+        lc, slot = _ell(lrows, lcols, lslot, R, nnz)
+        lr = None
+    else:
+        slot = _stack(lslot, L, nnz, np.int32)
+        lc = _stack(lcols, L, 0, np.int32)
+        lr = _put(mesh, _stack(lrows, L, R, np.int32))
     return PartitionedCSR(
         data=_put(mesh, data[slot]),
-        cols=_put(mesh, _stack(lcols, L, 0, np.int32)),
-        rows=_put(mesh, _stack(lrows, L, R, np.int32)),
+        cols=_put(mesh, lc),
+        rows=lr,
         slot=_put(mesh, slot),
         out_pos=out_pos,
         halo=Halo(send_left, send_right, index, mode, needed),
@@ -300,4 +350,6 @@ def partition(indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None) -> Partiti
         local_rows=R,
         shape=(m, n),
         mesh=mesh,
+        nnz=nnz,
+        local=local,
     )

@@ -51,23 +51,29 @@ class DeviceModel:
       resolved, on first use).
     - `precision`: "fp64" or "fp32".
     - `mesh`: the devices' `jax.sharding.Mesh` (several devices: `requested`
-      and `kind` are then `Sharded(mesh)`), or None (one device).
+      and `kind` are then `Sharded(mesh, local)`, the devices' rows in
+      `local`: the layout asked for, "csr" or "ell"; for "auto" CSR on a
+      CPU and ELL on a GPU, where CSR's `segment_sum` is a scatter), or
+      None (one device).
     """
 
     def __init__(
         self, model: ExplicitModel, layout: str = "auto", precision="fp64", mesh=None
     ):
         SolveOptions(layout=layout, precision=precision)  # validates both
-        if mesh is not None and layout not in ("auto", "csr"):
+        if mesh is not None and layout not in ("auto", "csr", "ell"):
             raise OptionsError(
                 f"layout {layout!r} is single-device; several devices hold "
-                "their rows in CSR",
-                hint="leave `layout` at 'auto' (or 'csr') with `devices`",
+                "their rows in CSR or ELL",
+                hint="leave `layout` at 'auto' (or 'csr', 'ell') with `devices`",
             )
         self.model = model
         self.layout = layout
         self.mesh = mesh
-        self.requested = layout if mesh is None else Sharded(mesh)
+        self.requested = layout
+        if mesh is not None:
+            local = layout if layout != "auto" else ("ell" if on_gpu() else "csr")
+            self.requested = Sharded(mesh, local)
         self.precision = precision
         self._sparse: SparseModel | None = None
         self._lex: np.ndarray | None = None

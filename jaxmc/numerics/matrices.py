@@ -94,7 +94,7 @@ def build_matrix(indptr, cols, vals, shape, kind: str):
     warp layout with the same lanes. A `Sharded` kind: the rows split over
     its mesh (`jaxmc.layout.partition`)."""
     if isinstance(kind, Sharded):
-        return partition(indptr, cols, vals, shape, kind.mesh)
+        return partition(indptr, cols, vals, shape, kind.mesh, local=kind.local)
     if kind == "csr":
         return CSR.from_arrays(indptr, cols, vals, shape)
     host = host_csr(indptr, cols, vals, shape)
@@ -155,7 +155,7 @@ def layout_name(matrix) -> str:
     if isinstance(matrix, SparseModel):
         matrix = matrix.matrix
     if isinstance(matrix, PartitionedCSR):
-        return Sharded(matrix.mesh)
+        return matrix.kind
     if isinstance(matrix, WarpELL):
         return "warp" if matrix.lanes == 1 else "warp2"
     if isinstance(matrix, CompactWarpELL):
@@ -177,7 +177,9 @@ def sparse_model(
     n, m = len(choice_ptr) - 1, len(row_ptr) - 1
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
     if isinstance(kind, Sharded):
-        matrix = partition(row_ptr, col, val, (m, n), kind.mesh, choice_ptr)
+        matrix = partition(
+            row_ptr, col, val, (m, n), kind.mesh, choice_ptr, local=kind.local
+        )
     elif kind in HOST_BUILT + ("csr",):
         matrix = csr
     elif kind in ("warp", "warp2", "vector") and device_build(csr.nnz):

@@ -30,7 +30,7 @@ def kernel_cases(D: int):
     import scipy.sparse as sp
 
     from jaxmc.kernels.spmv import spmv
-    from jaxmc.layout import CSR, make_mesh, partition
+    from jaxmc.layout import CSR, ELL, make_mesh, partition
 
     rng = np.random.default_rng(0)
     mesh = make_mesh(D)
@@ -53,6 +53,12 @@ def kernel_cases(D: int):
             "rel": max(_rel(spmv(csr, x), spmv(Pm, x)), _rel(A @ X, spmv(Pm, X))),
             "mode": Pm.halo.mode,
             "halo": Pm.halo_bytes(),
+        }
+        Pe = partition(A.indptr, A.indices, A.data, A.shape, mesh, local="ell")
+        yield {
+            "name": f"kernel-{name}-ell",
+            "rel": _rel(spmv(ELL.from_csr(csr), x), spmv(Pe, x)),
+            "mode": Pe.halo.mode,
         }
     # MDP: each state's choices stay on the device of the state
     ptr = np.concatenate([[0], np.cumsum(rng.integers(1, 4, size=60))])
@@ -108,10 +114,15 @@ def model_cases(D: int, models: Path, full: bool):
         cases.append(("coin-bounded", coin, 'Pmax=? [ F<=20 "finished" ]', {}))
     herman = jaxmc.load_model(ex / "herman5.pm")
     cases.append(("herman-R", herman, 'R{"steps"}=? [ F "stable" ]', {}))
+    if models.is_dir():  # the devices' rows in ELL, against one device's ELL
+        for name, model, prop, kw in list(cases):
+            if name in ("tandem-S-jacobi", "coin-value_iteration-Pmax"):
+                cases.append((name + "-ell", model, prop, dict(kw, layout="ell")))
     for name, model, prop, kw in cases:
-        if not full and name not in QUICK:
+        if not full and name not in QUICK and not name.endswith("-ell"):
             continue
-        one = jaxmc.check(model, prop, layout="csr", **kw)
+        kw.setdefault("layout", "csr")
+        one = jaxmc.check(model, prop, **kw)
         several = jaxmc.check(model, prop, devices=D, **kw)
         yield {
             "name": name,
@@ -122,13 +133,32 @@ def model_cases(D: int, models: Path, full: bool):
         }
 
 
+def cli_case(D: int):
+    """The command line's `--devices` against one device (`--layout csr`):
+    the same `Result:` lines."""
+    import contextlib
+    import io
+
+    from jaxmc.cli import main
+
+    die = Path(__file__).resolve().parents[2] / "examples" / "models" / "die.pm"
+    outs = []
+    for extra in (["--layout", "csr"], ["--devices", str(D)]):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = main([str(die), str(die) + ".props", "-jacobi", *extra])
+        results = [s for s in buf.getvalue().splitlines() if s.startswith("Result")]
+        outs.append((rc, results))
+    yield {"name": "cli", "one": outs[0], "several": outs[1]}
+
+
 def main(argv):
     D, models, full = int(argv[1]), Path(argv[2]), argv[3:] == ["full"]
     import jax
 
     jax.config.update("jax_enable_x64", True)
     assert len(jax.devices()) >= D, jax.devices()
-    for rec in [*kernel_cases(D), *model_cases(D, models, full)]:
+    for rec in [*kernel_cases(D), *model_cases(D, models, full), *cli_case(D)]:
         print(json.dumps(rec, default=str), flush=True)
 
 
