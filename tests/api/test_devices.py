@@ -56,12 +56,14 @@ def _check_cases(recs: dict):
             assert r["rel"] == 0.0, r  # the local sums are CSR's, bit for bit
             continue
         one, several = r["iters"]
-        assert one == several, r  # same method, same iteration count
         if "bicgstab" in name:
-            # (the global dot products are reduced in another order: the
-            # iterate differs within the solve's tolerance, not to 1e-12)
-            assert r["rel"] <= 1e-1, r
+            # The global dot products are reduced in another order: the
+            # iterate differs within the solve's tolerance (brp: 1.3e-6
+            # absolute at epsilon 1e-6, on values of 1e-5), not to 1e-12,
+            # and the stopping test can hold an iteration earlier or later.
+            assert abs(one - several) <= 2 and r["rel"] <= 1e-1, r
         else:
+            assert one == several, r  # same method, same iteration count
             assert r["rel"] <= 1e-12, r
 
 
