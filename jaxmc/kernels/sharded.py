@@ -4,11 +4,13 @@ with a global vector, under `shard_map` over the matrix's mesh.
 `partitioned_spmv(A, x)` takes `x` as a global array (`[n]` or `[n, k]`;
 any sharding: inside a jitted solver loop XLA's partitioner keeps it split
 by rows as the product's output is), pads it to `D` blocks of `B` rows and
-hands each device its block. Each device then gathers its halo as the
-matrix's exchange plan says (two `ppermute`s of exactly the entries the
-neighbours read, or an `all_gather` of the whole iterate), multiplies its
-local CSR rows (a `segment_sum` over its entries in CSR order: the
-single-device product's sums, bit for bit) and returns its `R` output rows.
+hands each device its block. Each device multiplies its inner rows
+(those that read only its own block, so they need not wait for the
+exchange), gathers its halo as the matrix's exchange plan says (two
+`ppermute`s of exactly the entries the neighbours read, or an `all_gather`
+of the whole iterate), multiplies its edge rows and returns its `R` output
+rows. Each row's entries are summed in CSR order, as the single-device
+product in the same local layout sums them: the same bits.
 The global output is the stacked output's first `rows` entries (states as
 rows), or for an MDP's choices their places `out_pos`.
 
@@ -75,31 +77,36 @@ def partitioned_spmv(A: PartitionedCSR, x):
     plan, extend = _halo_fn(A)
     two = x.ndim == 2
 
-    def local_csr(data, cols, rows, xb, *plan_arrays):
-        xl = extend(xb, *plan_arrays)
-        d = data[0][:, None] if two else data[0]
-        g = xl[cols[0]]
-        y = jax.ops.segment_sum(
-            d * g, rows[0], num_segments=R + 1, indices_are_sorted=True
-        )
+    def csr(part, x, rows):
+        d = part.data[0][:, None] if two else part.data[0]
+        prod = d * x[part.cols[0]]
+        y = jax.ops.segment_sum(prod, rows, num_segments=R + 1, indices_are_sorted=True)
         return y[:R]
 
-    def local_ell(data, cols, xb, *plan_arrays):
+    def ell(part, x):
         # (as `jaxmc.kernels.spmv`'s ELL product: the same sums)
+        d = part.data[0][..., None] if two else part.data[0]
+        return jnp.sum(d * x[part.cols[0]], axis=0)
+
+    def local(inner, edge, xb, *plan_arrays):
+        # The inner rows need no halo: XLA can run them while the halo is
+        # exchanged. Each row is in one part, so adding the parts is exact.
+        if A.local == "ell":
+            y = ell(inner, xb)
+        else:
+            y = csr(inner, xb, inner.rows[0])
         xl = extend(xb, *plan_arrays)
-        d = data[0][..., None] if two else data[0]
-        return jnp.sum(d * xl[cols[0]], axis=0)
+        if A.local == "ell":
+            return y.at[edge.rows[0]].add(ell(edge, xl), mode="drop")
+        return y + csr(edge, xl, edge.rows[0])
 
     mat = P(AXIS, None)
     vec = P(AXIS, *([None] * (x.ndim - 1)))
-    if A.local == "ell":
-        fn, arrays = local_ell, (A.data, A.cols)
-        specs = (P(AXIS, None, None),) * 2
-    else:
-        fn, arrays = local_csr, (A.data, A.cols, A.rows)
-        specs = (mat,) * 3
+    arrays = (A.inner, A.edge)
+    specs = tuple(jax.tree.map(lambda a: P(AXIS, *([None] * (a.ndim - 1))), p)
+                  for p in arrays)  # fmt: skip
     f = shard_map(
-        fn, A.mesh, in_specs=specs + (vec,) + (mat,) * len(plan), out_specs=vec
+        local, A.mesh, in_specs=specs + (vec,) + (mat,) * len(plan), out_specs=vec
     )
     y = f(*arrays, xp, *plan)
     return y[:m] if A.out_pos is None else y[A.out_pos]

@@ -145,26 +145,44 @@ class Halo(eqx.Module):
     needed: tuple[int, ...] = eqx.field(static=True)
 
 
+class Rows(eqx.Module):
+    """One part of each device's rows (`PartitionedCSR.inner` or `edge`).
+
+    - `data`, `cols`, `slot`: the values, the local columns and the CSR
+      entry of each value (`nnz` for padding): `[D, L]` ("csr") or
+      `[D, W, r]` ("ell": entry `k` of ELL column `j` at `[k, j]`).
+    - `rows`: the local row of each entry (`[D, L]`, "csr") or of each ELL
+      column (`[D, r]`, "ell" edge part), `R` for padding; None for the
+      "ell" inner part, whose column `j` is local row `j`.
+    """
+
+    data: Float[Array, "d ..."]
+    cols: Int[Array, "d ..."]
+    slot: Int[Array, "d ..."]
+    rows: Int[Array, "d ..."] | None
+
+
 class PartitionedCSR(eqx.Module):
     """A `[rows, n]` matrix split by rows over `mesh` (module docstring).
 
-    - `data`, `cols`, `slot`: per device the values, the local columns
-      (own block, then halo) and the CSR entry of each value (`nnz` for
-      padding): `[D, L]` ("csr") or `[D, W, R]` ("ell", entry `k` of row
-      `r` at `[k, r]`).
-    - `rows`: `[D, L]` the local row of each entry (`R` for padding;
-      "csr"), or None ("ell").
+    Each device's rows are in two parts, so that the exchange can overlap
+    the product: `inner`, the rows that read only the device's own block
+    (their product needs no halo), and `edge`, the rows that read at least
+    one remote entry (columns into `[own block | halo]`). A row is in one
+    part only, with all its entries in CSR order: its sum is the same
+    either way.
+
+    - `inner`, `edge`: `Rows` (the other part's rows are absent from each).
     - `out_pos`: `[rows]` the place of each global row in the `[D R]`
       stacked output, or None when the rows are the states (square, `R = B`:
       the output is the stacked output's first `rows` entries).
     - `halo`: the exchange plan.
-    - `block` (`B`), `local_rows` (`R`), `shape`, `mesh`: static.
+    - `block` (`B`), `local_rows` (`R`), `shape`, `mesh`, `nnz`, `local`
+      ("csr" or "ell"): static.
     """
 
-    data: Float[Array, "d l"]
-    cols: Int[Array, "d l"]
-    rows: Int[Array, "d l"] | None
-    slot: Int[Array, "d l"]
+    inner: Rows
+    edge: Rows
     out_pos: Int[Array, " m"] | None
     halo: Halo
     block: int = eqx.field(static=True)
@@ -186,15 +204,22 @@ class PartitionedCSR(eqx.Module):
         """The same structure with entry values `vals` (CSR order)."""
         vals = jnp.asarray(vals)
         padded = jnp.append(vals, jnp.zeros((), vals.dtype))
-        data = padded[self.slot]
-        data = jax.device_put(data, sharding(self.mesh, self.slot.ndim))
-        return eqx.tree_at(lambda m: m.data, self, data)
+
+        def put(slot):
+            return jax.device_put(padded[slot], sharding(self.mesh, slot.ndim))
+
+        new = (put(self.inner.slot), put(self.edge.slot))
+        return eqx.tree_at(lambda m: (m.inner.data, m.edge.data), self, new)
+
+    @property
+    def dtype(self):
+        return self.inner.data.dtype
 
     def halo_bytes(self, itemsize: int | None = None) -> dict:
         """Bytes of the iterate exchanged per product: `needed` (the
         distinct remote entries the devices read) and `moved` (what the
         exchange sends, padding and, for "gather", whole blocks included)."""
-        it = int(itemsize or self.data.dtype.itemsize)
+        it = int(itemsize or self.dtype.itemsize)
         D = self.num_devices
         h = self.halo
         needed = int(sum(h.needed)) * it
@@ -208,8 +233,8 @@ class PartitionedCSR(eqx.Module):
         return {"mode": h.mode, "needed": needed, "moved": moved, "devices": D}
 
     def stats(self) -> dict:
-        stored = int(self.data.size)
-        it = self.data.dtype.itemsize
+        stored = int(self.inner.data.size + self.edge.data.size)
+        it = self.dtype.itemsize
         per = it + (8 if self.local == "csr" else 4)
         out = layout_stats(SHARDED, self.nnz, stored, stored * per, self.shape, it)
         out.update(halo=self.halo_bytes())
@@ -233,16 +258,14 @@ def _stack(parts, width: int, fill, dtype) -> np.ndarray:
     return out
 
 
-def _ell(lrows, lcols, lslot, R: int, nnz: int):
+def _ell(lrows, lcols, lslot, R: int, nnz: int, W: int):
     """`(cols, slot)`, `[D, W, R]`: each device's CSR-ordered entries as
     ELL (entry `k` of local row `r` at `[k, r]`; padding column 0, slot
     `nnz`)."""
     D = len(lrows)
     ks = []
-    W = 1
     for rows in lrows:
         counts = np.bincount(rows, minlength=R)
-        W = max(W, int(counts.max(initial=0)))
         start = np.concatenate([[0], np.cumsum(counts)[:-1]])
         ks.append(np.arange(len(rows)) - start[rows])
     cols = np.zeros((D, W, R), np.int32)
@@ -251,6 +274,35 @@ def _ell(lrows, lcols, lslot, R: int, nnz: int):
         cols[d, ks[d], lrows[d]] = lcols[d]
         slot[d, ks[d], lrows[d]] = lslot[d]
     return cols, slot
+
+
+def _part(entries, local, mesh, data, R: int, nnz: int, W: int, compact: bool):
+    """The `Rows` of `entries` (per device: local rows, columns, CSR slots,
+    in CSR order). `compact` (ELL): one ELL column per row that has
+    entries (the edge rows, few), else one per local row."""
+    rows, cols, slots = (list(x) for x in zip(*entries))
+    if local == "csr":
+        L = max((len(r) for r in rows), default=0)
+        slot = _stack(slots, L, nnz, np.int32)
+        return Rows(
+            data=_put(mesh, data[slot]),
+            cols=_put(mesh, _stack(cols, L, 0, np.int32)),
+            slot=_put(mesh, slot),
+            rows=_put(mesh, _stack(rows, L, R, np.int32)),
+        )
+    which = None
+    width = R
+    if compact:
+        which = [np.unique(r) for r in rows]
+        width = max((len(u) for u in which), default=0) or 1
+        rows = [np.searchsorted(u, r) for u, r in zip(which, rows)]
+    ec, slot = _ell(rows, cols, slots, width, nnz, W)
+    return Rows(
+        data=_put(mesh, data[slot]),
+        cols=_put(mesh, ec),
+        slot=_put(mesh, slot),
+        rows=None if which is None else _put(mesh, _stack(which, width, R, np.int32)),
+    )
 
 
 def partition(
@@ -278,7 +330,6 @@ def partition(
     rstart, rend = choice_ptr[bounds[:-1]], choice_ptr[bounds[1:]]
     R = max(int((rend - rstart).max(initial=0)), 1)
     estart, eend = indptr[rstart], indptr[rend]
-    L = int((eend - estart).max(initial=0))
     owner = cols // B
 
     lcols, lrows, lslot, remote = [], [], [], []
@@ -332,18 +383,19 @@ def partition(
         dev = state // B
         out_pos = jnp.asarray(dev * R + (np.arange(m) - rstart[dev]), dtype=jnp.int32)
     data = np.append(np.asarray(vals, np.float64), 0.0)
-    if local == "ell":
-        lc, slot = _ell(lrows, lcols, lslot, R, nnz)
-        lr = None
-    else:
-        slot = _stack(lslot, L, nnz, np.int32)
-        lc = _stack(lcols, L, 0, np.int32)
-        lr = _put(mesh, _stack(lrows, L, R, np.int32))
+    W = max(int(np.diff(indptr).max(initial=0)), 1)
+    inner, edge = [], []
+    for d in range(D):
+        at_edge = np.zeros(R + 1, dtype=bool)
+        at_edge[lrows[d][lcols[d] >= B]] = True
+        e = at_edge[lrows[d]]
+        edge.append((lrows[d][e], lcols[d][e], lslot[d][e]))
+        inner.append((lrows[d][~e], lcols[d][~e], lslot[d][~e]))
+    parts = [_part(p, local, mesh, data, R, nnz, W, compact=p is edge)
+             for p in (inner, edge)]  # fmt: skip
     return PartitionedCSR(
-        data=_put(mesh, data[slot]),
-        cols=_put(mesh, lc),
-        rows=lr,
-        slot=_put(mesh, slot),
+        inner=parts[0],
+        edge=parts[1],
         out_pos=out_pos,
         halo=Halo(send_left, send_right, index, mode, needed),
         block=B,
