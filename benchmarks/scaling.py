@@ -47,6 +47,8 @@ def _args(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--simulate", type=int, default=0)
     p.add_argument("--precision", default="fp64", choices=("fp64", "fp32"))
+    p.add_argument("--local", default="csr", choices=("csr", "ell"),
+                   help="the devices' local layout (one device: the same)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -78,13 +80,13 @@ def _time(fn, repeat):
     return best
 
 
-def measure(name, P, D, iters, repeat, precision):
+def measure(name, P, D, iters, repeat, precision, local="csr"):
     import equinox as eqx
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxmc.layout import CSR, make_mesh, partition
+    from jaxmc.layout import CSR, ELL, make_mesh, partition
     from jaxmc.layout.partition import Halo
     from jaxmc.numerics.precision import to_precision
     from jaxmc.solvers import power
@@ -108,17 +110,17 @@ def measure(name, P, D, iters, repeat, precision):
            "platform": jax.default_backend()}  # fmt: skip
     if D == 1:
         A = CSR.from_arrays(P.indptr, P.indices, P.data, P.shape)
-        A = to_precision(A, precision)
-        out.update(layout="csr", per_iter_s=_time(run(A), repeat) / iters)
+        A = to_precision(A if local == "csr" else ELL.from_csr(A), precision)
+        out.update(layout=local, per_iter_s=_time(run(A), repeat) / iters)
         return out
-    A = partition(P.indptr, P.indices, P.data, P.shape, make_mesh(D))
+    A = partition(P.indptr, P.indices, P.data, P.shape, make_mesh(D), local=local)
     A = to_precision(A, precision)
     full = _time(run(A), repeat) / iters
     quiet = eqx.tree_at(lambda m: m.halo, A,
                         Halo(None, None, None, "none", A.halo.needed))  # fmt: skip
     local = _time(run(quiet), repeat) / iters
     out.update(
-        layout="sharded",
+        layout=f"sharded-{local}",
         per_iter_s=full,
         local_only_s=local,
         comm=max(0.0, 1.0 - local / full),
@@ -157,7 +159,7 @@ def main(argv=None):
         print(f"# {label}: {P.shape[0]} states, built in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)  # fmt: skip
         for D in ds:
-            rec = measure(label, P, D, a.iters, a.repeat, a.precision)
+            rec = measure(label, P, D, a.iters, a.repeat, a.precision, a.local)
             rec["scaling"] = kind
             print(json.dumps(rec), flush=True)
             rows.append(rec)
@@ -169,14 +171,14 @@ def main(argv=None):
         c1 = int(consts.split("=")[1])
         for D in counts:
             case(name, f"c={round(c1 * D**0.5)}", [D], "weak")
-    print("\n| scaling | model | states | devices | s/iter | comm "
+    print("\n| scaling | model | states | devices | layout | s/iter | comm "
           "| halo needed | halo moved |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|")
     for r in rows:
         h = r.get("halo", {})
         print(
             f"| {r['scaling']} | {r['model']} | {r['states']:,} | {r['devices']} "
-            f"| {r['per_iter_s']:.3g} | {r.get('comm', 0):.0%} "
+            f"| {r['layout']} | {r['per_iter_s']:.3g} | {r.get('comm', 0):.0%} "
             f"| {h.get('needed', 0):,} B | {h.get('moved', 0):,} B |"
         )
 
