@@ -118,12 +118,12 @@ def measure(name, P, D, iters, repeat, precision, local="csr"):
     full = _time(run(A), repeat) / iters
     quiet = eqx.tree_at(lambda m: m.halo, A,
                         Halo(None, None, None, "none", A.halo.needed))  # fmt: skip
-    local = _time(run(quiet), repeat) / iters
+    alone = _time(run(quiet), repeat) / iters
     out.update(
         layout=f"sharded-{local}",
         per_iter_s=full,
-        local_only_s=local,
-        comm=max(0.0, 1.0 - local / full),
+        local_only_s=alone,
+        comm=max(0.0, 1.0 - alone / full),
         halo=A.halo_bytes(jnp.dtype(dt).itemsize),
     )
     return out
