@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import lang, semantics
+from .errors import UnsupportedError
 from .model import (
     ConstantsArg,
     Model,
@@ -235,7 +236,9 @@ def solve(
 
         if kwargs.pop("rebuild", False):
             return diff.rebuild_solve(model, prop, params, options, **kwargs)
-        return diff.solve_params(model, prop, params, options, **kwargs)
+        return diff.solve_params(
+            model, prop, params, _one_device(options, "solve(params=...)"), **kwargs
+        )
     properties = kwargs.pop("properties", None)
     if kwargs:
         raise TypeError(f"unexpected argument `{next(iter(kwargs))}`")
@@ -255,6 +258,7 @@ def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
     from . import diff
 
     options, kwargs = _split(kwargs)
+    options = _one_device(options, "sweep")
     return diff.sweep(model, prop, params, options=options, **kwargs)
 
 
@@ -267,4 +271,15 @@ def parametric(model: Model, prop: Any, **kwargs: Any):
     from . import diff
 
     options, kwargs = _split(kwargs)
+    options = _one_device(options, "parametric")
     return diff.parametric(model, prop, options=options, **kwargs)
+
+
+def _one_device(options: SolveOptions, what: str) -> SolveOptions:
+    """`options`, which the differentiable path takes on one device only."""
+    if options.devices is not None:
+        raise UnsupportedError(
+            f"`{what}` runs on one device; `devices` is for `check` and `solve`",
+            hint="leave `devices` out here",
+        )
+    return options

@@ -167,3 +167,12 @@ def test_two_processes_through_jax_distributed():
         assert fields["devices"] == "2" and fields["processes"] == "2", line
         assert fields["mode"] == "neighbour", line
         assert float(fields["error"]) < 1e-11, line
+
+
+def test_differentiable_path_refuses_devices():
+    from jaxmc.errors import UnsupportedError
+
+    queue = jaxmc.load_model(ROOT / "examples" / "models" / "queue.sm")
+    with pytest.raises(UnsupportedError, match="one device"):
+        jaxmc.solve(queue, 'S=? [ "empty" ]', params={"lambda": 2.0, "mu": 3.0},
+                    devices=2)  # fmt: skip
