@@ -112,6 +112,16 @@ def model_cases(D: int, models: Path, full: bool):
                                dict(method=method, **change)))  # fmt: skip
         cases.append(("coin-sound", coin, f"Pmax=? [ {fin} ]", {}))
         cases.append(("coin-bounded", coin, 'Pmax=? [ F<=20 "finished" ]', {}))
+    if models.is_dir():  # the forward transient distribution (transposed)
+        from jaxmc.numerics import transient_probabilities
+
+        explicit = jaxmc.build(tandem)
+        one, several = (
+            transient_probabilities(explicit, 2.0, options=jaxmc.SolveOptions(**kw))
+            for kw in ({"layout": "csr"}, {"devices": D})
+        )
+        yield {"name": "tandem-forward", "rel": _rel(one, several), "iters": [0, 0],
+               "layout": None, "attempts": []}  # fmt: skip
     herman = jaxmc.load_model(ex / "herman5.pm")
     cases.append(("herman-R", herman, 'R{"steps"}=? [ F "stable" ]', {}))
     if models.is_dir():  # the devices' rows in ELL, against one device's ELL
