@@ -50,14 +50,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _gpu_common import table  # noqa: E402
+from _gpu_common import model_dirs, table  # noqa: E402
 
 import jaxmc  # noqa: E402
 from jaxmc.layout import build as layout_build  # noqa: E402
 from jaxmc.numerics import graph, graph_device, matrices  # noqa: E402
 
 
-BASE = ROOT.parent / "shared" / "models" / "prism-examples"
+def model_path(rel: str) -> Path:
+    """`rel` (a path under PRISM's examples) under the first root of
+    `_gpu_common.model_dirs` that has it (`JAXMC_MODELS`, `.bench/models`,
+    `../shared/models/prism-examples`)."""
+    for d in model_dirs():
+        if (d / rel).exists():
+            return d / rel
+    raise FileNotFoundError(rel)
+
 
 #: name -> (file under prism-examples (or JAXMC_MODELS), constants, ψ over
 #: the state columns `v`, φ or None for true)
@@ -261,7 +269,7 @@ def main(argv=None):
     for name, rel, consts, psi_of in CASES[args.size]:
         if args.only and args.only not in name:
             continue
-        path = BASE / rel
+        path = model_path(rel)
         t = time.perf_counter()
         model = jaxmc.load_model(str(path), consts)
         em = jaxmc.build(model)

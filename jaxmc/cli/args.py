@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..options import LAYOUTS, PRECISIONS
+from .export import add_switches as add_export_switches
 from .switches import PrismArgumentParser, add_switches
 
 
@@ -165,12 +166,21 @@ def parser() -> argparse.ArgumentParser:
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
                     "all of them")  # fmt: skip
+    io.add_argument("-exportstrat", "--export-strat", metavar="FILE[:OPTIONS]",
+                    help="write the optimal scheduler (strategy) of each MDP "
+                    "property Pmin/Pmax [ U ], Rmin/Rmax [ F ] as PRISM does: "
+                    "'state=action' lines (type=actions, the default), "
+                    "'index=choice' (type=indices) or the induced model's .tra "
+                    "(type=induced, the default for FILE.tra; mode=reduce|"
+                    "restrict); states=false writes indices for states; FILE "
+                    "'stdout' prints it")  # fmt: skip
     io.add_argument("-importmodel", "--import-model",
                     metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
                     help="read the model from PRISM explicit files instead of "
                     "a PRISM model (then the first positional argument is the "
                     "properties file); properties may use the variables of "
                     "the .sta file and the labels of the .lab file")  # fmt: skip
+    add_export_switches(io)
     mt = io.add_mutually_exclusive_group()
     for kind in ("dtmc", "ctmc", "mdp"):
         mt.add_argument(f"-{kind}", f"--{kind}", dest="import_type",

@@ -44,6 +44,10 @@ def _main(argv: list[str]) -> int:
     status = _guard(lambda: _prism_switches(args))
     if status:
         return status
+    if args.import_results:  # results in, results out: no model
+        from .export import import_results
+
+        return _guard(lambda: import_results(args))
     if args.import_model:
         if args.props_file is not None:
             parser.error("with -importmodel give only PROPS_FILE, not a model file")

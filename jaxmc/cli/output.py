@@ -132,6 +132,10 @@ class Printer:
             print(entry["error"], file=sys.stderr)
             self.out("Result: Error (see the message on stderr)")
             return
+        for line in entry.get("filter", {}).get("text", ()):
+            self.out(line)
+        if "filter" in entry:
+            self.out()
         if "value" in entry:
             bound = entry.get("bound")
             # (a certified error bound; none printed for exact values)

@@ -34,8 +34,12 @@ from ..explore.model import ExplicitModel
 from ..layout.device_pad import bucket, pad_tail
 
 
-#: "auto" (the device on a GPU, for models of `MIN_STATES` states or more),
+#: "auto" (the device on a GPU, for MDPs of `MIN_STATES` states or more),
 #: "on" (always the device) or "off" (always the host). Read at each call.
+#: "auto" leaves DTMCs and CTMCs on the host: their prob0/prob1 are one
+#: breadth-first search each there, which beat moving the edges and the
+#: device's rounds on the GPU benchmark set (`benchmarks/precompute.py`,
+#: RESULTS.md), while an MDP's nested prob1E/prob0A fixed points gain.
 MODE = "auto"
 
 #: Smallest model for which "auto" runs the fixed points on a GPU: below it
@@ -126,7 +130,11 @@ def use_device(model: ExplicitModel) -> bool:
         return True
     if MODE == "off":
         return False
-    return jax.default_backend() == "gpu" and model.num_states >= MIN_STATES
+    return (
+        jax.default_backend() == "gpu"
+        and model.is_nondeterministic
+        and model.num_states >= MIN_STATES
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -44,6 +44,9 @@ class CheckResult:
       Gauss-Seidel), where there was one.
     - `precision`: the float type that solve ran in (`"fp64"` or `"fp32"`;
       host solves, uniformisation and bounded steps are always `"fp64"`).
+    - `printed`: for a top-level `filter(print|printall|argmin|argmax,
+      ...)`, the states and values PRISM prints (`props.filters.FilterOutput`),
+      else None.
     - `timing`: seconds per stage: `build` (the state space), `precompute`
       (graph algorithms: prob0/prob1, BSCCs, end components, bounds),
       `layout` (device matrices), `solve` (numerical solves, waited for),
@@ -61,7 +64,10 @@ class CheckResult:
     bound_gap: float | None = None
     bound: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
-    scheduler: np.ndarray | None = None
+    #: The optimal memoryless scheduler of the top-level operator, when
+    #: asked for (`jaxmc.check(..., scheduler=True)`): a
+    #: `jaxmc.numerics.scheduler.Scheduler` (`choice`, `actions`, ...).
+    scheduler: Any = None
     #: Certified lower/upper bounds per state from interval iteration (when
     #: the top-level operator was solved with it), else None.
     lower: np.ndarray | None = None
@@ -72,6 +78,8 @@ class CheckResult:
     attempts: tuple[Attempt, ...] = ()
     #: The first solve that did not converge (None if all did).
     failure: Attempt | None = field(default=None, repr=False)
+    #: What a top-level print/printall/argmin/argmax filter shows.
+    printed: Any = field(default=None, repr=False)
 
     @property
     def at_initial(self) -> np.ndarray:

@@ -34,14 +34,15 @@ _IGNORED = {
     "-nossdetect", "-nofair", "-pathviaautomata", "-test",
 }  # fmt: skip
 #: Switches that write a file PRISM's test mode compares with the one in the
-#: folder; jaxmc writes none of them here (the RESULTs are still checked, and
-#: the comparison is counted as a skip of category "export").
+#: folder (and `-importresults`, which reads one to write it again): the
+#: comparisons jaxmc runs are in `exports.py`, the others are counted as
+#: skips of category "export" (the RESULTs are still checked).
 _EXPORTS = {
     "-exportresults", "-exportvector", "-exporttarget", "-exportlabels",
     "-exportproplabels", "-exportstrat", "-exportmodel", "-exporttransient",
     "-exportsteadystate", "-exporttrans", "-exporttransdot",
     "-exporttransdotstates", "-exportstates", "-exportstaterewards",
-    "-exporttransrewards", "-exportmodelprecision",
+    "-exporttransrewards", "-exportmodelprecision", "-importresults",
 }  # fmt: skip
 _TAKES_VALUE = _EXPORTS - {"-exportmodelprecision"} | {
     "-cuddepsilon", "-transientmethod", "-gridresolution", "-paretoepsilon",
@@ -66,7 +67,6 @@ _OUT_OF_SCOPE = {
     "-param": "parametric: parametric model checking (rational functions)",
     "-sim": "simulation: statistical model checking",
     "-ptamethod": "PTA: probabilistic timed automata",
-    "-importresults": "import: results read from a file (-importresults)",
     "-importpepa": "import: PEPA models (-importpepa)",
     "-importtrans": "import: separate -importtrans/-importlabels switches",
     "-importlabels": "import: separate -importtrans/-importlabels switches",

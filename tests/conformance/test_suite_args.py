@@ -23,7 +23,10 @@ def test_skips_name_their_category():
     assert cat("-politer") == "method"  # never run as value iteration
     assert cat("-lp") == "method" and cat("-modpoliter") == "method"
     assert cat("-exact") == "exact" and cat("-param p=0:1") == "parametric"
-    assert cat("-sim") == "simulation" and cat("-importresults r.csv") == "import"
+    assert cat("-sim") == "simulation"
+    # results read back are compared as an export (tests/conformance/exports.py)
+    c = suite.parse_args_line("-importresults r.csv -exportresults r.csv:dataframe")
+    assert c.skip is None and c.exports[0] == "-importresults r.csv"
     assert cat("-mdp", "dtmc") == "model-type conversion"
     assert cat("-dtmc", "dtmc") == ""  # already a DTMC: nothing to convert
     assert cat("-frobnicate") == "unknown switch"
