@@ -1,0 +1,471 @@
+"""Storm's explicit format (DRN, "direct encoding"): read into an
+`ExplicitModel` (`import_drn`) and written from one (`format_drn`,
+`export_drn`), for DTMCs, CTMCs and MDPs with double or rational values.
+
+The format, as Storm writes (`DirectEncodingExporter`) and reads it
+(`DirectEncodingParser`)::
+
+    // comment lines start with //
+    @type: MDP                      DTMC, CTMC or MDP (also MA, POMDP: refused)
+    @value_type: double             or rational (1/3); parametric and
+    @parameters                     interval models are refused
+                                    (one line: the parameters; empty here)
+    @reward_models
+    steps energy                    names, in the order of the [..] lists
+    @nr_states
+    4
+    @nr_choices
+    5
+    @model
+    state 0 [0, 1.5] init goal      state index (0, 1, ... in order), for a
+    //[s=0	& b	& !c]                CTMC the exit rate `!2.5` next, then
+        action dash [1, 0]          the state rewards, then the labels
+            1 : 0.8                 (quoted if they contain whitespace);
+            2 : 0.2                 Storm writes the valuation as a comment;
+        action corridor [1, 0]      each choice: its action (`__NOLABEL__`
+            3 : 1                   for none) and action rewards, then its
+                                    transitions `target : value`
+
+Values of a CTMC's transitions are rates. A state reward is a reward per
+step (DTMC, MDP) or per time unit (CTMC); an action reward is earned when
+the choice is taken (CTMC: when the state is left). jaxmc's transition
+rewards (per entry) are written as the expected reward of the choice
+(`sum_t P(t) r(t)`, what Storm makes of PRISM's transition rewards), and an
+action reward read is given to each entry of its choice; expectations are
+unchanged. Imported models are checked as built ones are: probabilities
+sum to one (within PRISM's tolerance), an exit rate is the sum of its rates,
+targets and state indices are in range; errors name `file:line`. States
+without choices get a self-loop and the `deadlock` label, as PRISM does.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from fractions import Fraction
+from typing import IO
+
+import numpy as np
+
+from ..errors import ExplorationError, UnsupportedError
+from ..lang.ast import ModelType, Span
+from .drn_format import (
+    NOLABEL,
+    TYPES,
+    export_drn as export_drn,
+    format_drn as format_drn,
+    parse_valuations,
+)
+from .expand import SUM_TOLERANCE
+from .model import ExplicitModel, RewardStructure, StateVar
+from .textfile import PathLike, read_text
+
+
+_OTHER_TYPES = ("MA", "MARKOV AUTOMATON", "POMDP", "S2PG", "SMG")
+_LABEL = re.compile(r'"([^"]+?)"(?=\s|$|")|([^\s"]+)')
+
+
+class _Parser:
+    """One pass over the lines of a DRN file."""
+
+    def __init__(self, text: str, file: str):
+        self.text, self.file = text, file
+        self.lines = text.splitlines()
+        self.i = 0  # index of the next line
+
+    # ------------------------------------------------------------ errors
+
+    def error(self, msg: str, line: int | None = None, hint: str | None = None):
+        line = self.i if line is None else line
+        span = Span(self.file, line, 1) if line > 0 else None
+        where = "" if span else f"{self.file}: "
+        return ExplorationError(where + msg, span, source=self.text, hint=hint)
+
+    def unsupported(self, msg: str, hint: str):
+        span = Span(self.file, self.i, 1)
+        return UnsupportedError(msg, span, source=self.text, hint=hint)
+
+    def next_line(self) -> str:
+        if self.i >= len(self.lines):
+            raise self.error("unexpected end of file in the header", line=0)
+        self.i += 1
+        return self.lines[self.i - 1]
+
+    def optional_line(self) -> str:
+        """The next line, unless it is the next `@` section (or the end)."""
+        if self.i >= len(self.lines) or self.lines[self.i].startswith("@"):
+            return ""
+        return self.next_line()
+
+    # ------------------------------------------------------------ values
+
+    def number(self, s: str, what: str) -> float:
+        s = s.strip()
+        if s.startswith("$"):
+            if s[1:] not in self.placeholders:
+                raise self.error(f"unknown placeholder `{s}`")
+            return self.placeholders[s[1:]]
+        try:
+            v = float(s)
+        except ValueError:
+            try:
+                v = float(Fraction(s))
+            except (ValueError, ZeroDivisionError):
+                raise self.error(
+                    f"{what} `{s}` is not a number",
+                    hint="values are decimals (0.25, 1e-3) or fractions (1/4)",
+                ) from None
+        if not math.isfinite(v):
+            raise self.error(f"{what} `{s}` is not finite")
+        return v
+
+    # ------------------------------------------------------------ header
+
+    def header(self) -> None:
+        self.model_type: ModelType | None = None
+        self.n = self.nr_choices = 0
+        self.reward_names: list[str] = []
+        self.placeholders: dict[str, float] = {}
+        while self.i < len(self.lines):
+            line = self.next_line().strip()
+            if not line or line.startswith("//"):
+                continue
+            if line.startswith("@type:"):
+                name = line[6:].strip()
+                if name.upper() in _OTHER_TYPES:
+                    raise self.unsupported(
+                        f"{name} models are not supported",
+                        "jaxmc checks DTMCs, CTMCs and MDPs",
+                    )
+                if name.upper() not in TYPES:
+                    raise self.error(f"unknown model type `{name}`")
+                self.model_type = TYPES[name.upper()]
+            elif line.startswith("@value_type:"):
+                kind = line[12:].strip()
+                if kind not in ("double", "rational"):
+                    raise self.unsupported(
+                        f"DRN files with {kind} values are not supported",
+                        "jaxmc reads double and rational values; instantiate "
+                        "the parameters (or intervals) before exporting",
+                    )
+            elif line == "@parameters":
+                params = self.optional_line().split()
+                if params:
+                    raise self.unsupported(
+                        "parametric DRN files (with rational functions) are not "
+                        f"supported (parameters: {' '.join(params)})",
+                        "instantiate the parameters in Storm before exporting, "
+                        "or check the PRISM model with jaxmc's parametric path "
+                        "(jaxmc.solve(..., params=...), jaxmc.parametric)",
+                    )
+            elif line == "@placeholders":
+                while self.i < len(self.lines) and not self.lines[self.i].startswith(
+                    "@"
+                ):
+                    entry = self.next_line().strip()
+                    name, colon, value = entry.partition(":")
+                    if not colon or not name.strip().startswith("$"):
+                        raise self.error("expected `$name : value`")
+                    self.placeholders[name.strip()[1:]] = self.number(value, "value")
+            elif line == "@reward_models":
+                self.reward_names = self.optional_line().split()
+            elif line in ("@nr_states", "@nr_choices"):
+                text = self.next_line().strip()
+                if not text.isdigit():
+                    raise self.error(f"{line} is followed by `{text}`, not a count")
+                if line == "@nr_states":
+                    self.n = int(text)
+                else:
+                    self.nr_choices = int(text)
+            elif line == "@model":
+                if self.model_type is None:
+                    raise self.error("@model before @type", hint="start with @type")
+                if self.n == 0:
+                    raise self.error("@model before @nr_states (or no states)")
+                return
+            else:
+                raise self.error(
+                    f"unexpected line `{line}` in the header",
+                    hint="the header has @type, @value_type, @parameters, "
+                    "@placeholders, @reward_models, @nr_states, @nr_choices, "
+                    "then @model",
+                )
+        raise self.error("no @model section", line=0, hint="is this a DRN file?")
+
+    # ------------------------------------------------------------ body
+
+    def rewards(self, text: str, per: list[list[tuple[int, float]]], at: int) -> str:
+        """Parse a leading `[r1, r2, ...]` of `text` into `per[k]`."""
+        if not text.startswith("["):
+            return text
+        end = text.find("]")
+        if end < 0:
+            raise self.error("`]` missing after the rewards")
+        for k, s in enumerate(text[1:end].split(",")):
+            v = self.number(s, "reward")
+            while len(per) <= k:
+                per.append([])
+            if v != 0.0:
+                per[k].append((at, v))
+        return text[end + 1 :].strip()
+
+    def body(self) -> None:
+        n, ctmc = self.n, self.model_type == ModelType.CTMC
+        self.exit = np.zeros(n) if ctmc else None
+        self.state_lines = np.zeros(n, dtype=np.int64)
+        self.valuations: list[str | None] = [None] * n
+        self.labels: dict[str, list[int]] = {}
+        self.state_rew: list[list[tuple[int, float]]] = []
+        self.action_rew: list[list[tuple[int, float]]] = []
+        choice_state: list[int] = []
+        self.actions: list[str | None] = []
+        self.choice_lines: list[int] = []
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        self.entry_lines: list[int] = []
+        state = -1
+        for raw in self.lines[self.i :]:
+            self.i += 1
+            line = raw.strip()
+            if not line:
+                continue
+            if line.startswith("//"):
+                if (
+                    line.startswith("//[")
+                    and state >= 0
+                    and not choice_state_of(choice_state, state)
+                ):
+                    self.valuations[state] = line[2:]
+                continue
+            if line.startswith("state "):
+                head, _, rest = line[6:].strip().partition(" ")
+                state += 1
+                if not head.isdigit() or int(head) != state:
+                    raise self.error(
+                        f"expected state {state}, got `state {head}`",
+                        hint="states are numbered 0, 1, 2, ... in order",
+                    )
+                if state >= n:
+                    raise self.error(f"more states than @nr_states ({n})")
+                self.state_lines[state] = self.i
+                rest = rest.strip()
+                if ctmc:
+                    if not rest.startswith("!"):
+                        raise self.error(f"exit rate `!rate` missing for state {state}")
+                    rate, _, rest = rest[1:].partition(" ")
+                    self.exit[state] = self.number(rate, "exit rate")
+                    rest = rest.strip()
+                rest = self.rewards(rest, self.state_rew, state)
+                for m in _LABEL.finditer(rest):
+                    self.labels.setdefault(m.group(1) or m.group(2), []).append(state)
+                continue
+            if state < 0:
+                raise self.error("a transition or action before the first state")
+            if line.startswith("action ") or line == "action":
+                name, _, rest = line[7:].strip().partition(" ")
+                self.new_choice(state, choice_state, name)
+                self.rewards(rest.strip(), self.action_rew, len(choice_state) - 1)
+                continue
+            target, colon, value = line.partition(":")
+            target = target.strip()
+            if not colon or not target.isdigit():
+                raise self.error(
+                    f"expected `state`, `action` or `target : value`, got `{line}`"
+                )
+            if not choice_state_of(choice_state, state):
+                self.new_choice(state, choice_state, None)  # implicit single choice
+            t = int(target)
+            if t >= n:
+                raise self.error(f"target state {t} out of range 0..{n - 1}")
+            v = self.number(value, "rate" if ctmc else "probability")
+            if v < 0:
+                raise self.error(f"negative {'rate' if ctmc else 'probability'} {v}")
+            rows.append(len(choice_state) - 1)
+            cols.append(t)
+            vals.append(v)
+            self.entry_lines.append(self.i)
+        if state + 1 != n:
+            raise self.error(f"{state + 1} states, but @nr_states is {n}", line=0)
+        self.choice_state = np.asarray(choice_state, dtype=np.int64)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.cols = np.asarray(cols, dtype=np.int64)
+        self.vals = np.asarray(vals, dtype=np.float64)
+
+    def new_choice(self, state: int, choice_state: list[int], name: str | None):
+        if choice_state_of(choice_state, state) and self.model_type != ModelType.MDP:
+            raise self.error(
+                f"state {state} of a {self.model_type.value.upper()} has a "
+                "second choice",
+                hint="only MDPs have several actions per state",
+            )
+        choice_state.append(state)
+        self.choice_lines.append(self.i)
+        self.actions.append(None if not name or name == NOLABEL else name)
+
+
+def choice_state_of(choice_state: list[int], state: int) -> bool:
+    """Whether `state` has a choice already (choices come in state order)."""
+    return bool(choice_state) and choice_state[-1] == state
+
+
+def import_drn(src: PathLike | IO[str]) -> ExplicitModel:
+    """Read a model from a DRN file (path, `.gz`/`.xz` path or text stream).
+
+    **Returns:** an `ExplicitModel` with the file's state numbering, its
+    labels (`init` marks the initial states), reward models (by the names of
+    `@reward_models`), action labels and, where Storm wrote the state
+    valuations as comments, the state variables (else one variable
+    `x = state index`).
+    """
+    if isinstance(src, io.TextIOBase) or hasattr(src, "read"):
+        text, file = src.read(), getattr(src, "name", "<stream>")  # type: ignore[union-attr]
+    else:
+        text, file = read_text(src), str(src)  # type: ignore[arg-type]
+    p = _Parser(text, file)
+    p.header()
+    p.body()
+    return _assemble(p)
+
+
+def _assemble(p: _Parser) -> ExplicitModel:
+    n, mt = p.n, p.model_type
+    nd = mt == ModelType.MDP
+    m = p.choice_state.size
+    if nd and p.nr_choices and p.nr_choices != m:
+        raise p.error(f"{m} choices, but @nr_choices is {p.nr_choices}", line=0)
+    counts = np.bincount(p.rows, minlength=m)
+    if m and (counts == 0).any():
+        c = int(np.argmin(counts))
+        raise p.error("a choice without transitions", line=p.choice_lines[c])
+    # States without choices are deadlocks: a self-loop, as PRISM does.
+    has = np.zeros(n, dtype=bool)
+    has[p.choice_state] = True
+    dead = np.flatnonzero(~has)
+    choice_state = np.concatenate([p.choice_state, dead])
+    rows = np.concatenate([p.rows, np.arange(m, m + dead.size)])
+    cols = np.concatenate([p.cols, dead])
+    vals = np.concatenate([p.vals, np.ones(dead.size)])
+    lines = np.concatenate([p.entry_lines, np.zeros(dead.size, np.int64)])
+    actions = p.actions + [None] * dead.size
+    # Choices in state order (stable: a state's choices keep their order).
+    corder = np.argsort(choice_state, kind="stable")
+    new_of_old = np.empty_like(corder)
+    new_of_old[corder] = np.arange(corder.size)
+    rows = new_of_old[rows]
+    order = np.lexsort((cols, rows))
+    rows, cols, vals, lines = rows[order], cols[order], vals[order], lines[order]
+    dup = (rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])
+    if dup.any():
+        j = int(np.argmax(dup)) + 1
+        raise p.error(f"a second transition to state {cols[j]}", line=int(lines[j]))
+    mm = corder.size
+    row_ptr = np.zeros(mm + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=mm), out=row_ptr[1:])
+    choice_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(choice_state, minlength=n), out=choice_ptr[1:])
+    sums = np.add.reduceat(vals, row_ptr[:-1]) if mm else np.zeros(0)
+    choice_lines = np.concatenate([p.choice_lines, np.zeros(dead.size, np.int64)])
+    if mt == ModelType.CTMC:
+        given = p.exit[choice_state[corder]]
+        bad = np.abs(sums - given) > SUM_TOLERANCE * np.maximum(1.0, np.abs(given))
+        bad[np.isin(choice_state[corder], dead)] = False
+        if bad.any():
+            s = int(choice_state[corder][np.argmax(bad)])
+            raise p.error(
+                f"the exit rate of state {s} is {given[np.argmax(bad)]!r}, but its "
+                f"rates sum to {sums[np.argmax(bad)]!r}",
+                line=int(p.state_lines[s]),
+            )
+    else:
+        bad = np.abs(sums - 1.0) > SUM_TOLERANCE
+        if bad.any():
+            c = int(corder[np.argmax(bad)])
+            raise p.error(
+                f"probabilities sum to {sums[np.argmax(bad)]!r}, not 1",
+                line=int(choice_lines[c]),
+            )
+    actions = [actions[c] for c in corder.tolist()]
+    for i, a in enumerate(actions):  # Storm numbers unlabelled choices 0, 1, ...
+        if a is not None and a.isdigit():
+            actions[i] = None
+    choice_action = tuple(actions) if nd else None
+    entry_action, action_names = None, (None,)
+    if not nd and any(actions):
+        action_names = (None, *sorted({a for a in actions if a is not None}))
+        index = {a: i for i, a in enumerate(action_names)}
+        per_choice = np.array([index[a] for a in actions], dtype=np.int32)
+        entry_action = per_choice[rows]
+
+    labels: dict[str, np.ndarray] = {}
+    for name, states in p.labels.items():
+        mask = np.zeros(n, dtype=bool)
+        mask[states] = True
+        labels[name] = mask
+    init = labels.pop("init", None)
+    if init is None or not init.any():
+        raise p.error(
+            "no initial state", line=0, hint="label the initial states `init`"
+        )
+    deadlock = np.zeros(n, dtype=bool)
+    deadlock[dead] = True
+    given_dead = labels.pop("deadlock", None)
+    if given_dead is not None:
+        deadlock |= given_dead
+    labels = {"init": init, "deadlock": deadlock, **labels}
+
+    rewards = _rewards(p, n, new_of_old, rows, mm, choice_ptr)
+    vv = parse_valuations(p.valuations)
+    warnings: tuple[str, ...] = ()
+    if vv is None:
+        variables = (StateVar("x", 0, max(n - 1, 0)),)
+        states_arr = np.arange(n, dtype=np.int64)[:, None]
+        if any(v is not None for v in p.valuations):
+            warnings = (
+                "the state valuations of the file were not read (not all "
+                "integers and booleans); the states are numbered by `x`",
+            )
+    else:
+        variables, states_arr = vv
+    return ExplicitModel(
+        model_type=mt,
+        variables=variables,
+        states=states_arr.astype(np.int32),
+        initial_states=np.flatnonzero(init).astype(np.int64),
+        choice_ptr=choice_ptr,
+        row_ptr=row_ptr,
+        col=cols,
+        val=vals,
+        labels=labels,
+        rewards=rewards,
+        choice_action=choice_action,
+        entry_action=entry_action,
+        action_names=action_names,
+        warnings=warnings,
+    )
+
+
+def _rewards(p, n, new_of_old, rows, mm, choice_ptr) -> tuple[RewardStructure, ...]:
+    k = max(len(p.state_rew), len(p.action_rew), len(p.reward_names))
+    out = []
+    for i in range(k):
+        name = p.reward_names[i] if i < len(p.reward_names) else f"rew{i}"
+        state = trans = None
+        negative = np.zeros(n, dtype=bool)
+        if i < len(p.state_rew) and p.state_rew[i]:
+            idx, v = zip(*p.state_rew[i])
+            state = np.zeros(n)
+            state[list(idx)] = v
+            negative |= state < 0
+        if i < len(p.action_rew) and p.action_rew[i]:
+            idx, v = zip(*p.action_rew[i])
+            per_choice = np.zeros(mm)
+            per_choice[new_of_old[list(idx)]] = v
+            trans = per_choice[rows]
+            neg_c = np.flatnonzero(per_choice < 0)
+            negative[np.searchsorted(choice_ptr, neg_c, side="right") - 1] = True
+        out.append(
+            RewardStructure(name, state, trans, negative if negative.any() else None)
+        )
+    return tuple(out)
