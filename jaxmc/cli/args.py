@@ -154,17 +154,20 @@ def parser() -> argparse.ArgumentParser:
                      "updated in place on a terminal, else a plain line every few "
                      "seconds of a long build)")  # fmt: skip
 
-    io = p.add_argument_group("model import/export (PRISM's explicit files)")
-    io.add_argument("-exportmodel", "--export-model", metavar="BASE[.tra,sta,...|.all]",
+    io = p.add_argument_group("model import/export (PRISM's explicit files, "
+                              "Storm's DRN)")  # fmt: skip
+    io.add_argument("-exportmodel", "--export-model", "--exportbuild",
+                    metavar="BASE[.tra,sta,...|.all]|FILE.drn",
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
-                    "all of them")  # fmt: skip
-    io.add_argument("-importmodel", "--import-model",
-                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
-                    help="read the model from PRISM explicit files instead of "
-                    "a PRISM model (then the first positional argument is the "
-                    "properties file); properties may use the variables of "
-                    "the .sta file and the labels of the .lab file")  # fmt: skip
+                    "all of them; FILE.drn: Storm's DRN format")  # fmt: skip
+    io.add_argument("-importmodel", "--import-model", "--explicit-drn",
+                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all|FILE.drn",
+                    help="read the model from PRISM explicit files (or a DRN "
+                    "file) instead of a PRISM model (then the first positional "
+                    "argument is the properties file); properties may use the "
+                    "variables of the .sta file (DRN: of its valuation "
+                    "comments) and the labels of the .lab (DRN) file")  # fmt: skip
     add_export_switches(io)
     mt = io.add_mutually_exclusive_group()
     for kind in ("dtmc", "ctmc", "mdp"):

@@ -78,7 +78,9 @@ class _Parser:
 
     def error(self, msg: str, line: int | None = None, hint: str | None = None):
         line = self.i if line is None else line
-        span = Span(self.file, line, 1) if line > 0 else None
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        col = len(text) - len(text.lstrip()) + 1
+        span = Span(self.file, line, col) if line > 0 else None
         where = "" if span else f"{self.file}: "
         return ExplorationError(where + msg, span, source=self.text, hint=hint)
 
@@ -374,8 +376,8 @@ def _assemble(p: _Parser) -> ExplicitModel:
         if bad.any():
             s = int(choice_state[corder][np.argmax(bad)])
             raise p.error(
-                f"the exit rate of state {s} is {given[np.argmax(bad)]!r}, but its "
-                f"rates sum to {sums[np.argmax(bad)]!r}",
+                f"the exit rate of state {s} is {float(given[np.argmax(bad)])!r}, but "
+                f"its rates sum to {float(sums[np.argmax(bad)])!r}",
                 line=int(p.state_lines[s]),
             )
     else:
@@ -383,7 +385,7 @@ def _assemble(p: _Parser) -> ExplicitModel:
         if bad.any():
             c = int(corder[np.argmax(bad)])
             raise p.error(
-                f"probabilities sum to {sums[np.argmax(bad)]!r}, not 1",
+                f"probabilities sum to {float(sums[np.argmax(bad)])!r}, not 1",
                 line=int(choice_lines[c]),
             )
     actions = [actions[c] for c in corder.tolist()]
@@ -450,7 +452,7 @@ def _rewards(p, n, new_of_old, rows, mm, choice_ptr) -> tuple[RewardStructure, .
     k = max(len(p.state_rew), len(p.action_rew), len(p.reward_names))
     out = []
     for i in range(k):
-        name = p.reward_names[i] if i < len(p.reward_names) else f"rew{i}"
+        name = p.reward_names[i] if i < len(p.reward_names) else None
         state = trans = None
         negative = np.zeros(n, dtype=bool)
         if i < len(p.state_rew) and p.state_rew[i]:
