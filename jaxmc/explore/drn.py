@@ -197,119 +197,207 @@ class _Parser:
 
     # ------------------------------------------------------------ body
 
-    def rewards(self, text: str, per: list[list[tuple[int, float]]], at: int) -> str:
-        """Parse a leading `[r1, r2, ...]` of `text` into `per[k]`."""
-        if not text.startswith("["):
-            return text
-        end = text.find("]")
-        if end < 0:
-            raise self.error("`]` missing after the rewards")
-        for k, s in enumerate(text[1:end].split(",")):
-            v = self.number(s, "reward")
-            while len(per) <= k:
-                per.append([])
-            if v != 0.0:
-                per[k].append((at, v))
-        return text[end + 1 :].strip()
-
     def body(self) -> None:
-        n, ctmc = self.n, self.model_type == ModelType.CTMC
-        self.exit = np.zeros(n) if ctmc else None
-        self.state_lines = np.zeros(n, dtype=np.int64)
-        self.valuations: list[str | None] = [None] * n
-        self.labels: dict[str, list[int]] = {}
-        self.state_rew: list[list[tuple[int, float]]] = []
-        self.action_rew: list[list[tuple[int, float]]] = []
-        choice_state: list[int] = []
-        self.actions: list[str | None] = []
+        """One pass over the lines after `@model`: transitions (most lines)
+        are kept as text and converted in bulk, as are rewards and rates."""
+        self.first = self.i  # the lines before are the header
+        trans: list[str] = []
+        add = trans.append
+        heads: list[str] = []
+        self.state_lines: list[int] = []
+        self.valuations: list[str | None] = []
+        self.choice_state: list[int] = []
         self.choice_lines: list[int] = []
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        self.entry_lines: list[int] = []
-        state = -1
-        for raw in self.lines[self.i :]:
-            self.i += 1
+        self.choice_start: list[int] = []  # its first transition
+        action_texts: list[str] = []
+        state, has_choice = -1, False
+        for number, raw in enumerate(self.lines[self.i :], self.i + 1):
             line = raw.strip()
+            if has_choice and line[:1].isdigit():
+                add(line)
+                continue
             if not line:
                 continue
+            self.i = number
             if line.startswith("//"):
-                if (
-                    line.startswith("//[")
-                    and state >= 0
-                    and not choice_state_of(choice_state, state)
-                ):
+                if line.startswith("//[") and state >= 0 and not has_choice:
                     self.valuations[state] = line[2:]
-                continue
-            if line.startswith("state "):
-                head, _, rest = line[6:].strip().partition(" ")
+            elif line.startswith("state "):
                 state += 1
-                if not head.isdigit() or int(head) != state:
-                    raise self.error(
-                        f"expected state {state}, got `state {head}`",
-                        hint="states are numbered 0, 1, 2, ... in order",
-                    )
-                if state >= n:
-                    raise self.error(f"more states than @nr_states ({n})")
-                self.state_lines[state] = self.i
-                rest = rest.strip()
-                if ctmc:
-                    if not rest.startswith("!"):
-                        raise self.error(f"exit rate `!rate` missing for state {state}")
-                    rate, _, rest = rest[1:].partition(" ")
-                    self.exit[state] = self.number(rate, "exit rate")
-                    rest = rest.strip()
-                rest = self.rewards(rest, self.state_rew, state)
-                for m in _LABEL.finditer(rest):
-                    self.labels.setdefault(m.group(1) or m.group(2), []).append(state)
-                continue
-            if state < 0:
+                has_choice = False
+                heads.append(line[6:])
+                self.state_lines.append(number)
+                self.valuations.append(None)
+            elif state < 0:
                 raise self.error("a transition or action before the first state")
-            if line.startswith("action ") or line == "action":
-                name, _, rest = line[7:].strip().partition(" ")
-                self.new_choice(state, choice_state, name)
-                self.rewards(rest.strip(), self.action_rew, len(choice_state) - 1)
-                continue
-            target, colon, value = line.partition(":")
-            target = target.strip()
-            if not colon or not target.isdigit():
+            elif line.startswith("action ") or line == "action":
+                self.new_choice(state, len(trans))
+                action_texts.append(line[7:].strip())
+                has_choice = True
+            elif line[:1].isdigit() and ":" in line:  # an implicit single choice
+                self.new_choice(state, len(trans))
+                action_texts.append("")
+                has_choice = True
+                add(line)
+            else:
                 raise self.error(
                     f"expected `state`, `action` or `target : value`, got `{line}`"
                 )
-            if not choice_state_of(choice_state, state):
-                self.new_choice(state, choice_state, None)  # implicit single choice
-            t = int(target)
-            if t >= n:
-                raise self.error(f"target state {t} out of range 0..{n - 1}")
-            v = self.number(value, "rate" if ctmc else "probability")
-            if v < 0:
-                raise self.error(f"negative {'rate' if ctmc else 'probability'} {v}")
-            rows.append(len(choice_state) - 1)
-            cols.append(t)
-            vals.append(v)
-            self.entry_lines.append(self.i)
-        if state + 1 != n:
-            raise self.error(f"{state + 1} states, but @nr_states is {n}", line=0)
-        self.choice_state = np.asarray(choice_state, dtype=np.int64)
-        self.rows = np.asarray(rows, dtype=np.int64)
-        self.cols = np.asarray(cols, dtype=np.int64)
-        self.vals = np.asarray(vals, dtype=np.float64)
+        if state + 1 != self.n:
+            raise self.error(f"{state + 1} states, but @nr_states is {self.n}", line=0)
+        self.states(heads)
+        self.choices(action_texts)
+        self.transitions(trans)
 
-    def new_choice(self, state: int, choice_state: list[int], name: str | None):
-        if choice_state_of(choice_state, state) and self.model_type != ModelType.MDP:
+    def new_choice(self, state: int, start: int) -> None:
+        cs = self.choice_state
+        if cs and cs[-1] == state and self.model_type != ModelType.MDP:
             raise self.error(
                 f"state {state} of a {self.model_type.value.upper()} has a "
                 "second choice",
                 hint="only MDPs have several actions per state",
             )
-        choice_state.append(state)
+        cs.append(state)
         self.choice_lines.append(self.i)
-        self.actions.append(None if not name or name == NOLABEL else name)
+        self.choice_start.append(start)
 
+    def states(self, heads: list[str]) -> None:
+        """Check the state lines' numbers; read exit rates, rewards, labels."""
+        n, ctmc = self.n, self.model_type == ModelType.CTMC
+        ids = [h.partition(" ")[0] for h in heads]
+        if ids != [str(i) for i in range(n)]:
+            s = next(i for i, x in enumerate(ids) if x != str(i))
+            self.i = self.state_lines[s]
+            raise self.error(
+                f"expected state {s}, got `state {ids[s]}`",
+                hint="states are numbered 0, 1, 2, ... in order",
+            )
+        rates, rewards = [], []
+        self.labels: dict[str, list[int]] = {}
+        for s, head in enumerate(heads):
+            rest = head[len(ids[s]) :].strip()
+            if ctmc:
+                if not rest.startswith("!"):
+                    self.i = self.state_lines[s]
+                    raise self.error(f"exit rate `!rate` missing for state {s}")
+                rate, _, rest = rest[1:].partition(" ")
+                rates.append(rate)
+                rest = rest.lstrip()
+            rew, rest = self.bracket(rest, self.state_lines[s])
+            rewards.append(rew)
+            if rest:
+                for m in _LABEL.finditer(rest):
+                    self.labels.setdefault(m.group(1) or m.group(2), []).append(s)
+        self.exit = self.numbers(rates, self.state_lines, "exit rate") if ctmc else None
+        self.state_rew = self.reward_matrix(rewards, self.state_lines)
 
-def choice_state_of(choice_state: list[int], state: int) -> bool:
-    """Whether `state` has a choice already (choices come in state order)."""
-    return bool(choice_state) and choice_state[-1] == state
+    def choices(self, texts: list[str]) -> None:
+        """The choices' actions and rewards."""
+        self.actions: list[str | None] = []
+        rewards = []
+        for c, text in enumerate(texts):
+            name, _, rest = text.partition(" ")
+            self.actions.append(None if not name or name == NOLABEL else name)
+            rewards.append(self.bracket(rest.strip(), self.choice_lines[c])[0])
+        self.action_rew = self.reward_matrix(rewards, self.choice_lines)
+
+    def bracket(self, text: str, line: int) -> tuple[str | None, str]:
+        """A leading `[r1, r2, ...]` of `text` (its inside) and the rest."""
+        if not text.startswith("["):
+            return None, text
+        end = text.find("]")
+        if end < 0:
+            self.i = line
+            raise self.error("`]` missing after the rewards")
+        return text[1:end], text[end + 1 :].strip()
+
+    def reward_matrix(self, texts: list[str | None], lines: list[int]):
+        """`[len(texts), k]` rewards of the bracket texts (None: none given)."""
+        k = max((t.count(",") + 1 for t in texts if t is not None), default=0)
+        if k == 0:
+            return np.zeros((len(texts), 0))
+        full = [t if t is not None else ",".join("0" * k) for t in texts]
+        if all(t.count(",") == k - 1 for t in full):
+            flat = ",".join(full).split(",")
+            try:
+                out = np.array(flat, dtype=np.float64).reshape(len(texts), k)
+                if np.all(np.isfinite(out)):
+                    return out
+            except ValueError:
+                pass
+        out = np.zeros((len(texts), k))
+        for i, t in enumerate(full):
+            self.i = lines[i]
+            for j, x in enumerate(t.split(",")):
+                out[i, j] = self.number(x, "reward")
+        return out
+
+    def numbers(self, texts: list[str], lines, what: str) -> np.ndarray:
+        """The values of `texts` in bulk; one by one (with the line of the
+        first bad one) where that fails."""
+        try:
+            out = np.array(texts, dtype=np.float64) if texts else np.zeros(0)
+            if np.all(np.isfinite(out)):
+                return out
+        except ValueError:
+            pass
+        out = np.zeros(len(texts))
+        for j, text in enumerate(texts):
+            try:  # the line is looked up only for an error
+                out[j] = self.number(text, what)
+            except ExplorationError:
+                self.i = lines(j) if callable(lines) else lines[j]
+                out[j] = self.number(text, what)
+        return out
+
+    def transitions(self, trans: list[str]) -> None:
+        """Targets, values and the choice of each transition line."""
+        n, ctmc = self.n, self.model_type == ModelType.CTMC
+        what = "rate" if ctmc else "probability"
+        tokens = "\n".join(trans).replace(":", " : ").split()
+        if len(tokens) == 3 * len(trans) and tokens[1::3] == [":"] * len(trans):
+            targets, values = tokens[0::3], tokens[2::3]
+        else:
+            targets, values = [], []
+            for j, line in enumerate(trans):
+                target, colon, value = line.partition(":")
+                if not colon or len(value.split()) != 1:
+                    self.i = self.transition_line(j)
+                    raise self.error(f"expected `target : value`, got `{line}`")
+                targets.append(target)
+                values.append(value)
+        try:
+            self.cols = np.array(targets, dtype=np.int64) if trans else np.zeros(0, int)
+        except (ValueError, OverflowError):
+            j = next(j for j, t in enumerate(targets) if not t.strip().isdigit())
+            self.i = self.transition_line(j)
+            raise self.error(f"target `{targets[j].strip()}` is not a state") from None
+        self.vals = self.numbers(values, self.transition_line, what)
+        starts = np.asarray(self.choice_start + [len(trans)], dtype=np.int64)
+        m = len(self.choice_state)
+        self.rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(starts))
+        self.choice_state = np.asarray(self.choice_state, dtype=np.int64)
+        bad = self.cols >= n
+        if bad.any():
+            j = int(np.argmax(bad))
+            msg = f"target state {self.cols[j]} out of range 0..{n - 1}"
+            raise self.error(msg, line=self.transition_line(j))
+        bad = self.vals < 0
+        if bad.any():
+            j = int(np.argmax(bad))
+            msg = f"negative {what} {float(self.vals[j])!r}"
+            raise self.error(msg, line=self.transition_line(j))
+
+    def transition_line(self, j: int) -> int:
+        """The line number of transition `j` (counted again: errors only)."""
+        count = -1
+        for number, raw in enumerate(self.lines[self.first :], self.first + 1):
+            line = raw.strip()
+            if line[:1].isdigit() and ":" in line:
+                count += 1
+                if count == j:
+                    return number
+        return 0
 
 
 def import_drn(src: PathLike | IO[str]) -> ExplicitModel:
@@ -349,7 +437,7 @@ def _assemble(p: _Parser) -> ExplicitModel:
     rows = np.concatenate([p.rows, np.arange(m, m + dead.size)])
     cols = np.concatenate([p.cols, dead])
     vals = np.concatenate([p.vals, np.ones(dead.size)])
-    lines = np.concatenate([p.entry_lines, np.zeros(dead.size, np.int64)])
+    entry = np.concatenate([np.arange(p.rows.size), np.full(dead.size, -1)])
     actions = p.actions + [None] * dead.size
     # Choices in state order (stable: a state's choices keep their order).
     corder = np.argsort(choice_state, kind="stable")
@@ -357,11 +445,12 @@ def _assemble(p: _Parser) -> ExplicitModel:
     new_of_old[corder] = np.arange(corder.size)
     rows = new_of_old[rows]
     order = np.lexsort((cols, rows))
-    rows, cols, vals, lines = rows[order], cols[order], vals[order], lines[order]
+    rows, cols, vals, entry = rows[order], cols[order], vals[order], entry[order]
     dup = (rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])
     if dup.any():
         j = int(np.argmax(dup)) + 1
-        raise p.error(f"a second transition to state {cols[j]}", line=int(lines[j]))
+        line = p.transition_line(int(entry[j]))
+        raise p.error(f"a second transition to state {cols[j]}", line=line)
     mm = corder.size
     row_ptr = np.zeros(mm + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=mm), out=row_ptr[1:])
@@ -417,7 +506,7 @@ def _assemble(p: _Parser) -> ExplicitModel:
         deadlock |= given_dead
     labels = {"init": init, "deadlock": deadlock, **labels}
 
-    rewards = _rewards(p, n, new_of_old, rows, mm, choice_ptr)
+    rewards = _rewards(p, n, corder, rows, choice_ptr)
     vv = parse_valuations(p.valuations)
     warnings: tuple[str, ...] = ()
     if vv is None:
@@ -448,22 +537,24 @@ def _assemble(p: _Parser) -> ExplicitModel:
     )
 
 
-def _rewards(p, n, new_of_old, rows, mm, choice_ptr) -> tuple[RewardStructure, ...]:
-    k = max(len(p.state_rew), len(p.action_rew), len(p.reward_names))
+def _rewards(p, n, corder, rows, choice_ptr) -> tuple[RewardStructure, ...]:
+    """The reward structures: state rewards per state, action rewards given
+    to every entry of their choice (`corder`: the choices in state order)."""
+    srew, arew = p.state_rew, p.action_rew
+    k = max(srew.shape[1], arew.shape[1], len(p.reward_names))
+    mm = corder.size
     out = []
     for i in range(k):
         name = p.reward_names[i] if i < len(p.reward_names) else None
         state = trans = None
         negative = np.zeros(n, dtype=bool)
-        if i < len(p.state_rew) and p.state_rew[i]:
-            idx, v = zip(*p.state_rew[i])
-            state = np.zeros(n)
-            state[list(idx)] = v
+        if i < srew.shape[1] and srew[:, i].any():
+            state = srew[:, i].copy()
             negative |= state < 0
-        if i < len(p.action_rew) and p.action_rew[i]:
-            idx, v = zip(*p.action_rew[i])
+        if i < arew.shape[1] and arew[:, i].any():
             per_choice = np.zeros(mm)
-            per_choice[new_of_old[list(idx)]] = v
+            per_choice[: arew.shape[0]] = arew[:, i]
+            per_choice = per_choice[corder]  # deadlock self-loops earn nothing
             trans = per_choice[rows]
             neg_c = np.flatnonzero(per_choice < 0)
             negative[np.searchsorted(choice_ptr, neg_c, side="right") - 1] = True
