@@ -13,6 +13,8 @@ Explicit files are named the way PRISM's command lines name them:
 - `BASE.pexp`: the combined file.
 - `FILE.drn`: Storm's explicit format (`jaxmc.explore.drn`), in and out; a
   file whose header starts with `@` is read as DRN whatever its name.
+- `FILE.umb`: the unified Markov binary format of PRISM 4.10 and Storm 2.0
+  (`jaxmc.explore.umb`), in and out.
 - a trailing `.gz` or `.xz` (`dice.all.gz`, `dice.pexp.xz`): every file is
   compressed (import only).
 """
@@ -180,14 +182,19 @@ def split_explicit_spec(spec: str) -> tuple[str, list[str], str, bool]:
 
 def export_model(model: Model | ExplicitModel, spec: str) -> list[Path]:
     """Write the built model as PRISM's explicit files named by `spec`
-    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`), or as a DRN
-    file (`FILE.drn`); see `jaxmc.model`. **Returns:** the paths written."""
+    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`), as a DRN
+    file (`FILE.drn`) or a UMB archive (`FILE.umb`); see `jaxmc.model`.
+    **Returns:** the paths written."""
     from .explore import export_explicit
     from .explore.pexp import format_pexp
 
     explicit = build(model)
     if spec.endswith(".drn"):
         return [export_drn(explicit, spec)]
+    if spec.endswith(".umb"):
+        from .explore.umb import export_umb
+
+        return [export_umb(explicit, spec)]
     base, parts, comp, _ = split_explicit_spec(spec)
     if comp:
         raise UnsupportedError(
@@ -249,8 +256,13 @@ def _read_explicit(spec: str, model_type: str | None) -> tuple[ExplicitModel, st
     from .explore.drn import import_drn
     from .explore.pexp import import_pexp
 
-    if is_drn(spec):
-        explicit = import_drn(spec)
+    if is_drn(spec) or spec.endswith(".umb"):
+        if spec.endswith(".umb"):
+            from .explore.umb import import_umb
+
+            explicit = import_umb(spec)
+        else:
+            explicit = import_drn(spec)
         if model_type is not None and model_type.lower() != explicit.model_type.value:
             raise SemanticError(
                 f"{spec}: the file holds a {explicit.model_type.value.upper()}, "
@@ -296,7 +308,7 @@ def import_model(spec: str, model_type: str | None = None) -> Model:
     (`BASE.tra[,sta,lab,srew,trew]`, `BASE.all`, `BASE` or `BASE.pexp`,
     optionally `.gz`/`.xz`; see `jaxmc.model`) or from a DRN file
     (`FILE.drn`: Storm's explicit format, labels, reward models and, where
-    the file has them, state valuations).
+    the file has them, state valuations) or a UMB archive (`FILE.umb`).
 
     `model_type` (`"dtmc"`, `"ctmc"`, `"mdp"`) overrides the `.tra` header.
     The model's checked program declares only what properties can refer to:
