@@ -1,6 +1,7 @@
-"""DRN files exchanged with Storm (stormpy): files Storm writes load in jaxmc
-with the values Storm computes on its own model, and files jaxmc writes load
-in Storm (`stormpy.build_model_from_drn`) with the values jaxmc computes.
+"""DRN files and UMB archives exchanged with Storm (stormpy): files Storm
+writes load in jaxmc with the values Storm computes on its own model, and
+files jaxmc writes load in Storm (`stormpy.build_model_from_drn`,
+`build_model_from_umb`) with the values jaxmc computes.
 DTMCs, CTMCs and MDPs with state and action rewards; Storm runs its sound
 methods. (Not `I=t` on CTMCs: Storm 2.0's value differs from the matrix
 exponential's, 1.214 against 0.8841 for queue.sm's `R{"customers"}=? [ I=1 ]`,
@@ -137,6 +138,39 @@ def test_jaxmc_written_drn_loads_in_storm_with_jaxmcs_values(tmp_path, case):
     options = storm_io.DirectEncodingParserOptions()
     options.build_choice_labeling = True
     storm = stormpy.build_model_from_drn(str(drn), options=options)
+    explicit = jaxmc.build(model)
+    assert storm.nr_states == explicit.num_states
+    assert storm.nr_transitions == explicit.num_transitions
+    assert set(storm.reward_models) == {r.name for r in explicit.rewards}
+    for prop in props:
+        want = _jaxmc_value(model, prop)
+        assert _storm_value(storm, prop) == pytest.approx(want, rel=RTOL), prop
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_storm_written_umb_loads_with_storms_values(tmp_path, case):
+    path, consts, props = case
+    _skip_absent(path)
+    storm = _storm_model(path, consts)
+    umb = tmp_path / "storm.umb"
+    storm_io.export_to_umb(storm, str(umb))
+    model = jaxmc.import_model(str(umb))
+    explicit = jaxmc.build(model)
+    assert explicit.num_states == storm.nr_states
+    assert set(storm.labeling.get_labels()) <= set(explicit.labels)
+    for prop in props:
+        want = _storm_value(storm, prop)
+        assert _jaxmc_value(model, prop) == pytest.approx(want, rel=RTOL), prop
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_jaxmc_written_umb_loads_in_storm_with_jaxmcs_values(tmp_path, case):
+    path, consts, props = case
+    _skip_absent(path)
+    model = jaxmc.load_model(path, consts or None)
+    umb = tmp_path / "jaxmc.umb"
+    jaxmc.export_model(model, str(umb))
+    storm = stormpy.build_model_from_umb(str(umb))
     explicit = jaxmc.build(model)
     assert storm.nr_states == explicit.num_states
     assert storm.nr_transitions == explicit.num_transitions
