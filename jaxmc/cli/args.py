@@ -155,17 +155,19 @@ def parser() -> argparse.ArgumentParser:
                      "seconds of a long build)")  # fmt: skip
 
     io = p.add_argument_group("model import/export (PRISM's explicit files, "
-                              "Storm's DRN)")  # fmt: skip
+                              "Storm's DRN, UMB)")  # fmt: skip
     io.add_argument("-exportmodel", "--export-model", "--exportbuild",
-                    metavar="BASE[.tra,sta,...|.all]|FILE.drn",
+                    metavar="BASE[.tra,sta,...|.all]|FILE.drn|FILE.umb",
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
-                    "all of them; FILE.drn: Storm's DRN format")  # fmt: skip
+                    "all of them; FILE.drn: Storm's DRN format; FILE.umb: "
+                    "the UMB binary format")  # fmt: skip
     io.add_argument("-importmodel", "--import-model", "--explicit-drn",
-                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all|FILE.drn",
+                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all|FILE.drn|FILE.umb",
                     help="read the model from PRISM explicit files (or a DRN "
-                    "file) instead of a PRISM model (then the first positional "
-                    "argument is the properties file); properties may use the "
+                    "file, or a UMB archive) instead of a PRISM model (then "
+                    "the first positional argument is the properties file); "
+                    "properties may use the "
                     "variables of the .sta file (DRN: of its valuation "
                     "comments) and the labels of the .lab (DRN) file")  # fmt: skip
     add_export_switches(io)
