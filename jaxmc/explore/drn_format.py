@@ -141,7 +141,7 @@ def format_drn(model: ExplicitModel) -> str:
             )
         word = f' "{k}"' if re.search(r"\s", k) else " " + k
         head = head + np.where(mask, word, "").astype(object)
-    act = "\taction " + _choice_actions(model, row) + _bracket(action_r)
+    act = "\taction " + choice_actions(model, row) + _bracket(action_r)
     ent = "\t\t" + _ints(model.col) + " : " + _texts(model.val)
     # Line numbers: each state's line (and valuation), then per choice its
     # action line and its entries.
@@ -173,15 +173,18 @@ def format_drn(model: ExplicitModel) -> str:
     return "\n".join(header + out.tolist()) + "\n"
 
 
-def _choice_actions(model: ExplicitModel, row: np.ndarray) -> np.ndarray:
+def choice_actions(
+    model: ExplicitModel, row: np.ndarray, sep: str = "_", none: str = NOLABEL
+) -> np.ndarray:
     """The action written for each choice: an MDP's label; for a DTMC/CTMC
-    the actions of the choice's entries joined by `_` (Storm's notation for
-    a choice with several labels), `__NOLABEL__` for none."""
+    the actions of the choice's entries joined by `sep` (Storm's DRN writes
+    a choice with several labels with `_`, its UMB with `,`), `none` for
+    none."""
     m = model.num_choices
     if model.choice_action is not None:
-        acts = np.array([a or NOLABEL for a in model.choice_action], dtype=object)
+        acts = np.array([a or none for a in model.choice_action], dtype=object)
     else:
-        acts = np.full(m, NOLABEL, dtype=object)
+        acts = np.full(m, none, dtype=object)
         if model.entry_action is not None:
             names = np.array(model.action_names, dtype=object)
             ids = np.asarray(model.entry_action, dtype=np.int64)
@@ -193,8 +196,8 @@ def _choice_actions(model: ExplicitModel, row: np.ndarray) -> np.ndarray:
             acts[pairs[0, first]] = names[pairs[1, first]]
             for r in np.unique(pairs[0, ~first]).tolist():  # several actions
                 these = sorted(names[pairs[1, pairs[0] == r]].tolist())
-                acts[r] = "_".join(these)
-    for a in set(acts.tolist()):
+                acts[r] = sep.join(these)
+    for a in set(acts.tolist()) if sep == "_" else ():
         if re.search(r"\s", a):
             raise UnsupportedError(f"DRN export: the action `{a}` contains whitespace")
     return acts

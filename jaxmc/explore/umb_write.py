@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..lang.ast import ModelType
+from .drn_format import choice_actions
 from .model import ExplicitModel
 from .textfile import PathLike
 
@@ -47,24 +48,6 @@ def _identifier(name: str, taken: set[str]) -> str:
         ident, k = f"{base}_{k}", k + 1
     taken.add(ident)
     return ident
-
-
-def _actions(model: ExplicitModel, row: np.ndarray) -> list[str]:
-    """Each choice's action: an MDP's label; for a DTMC/CTMC the actions of
-    the choice's entries joined by `,` (as Storm writes a choice with
-    several labels); "" for none."""
-    if model.choice_action is not None:
-        return [a or "" for a in model.choice_action]
-    acts = [""] * model.num_choices
-    if model.entry_action is not None:
-        per: dict[int, set[str]] = {}
-        names = model.action_names
-        for r, a in zip(row.tolist(), np.asarray(model.entry_action).tolist()):
-            if names[a] is not None:
-                per.setdefault(r, set()).add(names[a])
-        for r, x in per.items():
-            acts[r] = ",".join(sorted(x))
-    return acts
 
 
 def _valuations(model: ExplicitModel) -> tuple[list[dict], bytes]:
@@ -118,7 +101,7 @@ def export_umb(model: ExplicitModel, path: PathLike) -> Path:
     files["choice-to-branches.bin"] = _u64(model.row_ptr)
     files["branch-to-target.bin"] = _u64(model.col)
     files["branch-to-probability.bin"] = _f64(prob)
-    acts = _actions(model, row)
+    acts = choice_actions(model, row, ",", "").tolist()
     names = sorted(set(acts))
     index_of = {a: i for i, a in enumerate(names)}
     files["actions/choices/values.bin"] = np.array(
@@ -181,7 +164,7 @@ def export_umb(model: ExplicitModel, path: PathLike) -> Path:
         }
         files["valuations/states/valuations.bin"] = packed
     path = Path(path)
-    with tarfile.open(path, "w:gz") as tar:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for name, data in [("index.json", json.dumps(index, indent=1).encode())] + [
             *files.items()
         ]:
