@@ -391,8 +391,7 @@ class _Parser:
         """The line number of transition `j` (counted again: errors only)."""
         count = -1
         for number, raw in enumerate(self.lines[self.first :], self.first + 1):
-            line = raw.strip()
-            if line[:1].isdigit() and ":" in line:
+            if raw.strip()[:1].isdigit():  # as `body` reads them
                 count += 1
                 if count == j:
                     return number

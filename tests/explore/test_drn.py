@@ -247,6 +247,8 @@ def _replace(old: str, new: str) -> str:
         (_replace("\taction go [0, 1]", "\taction go [0, 1"), 15, "`]` missing"),
         (_replace("\t\t2 : 2\n", "\t\t2 : 2\n\taction again\n"), 18, "second choice"),
         (_replace("\t\t1 : 1\n", "\t\tgarbage\n"), 16, "expected `state`"),
+        (_replace("\t\t0 : 4\n", "\t\t0 4\n"), 21, "expected `target : value`"),
+        (_replace("\t\t0 : 4\n", "\t\t0.5 : 4\n"), 21, "`0.5` is not a state"),
     ],
 )
 def test_located_errors(bad, text, line, words):
