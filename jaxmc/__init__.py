@@ -39,6 +39,11 @@ from .model import (
 )
 from .options import SolveOptions as SolveOptions
 from .props import CheckResult as CheckResult
+from .strategy import (
+    export_strategy as export_strategy,
+    format_strategy as format_strategy,
+    induced_model as induced_model,
+)
 
 
 try:

@@ -98,6 +98,7 @@ def check(
     precision: str | None = None,
     criterion: str | None = None,
     all_states: bool = False,
+    scheduler: bool = False,
 ):
     """Check one property on `model`; returns a [`jaxmc.CheckResult`][].
 
@@ -167,6 +168,14 @@ def check(
     - `all_states`: compute the value in every state (`result.values`;
       PRISM's `-exportvector`); by default a property without a top-level
       filter is computed only where the initial states need it.
+    - `scheduler`: also compute the optimal memoryless scheduler of an MDP
+      property `Pmin/Pmax [ φ U ψ ]` (or `F`, `G`, `W`, `R`) or
+      `Rmin/Rmax [ F ψ ]`, verified on the DTMC it induces
+      (`result.scheduler`: `choice`, the index of each state's chosen
+      choice within its row group, and `actions`, its action label; see
+      `jaxmc.numerics.scheduler`). `UnsupportedError` for other properties
+      (step-bounded ones need memory). [`jaxmc.induced_model`][] makes the
+      induced DTMC, [`jaxmc.export_strategy`][] writes PRISM's files.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a
@@ -177,10 +186,12 @@ def check(
         max_iters=max_iters, throw=throw, layout=layout, precision=precision,
         criterion=criterion,
     )  # fmt: skip
-    return _check(model, prop, properties, options, all_states)
+    return _check(model, prop, properties, options, all_states, scheduler)
 
 
-def _check(model, prop, properties, options: SolveOptions, all_states=False):
+def _check(
+    model, prop, properties, options: SolveOptions, all_states=False, scheduler=False
+):
     from .props import check_property, raise_on_failure
 
     checked_prop, properties = property_to_check(model, prop, properties)
@@ -189,6 +200,7 @@ def _check(model, prop, properties, options: SolveOptions, all_states=False):
     result = check_property(
         explicit, checked_prop, properties, options,
         _device_model(explicit, options), all_states=all_states,
+        scheduler=scheduler,
     )  # fmt: skip
     if getattr(model, "build_time", None) is not None:
         result.timing.setdefault("build", model.build_time)

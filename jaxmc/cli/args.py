@@ -162,6 +162,14 @@ def parser() -> argparse.ArgumentParser:
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
                     "all of them; FILE.drn: Storm's DRN format; FILE.umb: "
                     "the UMB binary format")  # fmt: skip
+    io.add_argument("-exportstrat", "--export-strat", metavar="FILE[:OPTIONS]",
+                    help="write the optimal scheduler (strategy) of each MDP "
+                    "property Pmin/Pmax [ U ], Rmin/Rmax [ F ] as PRISM does: "
+                    "'state=action' lines (type=actions, the default), "
+                    "'index=choice' (type=indices) or the induced model's .tra "
+                    "(type=induced, the default for FILE.tra; mode=reduce|"
+                    "restrict); states=false writes indices for states; FILE "
+                    "'stdout' prints it")  # fmt: skip
     io.add_argument("-importmodel", "--import-model", "--explicit-drn",
                     metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all|FILE.drn|FILE.umb",
                     help="read the model from PRISM explicit files (or a DRN "

@@ -74,10 +74,11 @@ def run(args: argparse.Namespace) -> int:
         for n, (index, prop) in enumerate(chosen, 1):
             show.checking(n, len(chosen), prop.text)
             entry = {"index": index + 1, "name": prop.name, "property": prop.text}
+            strategy = None
             try:
-                result = jaxmc.check(
-                    model, index, properties=props, options=solve_options,
-                    all_states=exports.all_states,
+                result, strategy = _check_one(
+                    jaxmc, model, index, props, solve_options, args,
+                    exports.all_states,
                 )  # fmt: skip
                 entry.update(_result_entry(result))
                 if result.printed is not None:
@@ -89,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
             run["properties"].append(entry)
             show.result(entry)
             exports.result(setting, index, result, explicit)
+            if strategy is not None:
+                _export_strategy(strategy, show)
     if args.json:
         out = {
             "model": args.model or args.import_model,
@@ -104,6 +107,39 @@ def run(args: argparse.Namespace) -> int:
             show.timing(runs)
     exports.finish()  # last: PRISM exports the results after the experiment
     return status
+
+
+def _check_one(jaxmc, model, index, props, options, args, all_states=False):
+    """`jaxmc.check` of one property, and with `-exportstrat` the text of
+    its scheduler as PRISM writes it, or a note why there is none (the
+    property is then checked without it)."""
+    spec = getattr(args, "export_strat", None)
+    kw = dict(properties=props, options=options, all_states=all_states)
+    if not spec:
+        return jaxmc.check(model, index, **kw), None
+    from ..strategy import format_strategy, parse_spec
+
+    file, how = parse_spec(spec)
+    try:
+        result = jaxmc.check(model, index, scheduler=True, **kw)
+    except jaxmc.UnsupportedError as e:
+        result = jaxmc.check(model, index, **kw)
+        return result, (file, None, e.message)
+    return result, (file, format_strategy(model, result, **how), None)
+
+
+def _export_strategy(strategy, show) -> None:
+    """Write (or print, to "stdout") a scheduler's text from `_check_one`."""
+    file, text, why = strategy
+    if text is None:
+        show.note(f"\nNo strategy exported: {why}")
+    elif file == "stdout":
+        show.note("\nExporting strategy below:")
+        print(text, end="")
+    else:
+        with open(file, "w") as f:
+            f.write(text)
+        show.note(f'\nExporting strategy to file "{file}"')
 
 
 def _build_options(args, show) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from .evaluate import evaluate_plain
 from .filters import PRINTING, printout, reduce_filter
 from .result import CheckResult, located
 from .rewards import describe_state
+from .strategy import optimal_scheduler
 from .threshold import compare, undecided_error
 
 
@@ -45,6 +46,7 @@ def check_property(
     options: SolveOptions | None = None,
     device_model: DeviceModel | None = None,
     all_states: bool = False,
+    scheduler: bool = False,
 ) -> CheckResult:
     """Check one property (from `jaxmc.semantics.check_properties`) with
     `options` (`None`: the defaults), its solves on `device_model` (made
@@ -52,6 +54,9 @@ def check_property(
     The value of a property without a top-level filter is computed in the
     initial states only, unless `all_states` (then `values` holds it in
     every state, as PRISM's `-exportvector` needs).
+    With `scheduler`, the result carries the optimal memoryless scheduler
+    of the top-level operator (`jaxmc.props.strategy`; `UnsupportedError`
+    where there is none).
 
     A solve that does not converge raises nothing here: its status is in
     the result (`status`, `failure`), and the API raises
@@ -84,6 +89,7 @@ def check_property(
                 checker.active = np.zeros(model.num_states, dtype=bool)
                 checker.active[np.asarray(model.initial_states)] = True
                 values, value, is_filter = checker.eval(expr), None, False
+        sched = optimal_scheduler(checker, expr) if scheduler else None
     except JaxmcError as e:
         raise located(e, prop, properties) from None
     checker.stats["total"] = time.perf_counter() - start
@@ -109,6 +115,7 @@ def check_property(
         bound=checker.reported_bound(expr),
         failure=checker.failure,
         printed=printed,
+        scheduler=sched,
     )
 
 
@@ -162,6 +169,8 @@ class _Checker:
         self._resolving: set[str] = set()
         #: States where a plain top-level expression must evaluate without error.
         self.active: np.ndarray | None = None
+        #: What the last solve was, for its scheduler (`jaxmc.props.strategy`).
+        self.sched_ctx: tuple | None = None
 
     # ------------------------------------------------------------ expressions
 
@@ -274,7 +283,10 @@ class _Checker:
             return self._until(node)
         if isinstance(node, P.LtlPath):
             options = self._solver_kwargs()["options"]
-            return self._record(ltl.probabilities(self.model, node, self.mask, options))
+            res = ltl.probabilities(self.model, node, self.mask, options)
+            values = self._record(res)
+            self.sched_ctx = ("ltl",)
+            return values
         if isinstance(node, P.Complement):
             before = self.bounds
             return self._dual(self._value(node.value), before)
@@ -309,6 +321,7 @@ class _Checker:
         """Keep the statistics of an iterative solve (its fallbacks, bound
         and, for the first that failed, the failure); return its values."""
         res = note_layout(res, self.device_model)
+        self.sched_ctx = None
         self.attempts, self.bound = tuple(res.attempts), res.bound
         if res.status != Status.CONVERGED and self.failure is None:
             self.failure = Attempt(
@@ -400,9 +413,10 @@ class _Checker:
         opt = getattr(node, "opt", None)
         kw = self._solver_kwargs()
         if isinstance(node, P.Until):
-            return self._record(
-                numerics.until_probabilities(self.model, phi, psi, opt=opt, **kw)
-            )
+            res = numerics.until_probabilities(self.model, phi, psi, opt=opt, **kw)
+            values = self._record(res)
+            self.sched_ctx = ("until", phi, psi, opt, res)
+            return values
         upper, low = node.high, node.low
         if self.is_ctmc:
             res = numerics.ctmc_bounded_until(
@@ -413,7 +427,9 @@ class _Checker:
                 self.model, phi, psi, None if upper is None else int(upper),
                 lower=int(low), opt=opt, **kw,
             )  # fmt: skip
-        return self._record(res)
+        values = self._record(res)
+        self.sched_ctx = ("bounded",)
+        return values
 
     def reward_path(self, node) -> np.ndarray:
         """An `R` operator's plan node in every state."""
@@ -422,14 +438,17 @@ class _Checker:
         opt = getattr(node, "opt", None)
         if isinstance(node, P.CosafeReward):
             options = self._solver_kwargs()["options"]
-            return self._record(ltl.rewards(m, node, self.mask, options))
+            values = self._record(ltl.rewards(m, node, self.mask, options))
+            self.sched_ctx = ("ltl",)
+            return values
         if isinstance(node, P.ReachReward):
             target = self.mask(node.target)
-            return self._record(
-                numerics.reachability_rewards(
-                    m, reward, target, opt=opt, **self._solver_kwargs()
-                )
+            res = numerics.reachability_rewards(
+                m, reward, target, opt=opt, **self._solver_kwargs()
             )
+            values = self._record(res)
+            self.sched_ctx = ("reach", reward, target, opt, res)
+            return values
         if isinstance(node, P.TotalReward):
             return self._record(
                 numerics.total_rewards(m, reward, opt=opt, **self._solver_kwargs())

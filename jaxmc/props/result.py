@@ -64,7 +64,10 @@ class CheckResult:
     bound_gap: float | None = None
     bound: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
-    scheduler: np.ndarray | None = None
+    #: The optimal memoryless scheduler of the top-level operator, when
+    #: asked for (`jaxmc.check(..., scheduler=True)`): a
+    #: `jaxmc.numerics.scheduler.Scheduler` (`choice`, `actions`, ...).
+    scheduler: Any = None
     #: Certified lower/upper bounds per state from interval iteration (when
     #: the top-level operator was solved with it), else None.
     lower: np.ndarray | None = None

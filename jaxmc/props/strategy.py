@@ -1,0 +1,68 @@
+"""The optimal scheduler of a checked property's top-level operator
+(`jaxmc.check(..., scheduler=True)`, the command line's `-exportstrat`).
+
+Memoryless deterministic schedulers are optimal, and are computed, for
+`Pmin/Pmax` of unbounded `U`/`F` (and `G`, `W`, `R` through their duals:
+the scheduler of the dual's until is optimal for the original) and for
+`Rmin/Rmax [ F ]` (`jaxmc.numerics.scheduler`). The others are refused
+with an `UnsupportedError` saying why: step-bounded properties need a
+step counter (their optimal schedulers are not memoryless), LTL needs the
+automaton's state (finite memory, through the product: not yet), and the
+remaining operators have no scheduler computed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UnsupportedError
+from ..lang import ast
+from ..numerics.scheduler import (
+    Scheduler,
+    reach_reward_scheduler,
+    until_scheduler,
+)
+
+
+_WHY = {
+    "bounded": (
+        "a step-bounded property's optimal scheduler needs memory (the "
+        "number of steps taken), and jaxmc computes memoryless schedulers only",
+        "drop the step bound (`F` instead of `F<=k`) for a memoryless scheduler",
+    ),
+    "ltl": (
+        "an LTL property's optimal scheduler needs the automaton's state as "
+        "memory; jaxmc does not yet return finite-memory schedulers",
+        "for reachability, use `F`/`U` directly",
+    ),
+}
+
+
+def optimal_scheduler(checker: Any, expr: ast.Expr) -> Scheduler:
+    """The optimal memoryless scheduler of the top-level operator of
+    `expr`, from the last solve `checker` ran (its `sched_ctx`)."""
+    if not checker.is_mdp:
+        raise UnsupportedError(
+            f"only MDPs have schedulers; this model is a "
+            f"{checker.model.model_type.value.upper()}",
+            hint="check the property without asking for a scheduler",
+        )
+    operand = expr.operand if isinstance(expr, ast.Filter) else expr
+    ctx = checker.sched_ctx
+    if not isinstance(operand, (ast.ProbOp, ast.RewardOp)) or ctx is None:
+        raise UnsupportedError(
+            "jaxmc computes schedulers for Pmin/Pmax [ φ U ψ ] (and F, G, W, "
+            "R) and Rmin/Rmax [ F ψ ] at the top level of a property",
+            getattr(expr, "span", None),
+            hint="check such a property to get its optimal scheduler",
+        )
+    if ctx[0] in _WHY:
+        message, hint = _WHY[ctx[0]]
+        raise UnsupportedError(message, getattr(expr, "span", None), hint=hint)
+    o = checker.options
+    kw = dict(tol=o.epsilon, relative=o.relative)
+    if ctx[0] == "until":
+        _, phi, psi, opt, res = ctx
+        return until_scheduler(checker.model, phi, psi, opt, res, **kw)
+    _, reward, target, opt, res = ctx
+    return reach_reward_scheduler(checker.model, reward, target, opt, res, **kw)
