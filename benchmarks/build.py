@@ -46,6 +46,7 @@ EXAMPLES = ROOT.parent / "shared" / "models" / "prism-examples"
 #: (name, model path relative to prism-examples, constants)
 CASES = [
     ("tandem c=255", "ctmcs/tandem/tandem.sm", "c=255"),
+    ("tandem c=250", "ctmcs/tandem/tandem.sm", "c=250"),
     ("tandem c=1023", "ctmcs/tandem/tandem.sm", "c=1023"),
     ("tandem c=2047", "ctmcs/tandem/tandem.sm", "c=2047"),
     ("cluster N=64", "ctmcs/cluster/cluster.sm", "N=64"),

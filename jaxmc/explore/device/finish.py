@@ -94,7 +94,6 @@ class _Batches:
                    for a in lst)  # fmt: skip
 
 
-@partial(jax.jit, static_argnums=2)
 def _join(arrays, counts, total: int):
     """The first `counts[i]` rows of each epoch's `arrays[i]` (a tuple of
     same-length arrays per epoch), concatenated: arrays of length `total`."""
@@ -111,23 +110,26 @@ def _join(arrays, counts, total: int):
     )
 
 
-@partial(jax.jit, static_argnums=1)
-def _first_of(h_src, v1, h_vec, h):
-    """The first source state of a choice of each vector (of the first `h`
-    choices)."""
-    live = jnp.arange(h_vec.shape[0]) < h
-    return jax.ops.segment_min(h_src, jnp.where(live, h_vec, v1), v1)
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _collect(contribs, c_counts, choices, h_counts, t: int, h: int, v1: int):
+    """The epochs' contributions and choices joined (lengths `t`, `h`), and
+    the first source state of a choice of each of the `v1` vectors (one
+    compilation for the three)."""
+    c = _join(contribs, c_counts, t)
+    h_src, h_vec = _join(choices, h_counts, h)
+    live = jnp.arange(h) < sum(h_counts)
+    first = jax.ops.segment_min(h_src, jnp.where(live, h_vec, v1), v1)
+    return c, (h_src, h_vec), first
 
 
 def label_ids(
-    prog: Program, s: Carry, h_src, h_vec, h: int, chunk_size: int
+    prog: Program, s: Carry, first: np.ndarray, chunk_size: int
 ) -> tuple[list, np.ndarray]:
     """Action names in the host builder's order (the order in which its
     batches first meet them: batch by batch, each in vector order) and the
-    name id of each vector (`-1`: the deadlock self-loop)."""
+    name id of each vector (`-1`: the deadlock self-loop); `first`: the
+    first source state of a choice of each vector."""
     n = int(s.table.size)
-    v1 = prog.n_vectors + 1
-    first = np.asarray(_first_of(h_src, v1, h_vec, h))
     level = np.asarray(s.level)[:n]
     start = np.searchsorted(level, level, side="left")  # levels are id ranges
     seen = {}  # name -> (batch key, vector)
@@ -334,18 +336,18 @@ def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
     t = sum(e.n_contrib for e in epochs)
     h = sum(e.n_choice for e in epochs)
     big_n, big_t, big_h = s.keys.shape[0], bucket(t), bucket(h)
-    c_src, c_dst, c_prob, c_choice, c_code = _join(
+    contribs, (h_src, h_vec), first = _collect(
         tuple(tuple(e[:5]) for e in epochs),
         tuple(e.n_contrib for e in epochs),
-        big_t,
-    )
-    h_src, h_vec = _join(
         tuple((e.h_src, e.h_vec) for e in epochs),
         tuple(e.n_choice for e in epochs),
+        big_t,
         big_h,
+        prog.n_vectors + 1,
     )
+    c_src, c_dst, c_prob, c_choice, c_code = contribs
     nd = mt == ModelType.MDP
-    names, vec = label_ids(prog, s, h_src, h_vec, h, chunk_size)
+    names, vec = label_ids(prog, s, np.asarray(first), chunk_size)
     mode = 1 if mt == ModelType.DTMC else 0
     post, values = _post(prog, names, big_n, big_t, big_h, mode)
     counts = np.asarray([n, t, h], np.int32)
