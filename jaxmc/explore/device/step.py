@@ -297,9 +297,6 @@ def empty_carry(caps: Caps, w: int) -> Carry:
     )
 
 
-_find_or_put = jax.jit(T.find_or_put)
-
-
 @partial(jax.jit, static_argnums=1)
 def regrow(s: Carry, new: Caps) -> Carry:
     """`s` with a new, empty output epoch for the capacities `new` and its
@@ -343,7 +340,11 @@ def epoch(s: Carry) -> Epoch:
 def seed(prog: Program, s: Carry, init_states: np.ndarray) -> Carry:
     """`s` with the initial states stored (ids 0.., in the given order)."""
     # (`device_put`, not `jnp.asarray`, which compiles a copy per shape)
-    keys = jax.device_put(prog.pack.encode_host(init_states))
+    return _seed(s, jax.device_put(prog.pack.encode_host(init_states)))
+
+
+@jax.jit
+def _seed(s: Carry, keys) -> Carry:
     n = keys.shape[0]
-    table, _, _ = _find_or_put(s.table, keys, jnp.ones(n, bool))
+    table, _, _ = T.find_or_put(s.table, keys, jnp.ones(n, bool))
     return s._replace(table=table, keys=s.keys.at[:n].set(keys))
