@@ -121,7 +121,7 @@ def _install(prof: _Prof) -> None:
         (S, "regrow", "regrow"),
         (S, "epoch", "epoch"),
         (E, "finish", "finish"),
-        (F, "_join", "finish.join"),
+        (F, "_collect" if hasattr(F, "_collect") else "_join", "finish.join"),
         (F, "label_ids", "finish.labels"),
         (F, "assemble", "finish.assemble (host)"),
         (E, "Program", "program"),
