@@ -52,8 +52,8 @@ START = {
     "gpu": S.Caps(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24, 1 << 22),
 }
 MAX_BATCH = {"cpu": 1 << 14, "gpu": 1 << 16}
-#: The step's entries grow past the first state's needs up to this many
-#: (`step.NARROW`).
+#: The step's choices and entries grow past the first state's needs up to
+#: this many (`step.NARROW`).
 MAX_ENTRIES = {"cpu": 1 << 20, "gpu": 1 << 23}
 #: The state store is sized for every valuation of the variables up front
 #: (it then never grows, and the loop never checks it) where there are at
@@ -84,16 +84,20 @@ def _start(
     return start._replace(states=states), bounded
 
 
-def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
+def _grown(caps: S.Caps, s: S.Carry, kind: str) -> S.Caps:
     """The capacities that let the stopped loop `s` go on."""
     status = int(s.status)
     need = [int(x) for x in np.asarray(s.need)]
     c = caps._asdict()
     if status == S.NEED_STEP:
-        while c["choices"] < need[0]:
-            c["choices"] *= STEP_GROWTH
-        while c["entries"] < need[1]:
-            c["entries"] *= STEP_GROWTH
+        # A starved step's needs, up to `MAX_ENTRIES`; the first state's, all.
+        top = MAX_ENTRIES[kind]
+        for k, i in (("choices", 0), ("entries", 1)):
+            goal = max(need[i + 4], min(need[i], top))
+            while c[k] < goal:
+                c[k] *= STEP_GROWTH
+            if goal <= top:
+                c[k] = min(c[k], max(top, caps._asdict()[k]))
     elif status == S.NEED_STORE:
         while int(s.table.size) + need[3] > c["states"]:
             c["states"] *= STORE_GROWTH
@@ -158,7 +162,8 @@ def explore(
     epochs: list[S.Epoch] = []
     opts = (prob_checks, -1 if max_states is None else max_states)
     while True:
-        grow_step = caps.entries < MAX_ENTRIES[kind]
+        # (below the cap, a starved step always grows one of the two)
+        grow_step = max(caps.entries, caps.choices) < MAX_ENTRIES[kind]
         flags = (caps.batch < max_batch, bounded, grow_step)
         run = _loop(prog, caps, opts + flags)
         s = run(s, prog.values)
@@ -170,7 +175,7 @@ def explore(
         epochs.append(S.epoch(s))
         if status == S.RUNNING:
             break
-        new = caps if status == S.FLUSH else _grown(caps, s)
+        new = caps if status == S.FLUSH else _grown(caps, s, kind)
         s = S.regrow(s, new)
         caps = new
     n = int(s.table.size)

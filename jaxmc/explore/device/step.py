@@ -70,7 +70,10 @@ class Carry(NamedTuple):
     h_vec: jax.Array  # int32 [all_choices]: its vector (n_vectors: deadlock)
     n_choice: jax.Array  # int32
     status: jax.Array  # int32
-    need: jax.Array  # int32 [4]: first state's choices, entries; the step's
+    # int32 [6]: choices and entries the step's buffers must hold (through
+    # the first state or, starved, `batch // NARROW` states); those of the
+    # states it takes; those of the first state alone
+    need: jax.Array
 
 
 def _counts(prog: Program, G, valid):
@@ -192,7 +195,8 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
             want = jnp.clip(jnp.minimum(n_queued, B // NARROW), 1, B)
             first = jnp.where(take_local < want, want - 1, 0)
             status = jnp.where(take_local < want, NEED_STEP, status)
-        need = jnp.stack([ch_s[first], en_s[first], ch_s[last], en_s[last]])
+        need = jnp.stack([ch_s[first], en_s[first], ch_s[last], en_s[last],
+                          ch_s[0], en_s[0]])  # fmt: skip
         short = (status == RUNNING) & (take_store < take_local)
         status = jnp.where(short, NEED_STORE, status)
         status = jnp.where((status == RUNNING) & (take < take_local), FLUSH, status)
@@ -293,7 +297,7 @@ def empty_carry(caps: Caps, w: int) -> Carry:
         jnp.zeros(caps.all_choices, jnp.int32),
         z32,
         z32,
-        jnp.zeros(4, jnp.int32),
+        jnp.zeros(6, jnp.int32),
     )
 
 
