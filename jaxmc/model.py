@@ -32,6 +32,7 @@ from . import lang, semantics
 from .errors import SemanticError, UnsupportedError
 from .explore import ExplicitModel, build as _build
 from .lang import ast
+from .numerics.timing import collect as collect_timing
 from .props.resolve import api_hints
 from .semantics.constants import constant_setting
 
@@ -52,6 +53,9 @@ class Model:
     build_options: dict[str, Any] = field(default_factory=dict)
     _explicit: ExplicitModel | None = field(default=None, repr=False)
     build_time: float | None = None
+    #: Of `build_time`: seconds spent compiling (JAX tracing, lowering and
+    #: backend compilation, e.g. the device explorer's loop).
+    build_compile_time: float | None = None
     #: Constants declared by the properties loaded for this model so far
     #: (the names of its constant setting that are not the model's may
     #: belong to any of them).
@@ -79,8 +83,10 @@ class Model:
             if options:
                 self.build_options = dict(options)
             start = time.perf_counter()
-            self._explicit = _build(self.checked, **self.build_options)
+            with collect_timing() as stages:
+                self._explicit = _build(self.checked, **self.build_options)
             self.build_time = time.perf_counter() - start
+            self.build_compile_time = stages.get("compile", 0.0)
         return self._explicit
 
 

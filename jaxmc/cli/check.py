@@ -59,7 +59,11 @@ def run(args: argparse.Namespace) -> int:
         run = {
             "constants": setting,
             "model": _summary(model, explicit, args),
-            "timing": {"parse": parse_time, "build": model.build_time or 0.0},
+            "timing": {
+                "parse": parse_time,
+                "build": model.build_time or 0.0,
+                "build_compile": getattr(model, "build_compile_time", None) or 0.0,
+            },
             "properties": [],
         }
         runs.append(run)
