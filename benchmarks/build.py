@@ -11,15 +11,21 @@ program with constants instantiated), plus jaxmc's parse+check time.
     python benchmarks/build.py --no-storm
     python benchmarks/build.py --quick --explorer host,device --no-storm
     python benchmarks/build.py --set gpu --explorer device --no-storm
+    python benchmarks/build.py --set gpu --explorer device --no-storm --cache DIR
 
 `--explorer` names jaxmc's explorer(s) (`host`: numpy; `device`: jitted on
 the JAX backend, `jaxmc.explore.device`, its time including compilation;
-`auto`), one row each. `--set gpu` is the device explorer's GPU set (tandem
-c=2047, brp N=32768 MAX=5, herman N=17, crowds, nand); crowds and nand are
-looked up, like every model, in `JAXMC_MODELS`, `.bench/models` (filled by
+`auto`), one row each. `--cache DIR` turns JAX's persistent compilation
+cache on in each child (`jaxmc.enable_compilation_cache(DIR)`): run twice,
+the second run shows builds whose compilations come from the cache.
+`--set gpu` is the device explorer's GPU set (tandem c=2047, brp N=32768
+MAX=5, herman N=17, crowds, nand); crowds and nand are looked up, like
+every model, in `JAXMC_MODELS`, `.bench/models` (filled by
 `benchmarks/accuracy.py prepare`) and `../shared/models/prism-examples`.
 
-Prints a markdown table: states, transitions, times, states/s, peak RSS.
+Prints a markdown table: states, transitions, times (jaxmc's compile time
+of the build apart: tracing, lowering and backend compilation), states/s,
+peak RSS.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ EXAMPLES = ROOT.parent / "shared" / "models" / "prism-examples"
 #: (name, model path relative to prism-examples, constants)
 CASES = [
     ("tandem c=255", "ctmcs/tandem/tandem.sm", "c=255"),
+    ("tandem c=250", "ctmcs/tandem/tandem.sm", "c=250"),
     ("tandem c=1023", "ctmcs/tandem/tandem.sm", "c=1023"),
     ("tandem c=2047", "ctmcs/tandem/tandem.sm", "c=2047"),
     ("cluster N=64", "ctmcs/cluster/cluster.sm", "N=64"),
@@ -81,18 +88,27 @@ def _model(rel: str) -> Path:
 
 def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
     t0 = time.perf_counter()
+    import jaxmc
     from jaxmc.explore import build
     from jaxmc.lang import parse_model
+    from jaxmc.numerics.timing import compile_totals
     from jaxmc.semantics import check_program
+
+    if os.environ.get("JAXMC_BENCH_CACHE"):
+        jaxmc.enable_compilation_cache(os.environ["JAXMC_BENCH_CACHE"])
 
     text = Path(path).read_text()
     checked = check_program(
         parse_model(text, path), consts or None, source=text, file=path
     )
     t1 = time.perf_counter()
+    c1 = compile_totals()
     m = build(checked, explorer=explorer)
     t2 = time.perf_counter()
+    c2 = compile_totals()
     return {
+        "compile_s": c2[0] - c1[0],
+        "compiles": c2[1] - c1[1],
         "states": m.num_states,
         "transitions": m.num_transitions,
         "choices": m.num_choices,
@@ -160,7 +176,12 @@ def main(argv=None) -> int:
         help="jaxmc explorer(s), comma-separated: host, device, auto",
     )  # fmt: skip
     ap.add_argument("--set", choices=("default", "gpu"), default="default")
+    ap.add_argument(
+        "--cache", default=None, help="JAX's persistent compilation cache directory"
+    )
     args = ap.parse_args(argv)
+    if args.cache:
+        os.environ["JAXMC_BENCH_CACHE"] = args.cache
     if args.child:
         _child(*args.child)
         return 0
@@ -171,12 +192,13 @@ def main(argv=None) -> int:
         and (args.only is None or args.only in c[0])
     ]
     head = (
-        "| model | states | transitions | jaxmc build s | jaxmc states/s "
+        "| model | states | transitions | jaxmc build s | of it compile s (n) "
+        "| jaxmc states/s "
         "| jaxmc RSS MB | Storm build s | Storm states/s | Storm RSS MB "
         "| parse+check s |"
     )
     print(head)
-    print("|" + "|".join("---" for _ in range(10)) + "|")
+    print("|" + "|".join("---" for _ in range(11)) + "|")
     explorers = args.explorer.split(",")
     for (name, rel, consts), explorer in (
         (c, e) for c in cases for e in explorers
@@ -210,7 +232,9 @@ def main(argv=None) -> int:
         ref = j if "states" in j else s
         print(
             f"| {name} | {ref.get('states', '-')} | {ref.get('transitions', '-')} "
-            f"| {cell(j, 'build_s', '{:.2f}')} | {rate(j)} | "
+            f"| {cell(j, 'build_s', '{:.2f}')} "
+            f"| {cell(j, 'compile_s', '{:.2f}')} ({j.get('compiles', '-')}) "
+            f"| {rate(j)} | "
             f"{cell(j, 'peak_rss_mb', '{:.0f}')} "
             f"| {cell(s, 'build_s', '{:.2f}')} | {rate(s)} | "
             f"{cell(s, 'peak_rss_mb', '{:.0f}')} "

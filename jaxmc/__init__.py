@@ -30,8 +30,10 @@ from .explore import ExplicitModel as ExplicitModel
 from .model import (
     Model as Model,
     build as build,
+    export_drn as export_drn,
     export_model as export_model,
     import_model as import_model,
+    load_drn as load_drn,
     load_model as load_model,
     load_model_string as load_model_string,
 )

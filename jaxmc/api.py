@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import lang, semantics
+from .errors import UnsupportedError
 from .model import (
     ConstantsArg,
     Model,
@@ -77,9 +78,9 @@ def _device_model(explicit, options: SolveOptions):
     from .numerics import DeviceModel
 
     per = _DEVICE_MODELS.setdefault(explicit, {})
-    key = (options.layout, options.precision)
+    key = (options.layout, options.precision, options.devices)
     if key not in per:
-        per[key] = DeviceModel(explicit, *key)
+        per[key] = DeviceModel.of(explicit, options)
     return per[key]
 
 
@@ -97,6 +98,7 @@ def check(
     layout: str | None = None,
     precision: str | None = None,
     criterion: str | None = None,
+    devices: Any = None,
     all_states: bool = False,
     scheduler: bool = False,
 ):
@@ -164,6 +166,15 @@ def check(
       change between iterates below `epsilon`, which bounds the change,
       not the error) and PRISM's defaults (Jacobi; value iteration for
       MDPs), for PRISM's numbers; `result.bound` is None.
+    - `devices`: the devices the iterative solves are split over: None
+      (one device, the default), a count, a sequence of `jax.Device`s or a
+      `jax.sharding.Mesh`. The states are split in BFS order into equal
+      blocks, each device holding its block's matrix rows and exchanging
+      only the entries its neighbours read (`docs/multi-device.md`); the
+      values are those of one device with `layout="csr"`. Host solves
+      (Gauss-Seidel, the topological MDP solves, small steady-state
+      systems) stay on the host; the automatic choices that pick them are
+      replaced by the device methods, as for an explicit layout.
 
     - `all_states`: compute the value in every state (`result.values`;
       PRISM's `-exportvector`); by default a property without a top-level
@@ -184,7 +195,7 @@ def check(
     options = solve_options(
         options, method=method, epsilon=epsilon, relative=relative,
         max_iters=max_iters, throw=throw, layout=layout, precision=precision,
-        criterion=criterion,
+        criterion=criterion, devices=devices,
     )  # fmt: skip
     return _check(model, prop, properties, options, all_states, scheduler)
 
@@ -243,7 +254,9 @@ def solve(
 
         if kwargs.pop("rebuild", False):
             return diff.rebuild_solve(model, prop, params, options, **kwargs)
-        return diff.solve_params(model, prop, params, options, **kwargs)
+        return diff.solve_params(
+            model, prop, params, _one_device(options, "solve(params=...)"), **kwargs
+        )
     properties = kwargs.pop("properties", None)
     if kwargs:
         raise TypeError(f"unexpected argument `{next(iter(kwargs))}`")
@@ -263,6 +276,7 @@ def sweep(model: Model, prop: Any, params: Mapping[str, Any], **kwargs: Any):
     from . import diff
 
     options, kwargs = _split(kwargs)
+    options = _one_device(options, "sweep")
     return diff.sweep(model, prop, params, options=options, **kwargs)
 
 
@@ -275,4 +289,15 @@ def parametric(model: Model, prop: Any, **kwargs: Any):
     from . import diff
 
     options, kwargs = _split(kwargs)
+    options = _one_device(options, "parametric")
     return diff.parametric(model, prop, options=options, **kwargs)
+
+
+def _one_device(options: SolveOptions, what: str) -> SolveOptions:
+    """`options`, which the differentiable path takes on one device only."""
+    if options.devices is not None:
+        raise UnsupportedError(
+            f"`{what}` runs on one device; `devices` is for `check` and `solve`",
+            hint="leave `devices` out here",
+        )
+    return options

@@ -11,6 +11,10 @@ Explicit files are named the way PRISM's command lines name them:
   `.trew`), each naming its structure in a `# Reward structure "name"`
   comment; import reads them all (or `BASE.srew` when there is one).
 - `BASE.pexp`: the combined file.
+- `FILE.drn`: Storm's explicit format (`jaxmc.explore.drn`), in and out; a
+  file whose header starts with `@` is read as DRN whatever its name.
+- `FILE.umb`: the unified Markov binary format of PRISM 4.10 and Storm 2.0
+  (`jaxmc.explore.umb`), in and out.
 - a trailing `.gz` or `.xz` (`dice.all.gz`, `dice.pexp.xz`): every file is
   compressed (import only).
 """
@@ -28,6 +32,7 @@ from . import lang, semantics
 from .errors import SemanticError, UnsupportedError
 from .explore import ExplicitModel, build as _build
 from .lang import ast
+from .numerics.timing import collect as collect_timing
 from .props.resolve import api_hints
 from .semantics.constants import constant_setting
 
@@ -48,6 +53,9 @@ class Model:
     build_options: dict[str, Any] = field(default_factory=dict)
     _explicit: ExplicitModel | None = field(default=None, repr=False)
     build_time: float | None = None
+    #: Of `build_time`: seconds spent compiling (JAX tracing, lowering and
+    #: backend compilation, e.g. the device explorer's loop).
+    build_compile_time: float | None = None
     #: Constants declared by the properties loaded for this model so far
     #: (the names of its constant setting that are not the model's may
     #: belong to any of them).
@@ -75,8 +83,10 @@ class Model:
             if options:
                 self.build_options = dict(options)
             start = time.perf_counter()
-            self._explicit = _build(self.checked, **self.build_options)
+            with collect_timing() as stages:
+                self._explicit = _build(self.checked, **self.build_options)
             self.build_time = time.perf_counter() - start
+            self.build_compile_time = stages.get("compile", 0.0)
         return self._explicit
 
 
@@ -178,12 +188,19 @@ def split_explicit_spec(spec: str) -> tuple[str, list[str], str, bool]:
 
 def export_model(model: Model | ExplicitModel, spec: str) -> list[Path]:
     """Write the built model as PRISM's explicit files named by `spec`
-    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`; see
-    `jaxmc.model`). **Returns:** the paths written."""
+    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`), as a DRN
+    file (`FILE.drn`) or a UMB archive (`FILE.umb`); see `jaxmc.model`.
+    **Returns:** the paths written."""
     from .explore import export_explicit
     from .explore.pexp import format_pexp
 
     explicit = build(model)
+    if spec.endswith(".drn"):
+        return [export_drn(explicit, spec)]
+    if spec.endswith(".umb"):
+        from .explore.umb import export_umb
+
+        return [export_umb(explicit, spec)]
     base, parts, comp, _ = split_explicit_spec(spec)
     if comp:
         raise UnsupportedError(
@@ -195,6 +212,36 @@ def export_model(model: Model | ExplicitModel, spec: str) -> list[Path]:
         path.write_text(format_pexp(explicit))
         return [path]
     return export_explicit(explicit, base, parts=parts)
+
+
+def is_drn(spec: str) -> bool:
+    """Whether `spec` names a DRN file: `FILE.drn` (`.gz`/`.xz` too), or an
+    existing file whose first line that is not blank or a `//` comment starts
+    with `@` (PRISM's explicit files never do)."""
+    comp = next((c for c in COMPRESSIONS if spec.endswith(c)), "")
+    if spec[: len(spec) - len(comp)].endswith(".drn"):
+        return True
+    if comp or not os.path.isfile(spec):
+        return False
+    with open(spec, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.strip() and not line.lstrip().startswith("//"):
+                return line.lstrip().startswith("@")
+    return False
+
+
+def export_drn(model: Model | ExplicitModel, path: str | os.PathLike) -> Path:
+    """Write the built model as a DRN file (Storm's explicit format).
+    **Returns:** the path written."""
+    from .explore.drn import export_drn as _export
+
+    return _export(build(model), path)
+
+
+def load_drn(path: str | os.PathLike) -> Model:
+    """A model read from a DRN file (Storm's explicit format; `.gz`/`.xz`
+    too): the same as [`jaxmc.import_model`][] of a `.drn` file."""
+    return import_model(os.fspath(path))
 
 
 def _numbered(base: str, kind: str, comp: str) -> list[str]:
@@ -212,8 +259,23 @@ def _read_explicit(spec: str, model_type: str | None) -> tuple[ExplicitModel, st
     """The `ExplicitModel` of the files `spec` names, and the path reported
     as the model's file."""
     from .explore import import_explicit
+    from .explore.drn import import_drn
     from .explore.pexp import import_pexp
 
+    if is_drn(spec) or spec.endswith(".umb"):
+        if spec.endswith(".umb"):
+            from .explore.umb import import_umb
+
+            explicit = import_umb(spec)
+        else:
+            explicit = import_drn(spec)
+        if model_type is not None and model_type.lower() != explicit.model_type.value:
+            raise SemanticError(
+                f"{spec}: the file holds a {explicit.model_type.value.upper()}, "
+                f"not a {model_type.upper()}",
+                hint="leave out the model type switch: DRN files name their type",
+            )
+        return explicit, spec
     base, parts, comp, every = split_explicit_spec(spec)
     if parts == ["pexp"]:
         path = f"{base}.pexp{comp}"
@@ -250,7 +312,9 @@ def _read_explicit(spec: str, model_type: str | None) -> tuple[ExplicitModel, st
 def import_model(spec: str, model_type: str | None = None) -> Model:
     """A model read from PRISM's explicit files named by `spec`
     (`BASE.tra[,sta,lab,srew,trew]`, `BASE.all`, `BASE` or `BASE.pexp`,
-    optionally `.gz`/`.xz`; see `jaxmc.model`).
+    optionally `.gz`/`.xz`; see `jaxmc.model`) or from a DRN file
+    (`FILE.drn`: Storm's explicit format, labels, reward models and, where
+    the file has them, state valuations) or a UMB archive (`FILE.umb`).
 
     `model_type` (`"dtmc"`, `"ctmc"`, `"mdp"`) overrides the `.tra` header.
     The model's checked program declares only what properties can refer to:

@@ -99,6 +99,11 @@ class SolveOptions:
     - `omega`: the differentiable path's over-relaxation of its
       Gauss-Seidel sweeps (None: chosen per solve; 1.0: plain Gauss-Seidel;
       else a starting value in (0, 2)).
+    - `devices`: the devices the checking path's iterative solves are
+      split over (`jaxmc.layout.partition`, `docs/multi-device.md`): None
+      or 1 (one device, the default), a count (the first of
+      `jax.devices()`), a sequence of `jax.Device`s (kept as a tuple) or a
+      `jax.sharding.Mesh`.
     """
 
     method: str | None = None
@@ -110,6 +115,7 @@ class SolveOptions:
     throw: bool = True
     omega: float | None = None
     criterion: str = "sound"
+    devices: Any = None
     #: The fields `resolved` filled in from the path's defaults (not given
     #: by the caller; not part of equality): a solve may treat a default
     #: `max_iters` as a budget that a steadily converging method may
@@ -148,6 +154,7 @@ class SolveOptions:
             )
         if self.precision == "fp32" and self.epsilon is not None:
             check_fp32_epsilon(self.epsilon)
+        object.__setattr__(self, "devices", _devices(self.devices))
 
     @classmethod
     def of(cls, options: SolveOptions | None = None, **kwargs) -> SolveOptions:
@@ -182,6 +189,25 @@ class SolveOptions:
         """Whether the caller set `max_iters` (else it is the path's
         default, filled in by `resolved`)."""
         return "max_iters" not in self.defaulted
+
+
+def _devices(devices):
+    """`devices` checked for its type (the devices themselves are looked up
+    when the mesh is made, `jaxmc.layout.make_mesh`); 1 is None."""
+    hint = "devices=4, devices=jax.devices()[:2] or a 1-D jax.sharding.Mesh"
+    if devices is None or hasattr(devices, "axis_names"):  # (a Mesh)
+        return devices
+    if isinstance(devices, bool):
+        raise OptionsError(f"`devices` should be a count, not {devices!r}", hint=hint)
+    if isinstance(devices, int):
+        if devices < 1:
+            raise OptionsError(
+                f"`devices` must be at least 1, not {devices}", hint=hint
+            )
+        return None if devices == 1 else devices
+    if isinstance(devices, (list, tuple)) and devices:
+        return tuple(devices)
+    raise OptionsError(f"unknown `devices` {devices!r}", hint=hint)
 
 
 def check_fp32_epsilon(epsilon: float) -> None:

@@ -131,6 +131,13 @@ def parser() -> argparse.ArgumentParser:
                      "matrix is not a few diagonals; auto picks it for GPU "
                      "steady-state solves where it fits; default auto)")  # fmt: skip
     dev.add_argument(
+        "--devices", type=int, default=None, metavar="N",
+        help="split the iterative solves over the first N devices (rows of the "
+        "matrix and the iterate in BFS-order blocks, halo exchanges between "
+        "them; default 1). Simulated CPU devices: "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N",
+    )  # fmt: skip
+    dev.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="fp64",
@@ -154,11 +161,14 @@ def parser() -> argparse.ArgumentParser:
                      "updated in place on a terminal, else a plain line every few "
                      "seconds of a long build)")  # fmt: skip
 
-    io = p.add_argument_group("model import/export (PRISM's explicit files)")
-    io.add_argument("-exportmodel", "--export-model", metavar="BASE[.tra,sta,...|.all]",
+    io = p.add_argument_group("model import/export (PRISM's explicit files, "
+                              "Storm's DRN, UMB)")  # fmt: skip
+    io.add_argument("-exportmodel", "--export-model", "--exportbuild",
+                    metavar="BASE[.tra,sta,...|.all]|FILE.drn|FILE.umb",
                     help="write the built model as BASE.tra/.sta/.lab/.srew/.trew; "
                     "'BASE.tra,lab' writes only those, 'BASE.all' or 'BASE' "
-                    "all of them")  # fmt: skip
+                    "all of them; FILE.drn: Storm's DRN format; FILE.umb: "
+                    "the UMB binary format")  # fmt: skip
     io.add_argument("-exportstrat", "--export-strat", metavar="FILE[:OPTIONS]",
                     help="write the optimal scheduler (strategy) of each MDP "
                     "property Pmin/Pmax [ U ], Rmin/Rmax [ F ] as PRISM does: "
@@ -167,12 +177,14 @@ def parser() -> argparse.ArgumentParser:
                     "(type=induced, the default for FILE.tra; mode=reduce|"
                     "restrict); states=false writes indices for states; FILE "
                     "'stdout' prints it")  # fmt: skip
-    io.add_argument("-importmodel", "--import-model",
-                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all",
-                    help="read the model from PRISM explicit files instead of "
-                    "a PRISM model (then the first positional argument is the "
-                    "properties file); properties may use the variables of "
-                    "the .sta file and the labels of the .lab file")  # fmt: skip
+    io.add_argument("-importmodel", "--import-model", "--explicit-drn",
+                    metavar="BASE.tra[,sta,lab,srew,trew]|BASE.all|FILE.drn|FILE.umb",
+                    help="read the model from PRISM explicit files (or a DRN "
+                    "file, or a UMB archive) instead of a PRISM model (then "
+                    "the first positional argument is the properties file); "
+                    "properties may use the "
+                    "variables of the .sta file (DRN: of its valuation "
+                    "comments) and the labels of the .lab (DRN) file")  # fmt: skip
     add_export_switches(io)
     mt = io.add_mutually_exclusive_group()
     for kind in ("dtmc", "ctmc", "mdp"):

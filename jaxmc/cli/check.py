@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     solve_options = jaxmc.SolveOptions(
         method=args.method, epsilon=args.epsilon, relative=args.relative,
         max_iters=args.max_iters, layout=args.layout, precision=args.precision,
-        criterion=args.criterion,
+        criterion=args.criterion, devices=args.devices,
     )  # fmt: skip
     settings = jaxmc.semantics.expand_constants(",".join(args.const) or None)
     show = Printer(args).solve_progress()
@@ -59,7 +59,11 @@ def run(args: argparse.Namespace) -> int:
         run = {
             "constants": setting,
             "model": _summary(model, explicit, args),
-            "timing": {"parse": parse_time, "build": model.build_time or 0.0},
+            "timing": {
+                "parse": parse_time,
+                "build": model.build_time or 0.0,
+                "build_compile": getattr(model, "build_compile_time", None) or 0.0,
+            },
             "properties": [],
         }
         runs.append(run)

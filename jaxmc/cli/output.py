@@ -185,7 +185,10 @@ class Printer:
             where = f" [{fmt_consts(run['constants'])}]" if run["constants"] else ""
             t = run["timing"]
             self.out(f"  parse + check model{where}: {t['parse']:.4f}")
-            self.out(f"  build state space{where}: {t['build']:.4f}")
+            self.out(
+                f"  build state space{where}: {t['build']:.4f}"
+                f" (compile {t.get('build_compile', 0.0):.4f})"
+            )
             for e in run["properties"]:
                 stages = {k: v for k, v in e.get("timing", {}).items() if k != "build"}
                 parts = ", ".join(f"{k} {v:.4f}" for k, v in stages.items())

@@ -26,7 +26,10 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     per_state = 12 * len(comp.vars) + 24 + len(comp.checked.labels) + 2
     need = bfs.held_bytes() + n * per_state
     memory.ensure(need, "the transition arrays", f"of {n:,} states")
-    states = comp.enc.decode(bfs.table.keys[:n])
+    # (the device explorer hands its states over decoded)
+    states = getattr(bfs, "states", None)
+    if states is None:
+        states = comp.enc.decode(bfs.table.keys[:n])
     cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
     n_choices = (
         np.concatenate(bfs.n_choices) if bfs.n_choices else np.zeros(0, np.int64)

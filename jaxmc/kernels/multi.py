@@ -42,10 +42,12 @@ import jax.numpy as jnp
 from ..layout.compact import CompactVector
 from ..layout.csr import CSR
 from ..layout.ell import ELL, SlicedELL
+from ..layout.partition import PartitionedCSR
 from ..layout.vector import VectorCSR
 from ..layout.warp import CompactWarpELL, WarpELL
 from .impl import on_gpu, use_pallas_multi as use_pallas_multi
 from .norms import sup_norm_columns as sup_norm_columns
+from .sharded import partitioned_spmv
 
 
 def fused_multi(*args, **kwargs):
@@ -108,6 +110,7 @@ def _segmented(matrix, x):
 _reference.register(WarpELL, _segmented)
 _reference.register(CompactWarpELL, _segmented)
 _reference.register(VectorCSR, _segmented)
+_reference.register(PartitionedCSR, partitioned_spmv)
 
 
 def spmv_multi(matrix, x, *, impl: str = "auto"):

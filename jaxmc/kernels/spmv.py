@@ -21,10 +21,12 @@ import jax.numpy as jnp
 from ..layout.csr import CSR
 from ..layout.dia import CompactDIA, dia_reference_spmv
 from ..layout.ell import ELL, SlicedELL
+from ..layout.partition import PartitionedCSR
 from ..layout.vector import VectorCSR, vector_reference_spmv
 from ..layout.warp import CompactWarpELL, WarpELL, reference_spmv
 from .impl import IMPLS as IMPLS, on_gpu as on_gpu, use_pallas as use_pallas
 from .multi import spmv_multi
+from .sharded import partitioned_spmv
 
 
 @ft.singledispatch
@@ -86,3 +88,9 @@ spmv.register(WarpELL, _warp)
 spmv.register(CompactWarpELL, _warp)
 spmv.register(VectorCSR, _warp)
 spmv.register(CompactDIA, _warp)
+
+
+@spmv.register
+def _(matrix: PartitionedCSR, x, *, impl: str = "auto"):
+    use_pallas(matrix, impl)  # (no Pallas kernel: only "pallas" refuses)
+    return partitioned_spmv(matrix, x)

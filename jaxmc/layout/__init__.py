@@ -5,8 +5,9 @@ Modules, lowest first: `stats` (padding and bytes per non-zero), `compact`
 (narrow integers, `CompactVector`), `csr`, `ell` (ELL, sliced ELL), `warp`
 (warp-segment sliced ELL, full/half warp, and its compact variant),
 `vector` (CSR-vector, for long rows), `device_warp` (the warp-segment
-layouts built on the device from device CSR arrays), `order` (state orderings: BFS, RCM,
-length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
+layouts built on the device from device CSR arrays), `partition`
+(row-partitioned matrices over several devices), `order` (state orderings:
+BFS, RCM, length-sorted windows), `dia` (compact diagonals), `build` (layout kind ->
 builder, and the automatic choice), `grouped` (per-state min/max over MDP
 choices) and `sparse_model` (`SparseModel`, the model's matrix on the
 device)."""
@@ -43,6 +44,12 @@ from .order import (
     bfs_order as bfs_order,
     rcm_order as rcm_order,
     window_order as window_order,
+)
+from .partition import (
+    PartitionedCSR as PartitionedCSR,
+    Sharded as Sharded,
+    make_mesh as make_mesh,
+    partition as partition,
 )
 from .sparse_model import (
     SparseModel as SparseModel,

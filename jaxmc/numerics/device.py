@@ -9,6 +9,15 @@ layout is and which are rebuilt per solve). The device matrix itself is
 built on the first solve that needs it (timed as the "layout" stage) and
 kept; so are the states' lexicographic ranks (the diagonal layout's order).
 
+With several devices (`SolveOptions.devices`) the device model holds their
+mesh and its layout is `jaxmc.layout.Sharded`: the states split in BFS
+order over the devices, each holding its rows in a local CSR
+(`jaxmc.layout.partition`); every device solve then runs on that
+partition (`jaxmc.kernels.sharded`). The automatic choices of host methods
+(topological Gauss-Seidel, the topological MDP solves) are off, as for an
+explicit layout; a solve that still runs on the host or on one device is
+recorded like a refused layout.
+
 A solve whose system the asked-for layout cannot hold (a compact layout with
 too many distinct values, a diagonal layout on a matrix that is not a few
 diagonals, or on an MDP's choices) runs on another layout; `note_layout`
@@ -25,8 +34,8 @@ import jax
 import numpy as np
 
 from ..explore.model import ExplicitModel
-from ..layout import SparseModel, layout_kind, lex_order
-from ..options import SolveOptions, check_options
+from ..layout import Sharded, SparseModel, layout_kind, lex_order, make_mesh
+from ..options import OptionsError, SolveOptions, check_options
 from ..solvers import Status
 from .matrices import HOST_BUILT, host_csr, on_gpu, sparse_model
 from .result import Attempt, NumericResult
@@ -41,12 +50,30 @@ class DeviceModel:
     - `kind`: the concrete layout of the model's own matrix ("auto"
       resolved, on first use).
     - `precision`: "fp64" or "fp32".
+    - `mesh`: the devices' `jax.sharding.Mesh` (several devices: `requested`
+      and `kind` are then `Sharded(mesh, local)`, the devices' rows in
+      `local`: the layout asked for, "csr" or "ell"; for "auto" CSR on a
+      CPU and ELL on a GPU, where CSR's `segment_sum` is a scatter), or
+      None (one device).
     """
 
-    def __init__(self, model: ExplicitModel, layout: str = "auto", precision="fp64"):
+    def __init__(
+        self, model: ExplicitModel, layout: str = "auto", precision="fp64", mesh=None
+    ):
         SolveOptions(layout=layout, precision=precision)  # validates both
+        if mesh is not None and layout not in ("auto", "csr", "ell"):
+            raise OptionsError(
+                f"layout {layout!r} is single-device; several devices hold "
+                "their rows in CSR or ELL",
+                hint="leave `layout` at 'auto' (or 'csr', 'ell') with `devices`",
+            )
         self.model = model
+        self.layout = layout
+        self.mesh = mesh
         self.requested = layout
+        if mesh is not None:
+            local = layout if layout != "auto" else ("ell" if on_gpu() else "csr")
+            self.requested = Sharded(mesh, local)
         self.precision = precision
         self._sparse: SparseModel | None = None
         self._lex: np.ndarray | None = None
@@ -55,7 +82,13 @@ class DeviceModel:
     @classmethod
     def of(cls, model: ExplicitModel, options: SolveOptions | None) -> DeviceModel:
         o = check_options(options)
-        return cls(model, o.layout, o.precision)
+        try:
+            mesh = make_mesh(o.devices)
+        except (ValueError, TypeError) as e:
+            raise OptionsError(
+                str(e), hint="devices=N with N at most len(jax.devices())"
+            ) from None
+        return cls(model, o.layout, o.precision, mesh)
 
     def derived(self, model: ExplicitModel) -> DeviceModel:
         """The device model of `model` (derived from this one's: embedded,
@@ -63,7 +96,7 @@ class DeviceModel:
         precision."""
         if model is self.model:
             return self
-        return DeviceModel(model, self.requested, self.precision)
+        return DeviceModel(model, self.layout, self.precision, self.mesh)
 
     @functools.cached_property
     def kind(self) -> str:
@@ -151,6 +184,9 @@ def device_model_for(
 
 #: Layout names of solves that ran off the device or did no solve.
 _NOT_LAYOUTS = ("host", "none", None)
+#: The same for a device model over several devices: a host solve did not
+#: run on them, so it is recorded.
+_NOT_SHARDED = ("none", None)
 
 
 def note_layout(res: NumericResult, dm: DeviceModel) -> NumericResult:
@@ -158,18 +194,23 @@ def note_layout(res: NumericResult, dm: DeviceModel) -> NumericResult:
     for by name that the solve could not run on (module docstring); the
     result unchanged otherwise ("auto" is a choice, not a request)."""
     ran = (res.extra or {}).get("layout")
-    if dm.requested == "auto" or ran in _NOT_LAYOUTS:
+    skip = _NOT_LAYOUTS if dm.mesh is None else _NOT_SHARDED
+    if dm.requested == "auto" or ran in skip:
         return res
-    used = [p for p in str(ran).split("+") if p not in ("host", "none")]
+    used = [p for p in str(ran).split("+") if p not in skip]
     other = sorted({p for p in used if p != dm.requested})
     if not other:
         return res
+    what = (
+        f"layout {dm.requested} cannot hold this system"
+        if dm.mesh is None
+        else f"{res.method} does not run split over {dm.requested.size} devices"
+    )
     refused = Attempt(
         method=res.method,
         status=Status.REFUSED,
         layout=dm.requested,
-        note=f"layout {dm.requested} cannot hold this system; ran on "
-        + "/".join(other),
+        note=f"{what}; ran on " + "/".join(other),
     )
     if any(a.status == Status.REFUSED for a in res.attempts):
         return res

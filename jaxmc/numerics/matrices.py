@@ -38,6 +38,8 @@ from ..layout import (
     ELL,
     CompactDIA,
     CompactWarpELL,
+    PartitionedCSR,
+    Sharded,
     SlicedELL,
     SparseModel,
     VectorCSR,
@@ -49,6 +51,7 @@ from ..layout import (
     make_layout,
     ordered_csr,
     ordered_dia,
+    partition,
 )
 from ..options import LAYOUTS, OptionsError
 
@@ -88,7 +91,10 @@ def host_csr(indptr, cols, vals, shape) -> CSR:
 def build_matrix(indptr, cols, vals, shape, kind: str):
     """Device layout `kind` (not "auto") of the host CSR `(indptr, cols,
     vals)`. A compact layout that cannot hold the matrix falls back to the
-    warp layout with the same lanes."""
+    warp layout with the same lanes. A `Sharded` kind: the rows split over
+    its mesh (`jaxmc.layout.partition`)."""
+    if isinstance(kind, Sharded):
+        return partition(indptr, cols, vals, shape, kind.mesh, local=kind.local)
     if kind == "csr":
         return CSR.from_arrays(indptr, cols, vals, shape)
     host = host_csr(indptr, cols, vals, shape)
@@ -144,9 +150,12 @@ def build_ordered(
 
 
 def layout_name(matrix) -> str:
-    """The layout name of a device matrix."""
+    """The layout name of a device matrix (for a partitioned one its
+    `Sharded` kind, which names it and can build another like it)."""
     if isinstance(matrix, SparseModel):
         matrix = matrix.matrix
+    if isinstance(matrix, PartitionedCSR):
+        return matrix.kind
     if isinstance(matrix, WarpELL):
         return "warp" if matrix.lanes == 1 else "warp2"
     if isinstance(matrix, CompactWarpELL):
@@ -167,7 +176,11 @@ def sparse_model(
     choice_ptr = np.asarray(choice_ptr, dtype=np.int64)
     n, m = len(choice_ptr) - 1, len(row_ptr) - 1
     csr = CSR.from_arrays(row_ptr, col, val, (m, n))
-    if kind in HOST_BUILT + ("csr",):
+    if isinstance(kind, Sharded):
+        matrix = partition(
+            row_ptr, col, val, (m, n), kind.mesh, choice_ptr, local=kind.local
+        )
+    elif kind in HOST_BUILT + ("csr",):
         matrix = csr
     elif kind in ("warp", "warp2", "vector") and device_build(csr.nnz):
         matrix = build_layout(csr, kind)  # from the CSR already on the device

@@ -93,7 +93,7 @@ def check_property(
     except JaxmcError as e:
         raise located(e, prop, properties) from None
     checker.stats["total"] = time.perf_counter() - start
-    for name in ("precompute", "layout", "solve"):
+    for name in ("precompute", "layout", "solve", "compile"):
         checker.stats[name] = stages.get(name, 0.0)
     return CheckResult(
         property_text=text,

@@ -176,3 +176,32 @@ def test_deadlocks_error_and_unsupported():
     )
     with pytest.raises(ValueError):
         build(checked, explorer="gpu")
+
+
+def test_growth_paths(monkeypatch):
+    """Tiny starting capacities: the loop stops for larger step buffers
+    (the first state's and a narrow step's), a larger state store, a wider
+    batch and full output epochs, and resumes; the model is the host's."""
+    from jaxmc.explore.device import explorer as E, step as S
+
+    kind = "cpu" if E.jax.default_backend() == "cpu" else "gpu"
+    monkeypatch.setitem(E.START, kind, S.Caps(4, 1, 2, 16, 128, 64))
+    monkeypatch.setitem(E.MAX_BATCH, kind, 16)
+    monkeypatch.setitem(E.BOUNDED, kind, 0)
+    monkeypatch.setitem(E.MAX_ENTRIES, kind, 128)
+    stops = []
+    make_loop = S.make_loop
+
+    def recording(prog, caps, opts):
+        run = make_loop(prog, caps, opts)
+
+        def call(s, values):
+            out = run(s, values)
+            stops.append(int(out.status))
+            return out
+
+        return call
+
+    monkeypatch.setattr(S, "make_loop", recording)
+    assert_same(_file("prism-examples/mdps/csma/csma2_2.nm", "k=1"))
+    assert {S.NEED_STEP, S.NEED_STORE, S.NEED_BATCH, S.FLUSH} <= set(stops)

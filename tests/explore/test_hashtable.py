@@ -160,3 +160,19 @@ def test_kernel_on_gpu_equals_reference():
         np.testing.assert_array_equal(gnew, rnew)
         assert gsize == rsize
     np.testing.assert_array_equal(got_keys, ref_keys)
+
+
+@pytest.mark.parametrize("impl", ["pallas", "rounds"])
+def test_without_rollback_same_ids(impl):
+    """`rollback=False` (the explorer's loop, which never overflows) gives
+    the ids, `is_new` and size of the checked call."""
+    rng = np.random.default_rng(7)
+    a, b = H.create(256, 2), H.create(256, 2)
+    for _ in range(3):
+        keys = jnp.asarray(rng.integers(0, 20, size=(48, 2)).astype(np.uint32))
+        valid = jnp.asarray(rng.random(48) < 0.8)
+        a, ids_a, new_a = H.find_or_put(a, keys, valid, impl=impl)
+        b, ids_b, new_b = H.find_or_put(b, keys, valid, impl=impl, rollback=False)
+        np.testing.assert_array_equal(np.asarray(ids_a), np.asarray(ids_b))
+        np.testing.assert_array_equal(np.asarray(new_a), np.asarray(new_b))
+        assert int(a.size) == int(b.size) and not bool(b.overflow)

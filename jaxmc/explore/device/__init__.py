@@ -8,8 +8,10 @@ expands the queue and deduplicates successors with a find-or-put table
 values, MDP choices and actions, labels, rewards, provenance), plus the
 transition arrays on the device (`DeviceArrays`). Guards, probabilities,
 assignments and transition rewards are the host lowering's generated code
-run on jax.numpy (`lowering`); labels and state rewards are evaluated by
-the host's `assemble`.
+run on jax.numpy (`lowering`), the model's constants passed to the
+compiled code as arguments, so that it is compiled once per program and
+size bucket (`Program.signature`); labels and state rewards are evaluated
+by the host's `assemble`.
 
 Not supported (`UnsupportedError`; `explorer="auto"` then uses the host
 builder): a DTMC built without probability checks (`prob_checks=False`),

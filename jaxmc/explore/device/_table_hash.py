@@ -76,14 +76,18 @@ def create(capacity: int, width: int) -> HashTable:
     )
 
 
-def find_or_put(table: HashTable, keys, valid, *, impl: str, reverse=False):
+def find_or_put(
+    table: HashTable, keys, valid, *, impl: str, reverse=False, rollback=True
+):
     """`table.find_or_put` on a hash table; `impl` "pallas" (interpret mode
     off the GPU, its emulated atomics in lane order or, `reverse`, the
-    other way) or "rounds"."""
+    other way) or "rounds". Without `rollback` (for callers that never
+    overflow the table) an overflowing batch leaves the table unspecified,
+    `overflow` set, and the call has no conditional over the whole table."""
     if keys.shape[0] == 0:
         return table, jnp.zeros((0,), jnp.int32), jnp.zeros((0,), bool)
     if impl == "rounds":
-        return _rounds(table, keys, valid)
+        return _rounds(table, keys, valid, rollback)
     interpret = jax.default_backend() != "gpu"
     slot, occ, ids, tkeys, total = _tp.probe(
         table.occ,
@@ -97,13 +101,19 @@ def find_or_put(table: HashTable, keys, valid, *, impl: str, reverse=False):
         interpret=interpret,
         reverse=reverse,
     )
-    return _finish(table, slot, occ, ids, tkeys, total, valid)
+    return _finish(table, slot, occ, ids, tkeys, total, valid, rollback)
 
 
-@jax.jit
-def _finish(table, slot, occ, ids, tkeys, total, valid):
+@functools.partial(jax.jit, static_argnums=7)
+def _finish(table, slot, occ, ids, tkeys, total, valid, rollback=True):
     """Number the batch's new keys, or roll its claims back on overflow."""
     done, gid, is_new = number(table, slot, occ, ids, tkeys, valid)
+    if not rollback:
+        return (
+            done._replace(overflow=done.overflow | (total > table.capacity)),
+            gid,
+            is_new,
+        )
     return lax.cond(
         total > table.capacity,
         lambda: _rollback(done, slot, table.size),
@@ -156,8 +166,8 @@ def _rollback(table, slot, size):
     return back, jnp.full((m,), -1, jnp.int32), jnp.zeros((m,), bool)
 
 
-@jax.jit
-def _rounds(table, keys, valid):
+@functools.partial(jax.jit, static_argnums=3)
+def _rounds(table, keys, valid, rollback=True):
     """Round-synchronous linear probing in XLA (see the module docstring)."""
     m, w = keys.shape
     cap = table.occ.shape[0]
@@ -198,7 +208,7 @@ def _rounds(table, keys, valid):
         table.size,
     )
     _, _, slot, occ, ids, tk, total = lax.while_loop(cond, body, init)
-    return _finish(table, slot, occ, ids, tk, total, valid)
+    return _finish(table, slot, occ, ids, tk, total, valid, rollback)
 
 
 @functools.partial(jax.jit, static_argnames=("capacity",))

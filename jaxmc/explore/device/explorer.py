@@ -1,9 +1,13 @@
 """The host side of the device explorer: capacities, growth, resumption.
 
 The level loop (`step.make_loop`) runs on the device until the queue is
-empty or a capacity would overflow; then the host doubles what was short
-(geometric growth, so a state space of `n` states costs `O(log n)` round
-trips and compilations, however many BFS levels it has) and resumes it.
+empty or a capacity would overflow; then the host grows what was short by
+a large factor (geometric growth, so a state space of `n` states costs
+`O(log n)` round trips and compilations, however many BFS levels it has)
+and resumes it. Loops are kept by program signature (`Program.signature`:
+the generated code and static tables, not the constants' values), so a
+model built again, or under other constants in the same capacities,
+reuses them.
 
 Where the device cannot give the host builder's answer — an evaluation error,
 a probability sum off one, `max_states` exceeded, deadlocks under
@@ -14,6 +18,7 @@ builder, which raises the located error with the exact message.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 import jax
@@ -37,46 +42,65 @@ class NeedsHost(Exception):  # noqa: N818 - a signal to the caller, not an error
 #: Starting capacities per backend (`Caps`: states per step; choices and
 #: entries per step; states; contributions and choices per output epoch),
 #: and the largest number of states per step. Every change of a capacity
-#: compiles the loop again, so the stores start large where memory is
-#: plentiful, and the state store starts at the number of valuations of the
-#: variables where that is smaller (it then never overflows).
+#: compiles the loop again, so capacities start large where memory is
+#: plentiful and grow by large factors: the state store by `STORE_GROWTH`,
+#: the step by `BATCH_GROWTH`. On a GPU a step costs about the same for a
+#: thousand states as for tens of thousands (it is bound by kernel launches),
+#: so it starts wide.
 START = {
     "cpu": S.Caps(256, 1024, 4096, 1 << 16, 1 << 20, 1 << 19),
-    "gpu": S.Caps(1024, 4096, 1 << 14, 1 << 22, 1 << 23, 1 << 22),
+    "gpu": S.Caps(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24, 1 << 22),
 }
 MAX_BATCH = {"cpu": 1 << 14, "gpu": 1 << 16}
-#: Growth factor of the states per step (and of the step's buffers with it).
+#: The step's choices and entries grow past the first state's needs up to
+#: this many (`step.NARROW`).
+MAX_ENTRIES = {"cpu": 1 << 20, "gpu": 1 << 23}
+#: The state store is sized for every valuation of the variables up front
+#: (it then never grows, and the loop never checks it) where there are at
+#: most this many: memory is `(12 w + 20)` bytes per valuation for keys of
+#: `w` words (keys, levels, a hash table at most half full).
+BOUNDED = {"cpu": 1 << 22, "gpu": 1 << 25}
+#: Growth factors of the state store, of the states per step (and of the
+#: step's buffers with it), and of the step's buffers alone.
+STORE_GROWTH = 4
 BATCH_GROWTH = 4
+STEP_GROWTH = 4
 
 
-def _start(comp: Compiled, n_init: int, start: S.Caps) -> tuple[S.Caps, bool]:
+def _start(
+    comp: Compiled, n_init: int, start: S.Caps, kind: str
+) -> tuple[S.Caps, bool]:
     """Initial capacities, and whether the state store holds every
     valuation of the variables."""
     valuations = 1
     for lo, hi in zip(comp.lows.tolist(), comp.highs.tolist()):
         valuations *= hi - lo + 1
     states = start.states
-    bounded = valuations <= states
+    bounded = valuations <= max(states, BOUNDED[kind])
     if bounded:
         states = max(64, 1 << max(0, valuations - 1).bit_length())
     while states < n_init:
-        states *= 2
+        states *= STORE_GROWTH
     return start._replace(states=states), bounded
 
 
-def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
+def _grown(caps: S.Caps, s: S.Carry, kind: str) -> S.Caps:
     """The capacities that let the stopped loop `s` go on."""
     status = int(s.status)
     need = [int(x) for x in np.asarray(s.need)]
     c = caps._asdict()
     if status == S.NEED_STEP:
-        while c["choices"] < need[0]:
-            c["choices"] *= 2
-        while c["entries"] < need[1]:
-            c["entries"] *= 2
+        # A starved step's needs, up to `MAX_ENTRIES`; the first state's, all.
+        top = MAX_ENTRIES[kind]
+        for k, i in (("choices", 0), ("entries", 1)):
+            goal = max(need[i + 4], min(need[i], top))
+            while c[k] < goal:
+                c[k] *= STEP_GROWTH
+            if goal <= top:
+                c[k] = min(c[k], max(top, caps._asdict()[k]))
     elif status == S.NEED_STORE:
         while int(s.table.size) + need[3] > c["states"]:
-            c["states"] *= 2
+            c["states"] *= STORE_GROWTH
     elif status == S.NEED_BATCH:
         for k in ("batch", "choices", "entries"):
             c[k] *= BATCH_GROWTH
@@ -85,6 +109,24 @@ def _grown(caps: S.Caps, s: S.Carry) -> S.Caps:
     if c["states"] >= 1 << 31:
         raise NeedsHost("more than 2**31 states")
     return S.Caps(**c)
+
+
+#: The jitted loops of recent programs, by program signature, capacities and
+#: options: a program built again, or under other constants with the same
+#: generated code, compiles nothing.
+_LOOPS: OrderedDict = OrderedDict()
+LOOPS_KEPT = 32
+
+
+def _loop(prog: Program, caps: S.Caps, opts: tuple):
+    key = (prog.signature, caps, opts)
+    run = _LOOPS.get(key)
+    if run is None:
+        run = _LOOPS[key] = S.make_loop(prog, caps, opts)
+        while len(_LOOPS) > LOOPS_KEPT:
+            _LOOPS.popitem(last=False)
+    _LOOPS.move_to_end(key)
+    return run
 
 
 def explore(
@@ -114,17 +156,17 @@ def explore(
     prog = Program(comp, mt, params)
     kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
     k = init_states.shape[0]
-    caps, bounded = _start(comp, k, start or START[kind])
+    caps, bounded = _start(comp, k, start or START[kind], kind)
     max_batch = max_batch or MAX_BATCH[kind]
     s = S.seed(prog, S.empty_carry(caps, prog.pack.n_words), init_states)
     epochs: list[S.Epoch] = []
     opts = (prob_checks, -1 if max_states is None else max_states)
     while True:
-        key = (caps, caps.batch < max_batch, bounded)
-        run = prog.cache.get(key)
-        if run is None:
-            run = prog.cache[key] = S.make_loop(prog, caps, opts + key[1:])
-        s = run(s)
+        # (below the cap, a starved step always grows one of the two)
+        grow_step = max(caps.entries, caps.choices) < MAX_ENTRIES[kind]
+        flags = (caps.batch < max_batch, bounded, grow_step)
+        run = _loop(prog, caps, opts + flags)
+        s = run(s, prog.values)
         status = int(s.status)
         if status == S.ERROR:
             raise NeedsHost("an evaluation error")
@@ -133,7 +175,7 @@ def explore(
         epochs.append(S.epoch(s))
         if status == S.RUNNING:
             break
-        new = caps if status == S.FLUSH else _grown(caps, s)
+        new = caps if status == S.FLUSH else _grown(caps, s, kind)
         s = S.regrow(s, new)
         caps = new
     n = int(s.table.size)

@@ -29,23 +29,39 @@ from .step import Carry
 class DeviceArrays:
     """The transition structure on the device (row-grouped CSR, BFS order).
     `row_ptr`/`choice_ptr` as in `ExplicitModel`; `keys` the packed states
-    (`Program.pack`)."""
+    (`Program.pack`). Arrays are padded to size buckets (so that models of
+    similar size share compilations): the first `num_states` keys, `num_rows
+    + 1` row pointers and `nnz` entries are the model's."""
 
     choice_ptr: jax.Array
     row_ptr: jax.Array
     col: jax.Array
     val: jax.Array
     keys: jax.Array
+    num_states: int = 0
+    num_rows: int = 0
+    nnz: int = 0
+
+
+def bucket(size: int) -> int:
+    """`size` rounded up to one of eight sizes per power of two (at most
+    12.5% more; 8 for the smallest): the padded length of the finish's
+    arrays, so that its compilations serve models of similar size."""
+    if size <= 8:
+        return 8
+    step = 1 << max(int(size).bit_length() - 4, 0)
+    return -(-int(size) // step) * step
 
 
 class _Table:
-    """What `assemble` reads of the host builder's state table."""
+    """What `assemble` reads of the host builder's state table (its size:
+    the states come decoded, `_Batches.states`)."""
 
-    def __init__(self, keys: np.ndarray):
-        self.keys = keys
+    def __init__(self, n: int):
+        self.n = n
 
     def __len__(self) -> int:
-        return self.keys.shape[0]
+        return self.n
 
 
 @dataclass
@@ -70,6 +86,7 @@ class _Batches:
     trews: list = field(default_factory=list)
     negative_at: dict = field(default_factory=dict)
     nondet_states: int = 0
+    states: np.ndarray | None = None  # int64 [n, vars]: the decoded states
 
     def held_bytes(self) -> int:
         return sum(a.nbytes for lst in (self.cols, self.vals, self.contrib_code,
@@ -77,7 +94,6 @@ class _Batches:
                    for a in lst)  # fmt: skip
 
 
-@partial(jax.jit, static_argnums=2)
 def _join(arrays, counts, total: int):
     """The first `counts[i]` rows of each epoch's `arrays[i]` (a tuple of
     same-length arrays per epoch), concatenated: arrays of length `total`."""
@@ -94,22 +110,27 @@ def _join(arrays, counts, total: int):
     )
 
 
-@partial(jax.jit, static_argnums=1)
-def _first_of(h_src, v1, h_vec):
-    """The first source state of a choice of each vector."""
-    return jax.ops.segment_min(h_src, h_vec, v1)
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _collect(contribs, c_counts, choices, h_counts, t: int, h: int, v1: int):
+    """The epochs' contributions and choices joined (lengths `t`, `h`), and
+    the first source state of a choice of each of the `v1` vectors (one
+    compilation for the three)."""
+    c = _join(contribs, c_counts, t)
+    h_src, h_vec = _join(choices, h_counts, h)
+    live = jnp.arange(h) < sum(h_counts)
+    first = jax.ops.segment_min(h_src, jnp.where(live, h_vec, v1), v1)
+    return c, (h_src, h_vec), first
 
 
 def label_ids(
-    prog: Program, s: Carry, h_src, h_vec, chunk_size: int
+    prog: Program, s: Carry, first: np.ndarray, chunk_size: int
 ) -> tuple[list, np.ndarray]:
     """Action names in the host builder's order (the order in which its
     batches first meet them: batch by batch, each in vector order) and the
-    name id of each vector (`-1`: the deadlock self-loop)."""
+    name id of each vector (`-1`: the deadlock self-loop); `first`: the
+    first source state of a choice of each vector."""
     n = int(s.table.size)
-    v1 = prog.n_vectors + 1
-    first = np.asarray(_first_of(h_src, v1, h_vec))
-    level = np.asarray(s.level[:n])
+    level = np.asarray(s.level)[:n]
     start = np.searchsorted(level, level, side="left")  # levels are id ranges
     seen = {}  # name -> (batch key, vector)
     for v in range(prog.n_vectors):
@@ -167,17 +188,27 @@ def _reduceat(x, first, length):
 
 
 def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
-           vec_lab, dead_vec):  # fmt: skip
-    """Rows of the contributions: weights, sort by (row, column), merge."""
+           vec_lab, dead_vec, counts):  # fmt: skip
+    """Rows of the contributions: weights, sort by (row, column), merge.
+    `n` states; the arrays padded past `counts` (traced: states,
+    contributions, choices), their padding made inert: sorted last, each
+    contribution its own entry, outside every segment."""
     h = h_src.shape[0]
     t = c_src.shape[0]
+    live_c = jnp.arange(t) < counts[1]
+    live_h = jnp.arange(h) < counts[2]
+    last = jnp.iinfo(jnp.int32).max
+    c_src = jnp.where(live_c, c_src, n)
+    c_dst = jnp.where(live_c, c_dst, jnp.arange(t, dtype=jnp.int32))
+    c_choice = jnp.where(live_c, c_choice, h)
+    h_src = jnp.where(live_h, h_src, n)
     n_choices = jax.ops.segment_sum(jnp.ones(h, jnp.int32), h_src, n)
     dead = jax.ops.segment_max((h_vec == dead_vec).astype(jnp.int32), h_src, n) > 0
     if weight_mode == 1:  # DTMC: uniform over the choices
         weight = 1.0 / n_choices[c_src]
     else:
         weight = jnp.ones(t)
-    row = c_choice if nd else c_src
+    row = jnp.where(live_c, c_choice if nd else c_src, last)
     val = c_prob * weight
     _, _, order = jax.lax.sort(
         [row, c_dst, jnp.arange(t, dtype=jnp.int32)], num_keys=2, is_stable=True
@@ -204,25 +235,27 @@ def _merge(n, nd, weight_mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
         actions = jnp.where(lo == hi, lo, 0)
     return dict(n_choices=n_choices, dead=dead, weight=weight, order=order,
                 seg=seg, first=first, merged=merged, col=col, row_len=row_len,
-                per_entry=per_entry, actions=actions, nnz=seg[-1] + 1,
+                per_entry=per_entry, actions=actions,
+                nnz=jnp.where(counts[1] > 0, seg[jnp.maximum(counts[1] - 1, 0)] + 1, 0),
         long=jnp.max(per_entry, initial=0) > _BLOCK + 1)  # fmt: skip
 
 
-def _transition_rewards(prog, items_by_struct, lab_c, h_src, c_choice, val, out,
-                        cols, n):  # fmt: skip
+def _transition_rewards(items_by_struct, consts, lab_c, h_src, c_choice, val, out,
+                        cols, n, live_n):  # fmt: skip
     """Per reward structure with transition items: the reward of each merged
-    entry, the states with a negative item, and whether evaluation failed."""
+    entry, the states with a negative item, and whether evaluation failed
+    (`consts`: the items' constants, per structure and item)."""
     result, negative, failed = [], [], jnp.zeros((), bool)
-    for items in items_by_struct:
+    for items, item_consts in zip(items_by_struct, consts):
         r_choice = jnp.zeros(h_src.shape[0])
         neg = jnp.zeros(n, bool)
-        for label, item in items:
+        for (label, guard, value), (gk, vk) in zip(items, item_consts):
             match = lab_c == label
-            g, gbad = on_device(item.guard)(cols, None, n)
-            v, vbad = on_device(item.value)(cols, g, n)
+            g, gbad = guard(cols, None, n, gk)
+            v, vbad = value(cols, g, n, vk)
             v = jnp.asarray(v, jnp.float64)
-            failed = failed | jnp.any(gbad) | jnp.any(vbad & g)
-            hit = match & g[h_src]
+            failed = failed | jnp.any(gbad & live_n) | jnp.any(vbad & g & live_n)
+            hit = match & g[jnp.minimum(h_src, n - 1)] & (h_src < n)
             r_choice = r_choice + jnp.where(hit, v[h_src], 0.0)
             at = jnp.where(hit & (v[h_src] < 0), h_src, n)
             neg = neg.at[at].set(True, mode="drop")
@@ -235,33 +268,51 @@ def _transition_rewards(prog, items_by_struct, lab_c, h_src, c_choice, val, out,
     return result, negative, failed
 
 
+#: The jitted post passes of recent programs (see `explorer._LOOPS`).
+_POSTS: dict = {}
+POSTS_KEPT = 16
+
+
 def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
-    """The jitted post pass of a loop's arrays (cached per sizes)."""
-    key = ("post", tuple(names), n, t, h, mode)
-    fn = prog.cache.get(key)
-    if fn is not None:
-        return fn
+    """The jitted post pass of a loop's arrays and the values it takes
+    (cached per program signature and sizes)."""
     nd = prog.mt == ModelType.MDP
     index = {a: i for i, a in enumerate(names)}
     items_by_struct = [
-        [(index[x.action], x) for x in items if x.transition and x.action in index]
+        [(index[x.action], on_device(x.guard), on_device(x.value))
+         for x in items if x.transition and x.action in index]
         for items in prog.comp.rewards
         if any(x.transition for x in items)
-    ]
+    ]  # fmt: skip
+    values = {
+        "lows": prog.values["lows"],
+        "trews": [[(g.consts, v.consts) for _, g, v in items]
+                  for items in items_by_struct],
+    }  # fmt: skip
+    shape = tuple(tuple((a, g.source, v.source) for a, g, v in items)
+                  for items in items_by_struct)  # fmt: skip
+    key = (prog.signature, shape, tuple(names), n, t, h, mode)
+    fn = _POSTS.get(key)
+    if fn is not None:
+        return fn, values
 
     @partial(jax.jit, compiler_options=compiler_options())
-    def post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec, vec):
+    def post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec, vec, values,
+             counts):  # fmt: skip
+        h_src = jnp.where(jnp.arange(h) < counts[2], h_src, n)
         out = _merge(n, nd, mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
-                     vec, prog.n_vectors)  # fmt: skip
-        cols = prog.pack.decode(keys)
+                     vec, prog.n_vectors, counts)  # fmt: skip
+        cols = prog.pack.decode(keys, values["lows"])
         out["states"] = (
             jnp.stack(cols, axis=1) if cols else jnp.zeros((n, 0), jnp.int64)
         )
         out["code"] = c_code[out["order"]]
         if items_by_struct:
             val = c_prob * out["weight"]
-            tr, neg, bad = _transition_rewards(prog, items_by_struct, vec[h_vec], h_src,
-                                               c_choice, val, out, cols, n)  # fmt: skip
+            tr, neg, bad = _transition_rewards(
+                items_by_struct, values["trews"], vec[h_vec], h_src, c_choice,
+                val, out, cols, n, jnp.arange(n) < counts[0],
+            )  # fmt: skip
             out["trews"], out["negative"], out["failed"] = tr, neg, bad
         out["weight"] = out["weight"][out["order"]]
         out["row_ptr"] = jnp.concatenate(
@@ -269,8 +320,10 @@ def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
         )
         return out
 
-    prog.cache[key] = post
-    return post
+    if len(_POSTS) >= POSTS_KEPT:
+        _POSTS.pop(next(iter(_POSTS)))
+    _POSTS[key] = post
+    return post, values
 
 
 def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
@@ -282,53 +335,56 @@ def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
     n = int(s.table.size)
     t = sum(e.n_contrib for e in epochs)
     h = sum(e.n_choice for e in epochs)
-    c_src, c_dst, c_prob, c_choice, c_code = _join(
-        tuple(tuple(e[:5]) for e in epochs), tuple(e.n_contrib for e in epochs), t
-    )
-    h_src, h_vec = _join(
+    big_n, big_t, big_h = s.keys.shape[0], bucket(t), bucket(h)
+    contribs, (h_src, h_vec), first = _collect(
+        tuple(tuple(e[:5]) for e in epochs),
+        tuple(e.n_contrib for e in epochs),
         tuple((e.h_src, e.h_vec) for e in epochs),
         tuple(e.n_choice for e in epochs),
-        h,
+        big_t,
+        big_h,
+        prog.n_vectors + 1,
     )
+    c_src, c_dst, c_prob, c_choice, c_code = contribs
     nd = mt == ModelType.MDP
-    names, vec = label_ids(prog, s, h_src, h_vec, chunk_size)
+    names, vec = label_ids(prog, s, np.asarray(first), chunk_size)
     mode = 1 if mt == ModelType.DTMC else 0
-    post = _post(prog, names, n, t, h, mode)
-    keys = s.keys[:n]
-    out = post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
-               jnp.asarray(vec))  # fmt: skip
-    nnz = int(out["nnz"]) if t else 0
+    post, values = _post(prog, names, big_n, big_t, big_h, mode)
+    counts = np.asarray([n, t, h], np.int32)
+    out = post(s.keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
+               jax.device_put(vec), values, counts)  # fmt: skip
+    nnz = int(out["nnz"])
     if bool(out["long"]):  # merged out of numpy's order: the host's job
         return None, None, False
     host = jax.device_get({k: v for k, v in out.items() if k not in ("order", "seg")})
-    states = host["states"]
-    enc_keys = comp.enc.encode([states[:, i] for i in range(states.shape[1])], n)
     trew_structs = [i for i, items in enumerate(comp.rewards)
                     if any(x.transition for x in items)]  # fmt: skip
-    bfs = _Batches(comp, mt, _Table(enc_keys), nd, trew_structs, names)
+    bfs = _Batches(comp, mt, _Table(n), nd, trew_structs, names)
+    bfs.states = host["states"][:n]
     for slot, ri in enumerate(trew_structs):
         bfs.trews.append([host["trews"][slot][:nnz]])
-        neg = np.flatnonzero(host["negative"][slot])
+        neg = np.flatnonzero(host["negative"][slot][:n])
         if neg.size:
             bfs.negative_at[ri] = [neg]
-    n_choices = host["n_choices"].astype(np.int64)
+    n_choices = host["n_choices"][:n].astype(np.int64)
+    n_rows = h if nd else n
     bfs.n_choices = [n_choices if nd else np.ones(n, np.int64)]
-    bfs.row_len = [host["row_len"].astype(np.int64)]
+    bfs.row_len = [host["row_len"][:n_rows].astype(np.int64)]
     bfs.cols = [host["col"][:nnz].astype(np.int64)]
     bfs.vals = [host["merged"][:nnz]]
-    bfs.deadlock = [host["dead"]]
+    bfs.deadlock = [host["dead"][:n]]
     if mt == ModelType.DTMC:
         bfs.nondet_states = int(np.sum(n_choices > 1))
-        bfs.contrib_weight = [host["weight"]]
+        bfs.contrib_weight = [host["weight"][:t]]
     if nd:
-        bfs.actions = [host["actions"].astype(np.int64)]
+        bfs.actions = [host["actions"][:h].astype(np.int64)]
     elif nnz:
         bfs.actions = [host["actions"][:nnz]]
     bfs.contrib_per_entry = [host["per_entry"][:nnz]]
-    bfs.contrib_code = [host["code"]]
+    bfs.contrib_code = [host["code"][:t]]
     model: ExplicitModel = assemble(bfs, init_ids)
     arrays = DeviceArrays(
-        jnp.asarray(model.choice_ptr) if nd else jnp.arange(n + 1),
-        out["row_ptr"], out["col"][:nnz], out["merged"][:nnz], keys,
+        jax.device_put(model.choice_ptr if nd else np.arange(n + 1)),
+        out["row_ptr"], out["col"], out["merged"], s.keys, n, n_rows, nnz,
     )  # fmt: skip
     return model, arrays, bool(host.get("failed", False))

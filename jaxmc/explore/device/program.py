@@ -92,14 +92,21 @@ class Packing:
             keys[:, self.word[i]] |= off << np.uint64(self.shift[i])
         return keys.astype(np.uint32)
 
-    def decode(self, keys) -> list:
-        """int64 columns (one `[n]` array per variable) of uint32 keys."""
+    def decode(self, keys, lows=None) -> list:
+        """int64 columns (one `[n]` array per variable) of uint32 keys
+        (`lows`: the variables' lower bounds, default `self.lows`)."""
+        lows = self.lows if lows is None else lows
         cols = []
         for i in range(len(self.lows)):
             w = keys[:, int(self.word[i])].astype(jnp.int64)
             mask = (1 << int(self.bits[i])) - 1
-            cols.append(((w >> int(self.shift[i])) & mask) + int(self.lows[i]))
+            cols.append(((w >> int(self.shift[i])) & mask) + lows[i])
         return cols
+
+    def layout(self) -> tuple:
+        """What the packing's device code depends on (not the lower bounds)."""
+        return (tuple(self.word.tolist()), tuple(self.shift.tolist()),
+                tuple(self.bits.tolist()), self.n_words)  # fmt: skip
 
     def delta(self, var: int, new, old):
         """The uint32 word delta of assigning `new` where the value is `old`."""
@@ -118,7 +125,6 @@ class Program:
                 hint="use explorer='host'",
             )
         self.comp, self.mt = comp, mt
-        self.cache: dict = {}  # jitted functions of this program
         self.pack = Packing.for_ranges(comp.lows, comp.highs)
         checked = comp.checked
         index = {n: i for i, n in enumerate(comp.names)}
@@ -145,6 +151,21 @@ class Program:
         self.module_of = np.asarray([c.module for c in cmds], np.int32)
         self.radix = comp.radix.astype(np.int64)
         self._vectors(Composer(comp))
+        self.values = {
+            "lows": np.asarray(comp.lows, np.int64),
+            "highs": np.asarray(comp.highs, np.int64),
+            "guards": [f.consts for f in self.guards],
+            "updates": [f.consts for _, f, _ in self.updates],
+        }
+        tables = (self.cands, self.part_module, self.n_upd, self.first_gid,
+                  self.first_local, self.module_of, self.radix)  # fmt: skip
+        self.signature = (
+            mt, self.pack.layout(), self.n_modules, self.n_vectors,
+            tuple(f.source for f in self.guards),
+            tuple((p, f.source, tuple(a)) for p, f, a in self.updates),
+            tuple((t.dtype.str, t.shape, t.tobytes()) for t in tables),
+            id(self) if params else None,
+        )  # fmt: skip
 
     def _vectors(self, composer: Composer) -> None:
         """Static tables of the synchronisation vectors, plus a last,
@@ -173,31 +194,32 @@ class Program:
         self.max_parts, self.max_cands = kp, lc
 
     # ------------------------------------------------------------ device
-    def evaluate(self, keys, valid):
-        """Guards and updates on a batch of keys `[b, w]`.
+    def evaluate(self, keys, valid, values):
+        """Guards and updates on a batch of keys `[b, w]` (`values`: the
+        program's `values`, traced).
 
         Returns `(G [b, C] bool, P [b, U] float64, D [b, U, w] uint32,
         bad [b, U] bool, guard_bad [b] bool)`: `bad` marks an update whose
         evaluation fails or assigns out of range where its command is
         enabled; `guard_bad` a guard whose evaluation fails."""
         b = keys.shape[0]
-        cols = self.pack.decode(keys)
+        cols = self.pack.decode(keys, values["lows"])
+        lows, highs = values["lows"], values["highs"]
         g_list, gbad = [], jnp.zeros(b, bool)
-        for f in self.guards:
-            g, bad = f(cols, None, b)
+        for f, consts in zip(self.guards, values["guards"]):
+            g, bad = f(cols, None, b, consts)
             g_list.append(g & valid)
             gbad = gbad | (bad & valid)
         G = jnp.stack(g_list, axis=1) if g_list else jnp.zeros((b, 0), bool)
-        comp = self.comp
         w = self.pack.n_words
         p_list, d_list, bad_list = [], [], []
-        for p, f, assigned in self.updates:
+        for (p, f, assigned), consts in zip(self.updates, values["updates"]):
             active = G[:, p]
-            prob, values, bad = f(cols, active, b)
+            prob, new, bad = f(cols, active, b, consts)
             out = bad
             words = [jnp.zeros(b, jnp.uint32) for _ in range(w)]
-            for vi, val in zip(assigned, values):
-                out = out | (val < comp.lows[vi]) | (val > comp.highs[vi])
+            for vi, val in zip(assigned, new):
+                out = out | (val < lows[vi]) | (val > highs[vi])
                 wi = int(self.pack.word[vi])
                 words[wi] = words[wi] + self.pack.delta(vi, val, cols[vi])
             p_list.append(prob)

@@ -28,11 +28,16 @@ from .program import Program, compiler_options
 
 
 #: Why the loop stopped (`Carry.status`): the queue is empty (RUNNING);
-#: the step's buffers are too small for the first queued state (NEED_STEP);
+#: the step's buffers are too small for the first queued state, or (where
+#: they may grow) for `1 / NARROW` of a full step (NEED_STEP);
 #: the state store may overflow (NEED_STORE); the output epoch is full
 #: (FLUSH); an evaluation error (ERROR); the queue is wide enough for a
 #: larger batch (NEED_BATCH); more than `max_states` states (TOO_MANY).
 RUNNING, NEED_STEP, NEED_STORE, FLUSH, ERROR, NEED_BATCH, TOO_MANY = range(7)
+#: A step whose buffers hold fewer than `batch // NARROW` queued states asks
+#: for larger ones (states with many successors would otherwise take
+#: thousands of narrow steps).
+NARROW = 16
 
 
 class Caps(NamedTuple):
@@ -65,7 +70,10 @@ class Carry(NamedTuple):
     h_vec: jax.Array  # int32 [all_choices]: its vector (n_vectors: deadlock)
     n_choice: jax.Array  # int32
     status: jax.Array  # int32
-    need: jax.Array  # int32 [4]: first state's choices, entries; the step's
+    # int32 [6]: choices and entries the step's buffers must hold (through
+    # the first state or, starved, `batch // NARROW` states); those of the
+    # states it takes; those of the first state alone
+    need: jax.Array
 
 
 def _counts(prog: Program, G, valid):
@@ -151,20 +159,23 @@ def _entries(prog: Program, caps: Caps, valid_c, b_c, cbm, P, D, BAD):
 
 
 def make_loop(prog: Program, caps: Caps, opts: tuple):
-    """The jitted loop `run(carry) -> carry` for these capacities; `opts`:
-    `(prob_checks, max_states or -1, may_grow_batch, bounded)` (`bounded`:
-    the state store holds every valuation of the variables, so it cannot
-    overflow)."""
-    prob_checks, max_states, may_grow_batch, bounded = opts
+    """The jitted loop `run(carry, values) -> carry` for these capacities
+    (`values`: `prog.values` or those of a program with the same
+    `signature`); `opts`:
+    `(prob_checks, max_states or -1, may_grow_batch, bounded,
+    may_grow_step)` (`bounded`: the state store holds every valuation of the
+    variables, so it cannot overflow; `may_grow_step`: ask for larger step
+    buffers where they hold less than `1 / NARROW` of a step)."""
+    prob_checks, max_states, may_grow_batch, bounded, may_grow_step = opts
     check_sums = prog.mt != ModelType.CTMC and prob_checks
     B = caps.batch
 
-    def step(s: Carry) -> Carry:
+    def step(values, s: Carry) -> Carry:
         found = s.table.size
         rows = jnp.arange(B, dtype=jnp.int32)
         queued = rows < found - s.done
         kb = s.keys[jnp.minimum(s.done + rows, caps.states - 1)]
-        G, P, D, BAD, gbad = prog.evaluate(kb, queued)
+        G, P, D, BAD, gbad = prog.evaluate(kb, queued, values)
         nch, nent, gc, cnt = _counts(prog, G, queued)
         ch_s = jnp.cumsum(jnp.sum(nch, axis=1), dtype=jnp.int32)
         en_s = jnp.cumsum(jnp.sum(nent, axis=1), dtype=jnp.int32)
@@ -177,8 +188,15 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
         fits = fits & (s.n_choice + ch_s <= caps.all_choices)
         take = jnp.sum(fits, dtype=jnp.int32)
         last = jnp.maximum(take_local - 1, 0)
-        need = jnp.stack([ch_s[0], en_s[0], ch_s[last], en_s[last]])
+        first = 0
         status = jnp.where(take_local == 0, NEED_STEP, RUNNING)
+        if may_grow_step:
+            n_queued = jnp.minimum(found - s.done, B)
+            want = jnp.clip(jnp.minimum(n_queued, B // NARROW), 1, B)
+            first = jnp.where(take_local < want, want - 1, 0)
+            status = jnp.where(take_local < want, NEED_STEP, status)
+        need = jnp.stack([ch_s[first], en_s[first], ch_s[last], en_s[last],
+                          ch_s[0], en_s[0]])  # fmt: skip
         short = (status == RUNNING) & (take_store < take_local)
         status = jnp.where(short, NEED_STORE, status)
         status = jnp.where((status == RUNNING) & (take < take_local), FLUSH, status)
@@ -207,7 +225,8 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
                 err = err | jnp.any(valid_c & (jnp.abs(sums - 1.0) > SUM_TOLERANCE))
             live = valid_e & (prob != 0)
             succ = kb[b_e] + delta
-            table, ids, is_new = T.find_or_put(s.table, succ, live)
+            # (the step keeps `found + entries <= states`: no overflow)
+            table, ids, is_new = T.find_or_put(s.table, succ, live, rollback=False)
             src = s.done + b_e
             at = jnp.where(is_new, ids, caps.states)
             keys = s.keys.at[at].set(succ, mode="drop")
@@ -246,17 +265,24 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
         return (s.status == RUNNING) & (s.done < s.table.size)
 
     @partial(jax.jit, compiler_options=compiler_options())
-    def run(s: Carry) -> Carry:
-        return jax.lax.while_loop(cond, step, s)
+    def run(s: Carry, values) -> Carry:
+        return jax.lax.while_loop(cond, partial(step, values), s)
 
     return run
+
+
+def table_impl() -> str:
+    """The loop's find-or-put table: the Pallas hash table on a GPU, the
+    hash table probed in XLA rounds elsewhere (a step then costs what its
+    keys cost; with the sorted table it would cost the table's capacity)."""
+    return "pallas" if jax.default_backend() == "gpu" else "rounds"
 
 
 @partial(jax.jit, static_argnums=(0, 1))
 def empty_carry(caps: Caps, w: int) -> Carry:
     z32 = jnp.zeros((), jnp.int32)
     return Carry(
-        T.create(caps.states, w),
+        T.create(caps.states, w, table_impl()),
         jnp.zeros((caps.states, w), jnp.uint32),
         jnp.zeros(caps.states, jnp.int32),
         z32,
@@ -271,11 +297,8 @@ def empty_carry(caps: Caps, w: int) -> Carry:
         jnp.zeros(caps.all_choices, jnp.int32),
         z32,
         z32,
-        jnp.zeros(4, jnp.int32),
+        jnp.zeros(6, jnp.int32),
     )
-
-
-_find_or_put = jax.jit(T.find_or_put)
 
 
 @partial(jax.jit, static_argnums=1)
@@ -288,7 +311,7 @@ def regrow(s: Carry, new: Caps) -> Carry:
         extra = new.states - s.keys.shape[0]
         keys = jnp.concatenate([keys, jnp.zeros((extra, keys.shape[1]), keys.dtype)])
         level = jnp.concatenate([level, jnp.zeros(extra, level.dtype)])
-        table = T.create(new.states, keys.shape[1])
+        table = T.create(new.states, keys.shape[1], table_impl())
         valid = jnp.arange(new.states) < s.table.size
         table, _, _ = T.find_or_put(table, keys, valid)
     fresh = empty_carry(new, keys.shape[1])
@@ -320,7 +343,12 @@ def epoch(s: Carry) -> Epoch:
 
 def seed(prog: Program, s: Carry, init_states: np.ndarray) -> Carry:
     """`s` with the initial states stored (ids 0.., in the given order)."""
-    keys = jnp.asarray(prog.pack.encode_host(init_states))
+    # (`device_put`, not `jnp.asarray`, which compiles a copy per shape)
+    return _seed(s, jax.device_put(prog.pack.encode_host(init_states)))
+
+
+@jax.jit
+def _seed(s: Carry, keys) -> Carry:
     n = keys.shape[0]
-    table, _, _ = _find_or_put(s.table, keys, jnp.ones(n, bool))
+    table, _, _ = T.find_or_put(s.table, keys, jnp.ones(n, bool))
     return s._replace(table=table, keys=s.keys.at[:n].set(keys))

@@ -137,11 +137,15 @@ def _lower_bound(sorted_keys: jax.Array, size: jax.Array, q: jax.Array) -> jax.A
     return lo
 
 
-def find_or_put(table, keys: jax.Array, valid: jax.Array, *, impl: str = "auto"):
+def find_or_put(
+    table, keys: jax.Array, valid: jax.Array, *, impl: str = "auto", rollback=True
+):
     """Ids of `keys` (`uint32[m, w]`) where `valid`, storing the new ones
     (see the module docstring for the contract). On a hash table `impl`
     picks the kernel (`"pallas"`, `"auto"` on a GPU) or `"rounds"` (`"auto"`
-    elsewhere)."""
+    elsewhere); `rollback=False` lets a hash table skip the rollback of an
+    overflowing batch (its contents are then unspecified), for callers that
+    keep `size + count(valid) <= capacity`."""
     keys = jnp.asarray(keys).astype(jnp.uint32)
     valid = jnp.asarray(valid, bool)
     if isinstance(table, HashTable):
@@ -151,7 +155,7 @@ def find_or_put(table, keys: jax.Array, valid: jax.Array, *, impl: str = "auto")
             raise ValueError(
                 f"a hash table takes impl 'pallas' or 'rounds', not {impl!r}"
             )
-        return _table_hash.find_or_put(table, keys, valid, impl=impl)
+        return _table_hash.find_or_put(table, keys, valid, impl=impl, rollback=rollback)
     return _sorted_find_or_put(table, keys, valid)
 
 
