@@ -54,7 +54,7 @@ def split(j: dict, key: str) -> str:
     parts += [_g(t.pop(k, None)) for k in ("precompute", "layout", "solve")]
     t.pop("total", None)
     extra = ", ".join(f"{k} {_g(v)}" for k, v in t.items())
-    return " / ".join(parts) + (f" ({extra})" if extra else "")
+    return " / ".join(parts) + (f" (jaxmc's: {extra})" if extra else "")
 
 
 HEAD = (

@@ -107,7 +107,7 @@ def test_table_ratio_is_storm_total_over_jaxmc_parse_build_first_check(monkeypat
     assert row["build states/s"] == "33.3"
     assert row["build B/state (model / RSS)"] == "40 / 10486"
     assert row["first: compile [xla] / precompute / layout / solve"] == (
-        "1.50 [xla 1.25] / — / 2.00 / — (compile 0.70)"
+        "1.50 [xla 1.25] / — / 2.00 / — (jaxmc's: compile 0.70)"
     )
     assert "(cached" in row["Storm value"]
     assert row["method (after fallbacks) / layout"] == "bicgstab → jacobi / warp"
