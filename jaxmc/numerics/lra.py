@@ -276,10 +276,13 @@ def _result(model, gains: Gains, rep, reach: NumericResult | None, G: float):
             upper=None,
             bound=None,
         )
-        if reach.lower is None:  # (no certified bounds: PRISM's criterion)
+        if reach.lower is not None:
+            pl = G * np.asarray(reach.lower)[rep]
+            pu = G * np.asarray(reach.upper)[rep]
+        elif reach.bound is not None:  # (one bound for all: e.g. exact, 0)
+            pl, pu = values - G * reach.bound, values + G * reach.bound
+        else:  # (no certified bounds: PRISM's criterion)
             return dataclasses.replace(res, extra=extra)
-        pl = G * np.asarray(reach.lower)[rep]
-        pu = G * np.asarray(reach.upper)[rep]
         lo, hi = pl - delta, pu + delta
         if eta < 1.0:
             lo = np.maximum(lo, pl * (1.0 - eta))
