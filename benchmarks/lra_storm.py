@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / ".." / "shared" / "models" / "prism-examples" / "mdps"
 

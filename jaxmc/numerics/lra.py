@@ -211,21 +211,15 @@ def _quotient(model: ExplicitModel, gains: Gains, weight: np.ndarray):
     entries = np.nonzero(~inside[rows])[0]
     stay = new_id[len(keep) : len(keep) + gains.count]
     w = np.clip(weight, 0.0, 1.0)
-    coo_row = np.concatenate(
-        [kept[rows[entries]], stay, stay, new_id[-2:]]
-    )
+    coo_row = np.concatenate([kept[rows[entries]], stay, stay, new_id[-2:]])
     coo_col = np.concatenate(
         [rep[model.col[entries]], np.full(gains.count, goal),
          np.full(gains.count, fail), [goal, fail]]
     )  # fmt: skip
-    coo_val = np.concatenate(
-        [probabilities(model)[entries], w, 1.0 - w, [1.0, 1.0]]
-    )
+    coo_val = np.concatenate([probabilities(model)[entries], w, 1.0 - w, [1.0, 1.0]])
     live = coo_val > 0
     m2 = len(owner)
-    A = sp.csr_matrix(
-        (coo_val[live], (coo_row[live], coo_col[live])), shape=(m2, n2)
-    )
+    A = sp.csr_matrix((coo_val[live], (coo_row[live], coo_col[live])), shape=(m2, n2))
     A.sum_duplicates()
     A.sort_indices()
     counts = np.bincount(owner, minlength=n2)

@@ -130,9 +130,7 @@ def _loop(
             int(Status.CONVERGED),
             jnp.where(k >= max_iters, int(Status.MAX_ITERS), RUNNING),
         )
-        status = jnp.where(
-            jnp.all(jnp.isfinite(y)), status, int(Status.NONFINITE)
-        )
+        status = jnp.where(jnp.all(jnp.isfinite(y)), status, int(Status.NONFINITE))
         return y, lo, hi, k, status.astype(jnp.int32)
 
     x0 = jnp.zeros(n, jnp.float64)
