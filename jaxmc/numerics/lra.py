@@ -10,7 +10,9 @@ found in two stages:
 1. every path ends in an end component, so the maximal end components
    (`graph.mecs`) are decomposed and the optimal gain `g_M` of each is
    computed by relative value iteration with certified bounds
-   (`jaxmc.solvers.lra_value_iteration`, all components at once);
+   (`jaxmc.solvers.lra_value_iteration`, all components at once; a
+   component it leaves short of the tolerance by linear programming,
+   certified by one Bellman step: `jaxmc.numerics.lra_lp`);
 2. the value of a state is the best (or worst) expectation of `g_M` over
    the component a path ends in: a reachability problem on the quotient
    that collapses each component into one state whose extra "stay" choice
@@ -37,12 +39,13 @@ import scipy.sparse as sp
 from ..explore.model import ExplicitModel, RewardStructure, StateVar
 from ..lang.ast import ModelType
 from ..options import SolveOptions, check_options
-from ..solvers import Status, lra_value_iteration
+from ..solvers import Status, gain_tolerance_met, lra_value_iteration
 from . import graph
 from .device import DeviceModel, device_model_for
+from .lra_lp import LP_MAX_STATES, lp_gain
 from .methods import check_type
 from .reach import until_probabilities
-from .result import NumericResult
+from .result import Attempt, NumericResult
 from .timing import stage
 from .transitions import choice_rewards, probabilities
 
@@ -89,6 +92,8 @@ class Gains:
     upper: np.ndarray  # float64 [count]
     iterations: int
     status: Status
+    #: Value iteration, when linear programming took over (`lra_lp`).
+    attempts: tuple[Attempt, ...] = ()
 
     @property
     def count(self) -> int:
@@ -97,6 +102,11 @@ class Gains:
     @property
     def mid(self) -> np.ndarray:
         return 0.5 * (self.lower + self.upper)
+
+
+#: The sweeps of value iteration before linear programming takes over
+#: (where every component is small enough for it, `LP_MAX_STATES`).
+VI_BEFORE_LP = 2000
 
 
 def mec_gains(
@@ -110,7 +120,11 @@ def mec_gains(
 ) -> Gains:
     """The optimal (`opt`) long-run average of the per-choice `reward` in
     each maximal end component of `model`, using only the choices that stay
-    in it (`jaxmc.solvers.lra_value_iteration`'s stopping rule)."""
+    in it (`jaxmc.solvers.lra_value_iteration`'s stopping rule). Components
+    that value iteration leaves short of the tolerance (slowly mixing ones)
+    go to linear programming (`jaxmc.numerics.lra_lp`) where they have at
+    most `LP_MAX_STATES` states; value iteration then stops after
+    `VI_BEFORE_LP` sweeps (recorded as an `Attempt`)."""
     with stage("precompute"):
         labels, count, inside = graph.mecs(model)
     members = np.nonzero(labels >= 0)[0]
@@ -121,16 +135,22 @@ def mec_gains(
     new_choice[choices] = np.arange(len(choices))
     rows = model.row_of_entry()
     entries = np.nonzero(inside[rows])[0]
-    if count == 0:  # (every state of a model lies in some end component)
+    if count == 0:  # (never: every path ends in an end component)
         empty = np.zeros(0)
         return Gains(labels, inside, empty, empty, 0, Status.CONVERGED)
+    probs = probabilities(model)
+    reward = np.asarray(reward, dtype=np.float64)
+    if np.bincount(labels[members]).max() <= LP_MAX_STATES:
+        # (linear programming can take over any component that value
+        # iteration leaves short: a slowly mixing one need not use it all)
+        max_iters = min(max_iters, VI_BEFORE_LP)
     with stage("solve"):
         lo, hi, iterations, status = lra_value_iteration(
             local[model.state_of_choice()[choices]],
             new_choice[rows[entries]],
             local[model.col[entries]],
-            probabilities(model)[entries],
-            np.asarray(reward, dtype=np.float64)[choices],
+            probs[entries],
+            reward[choices],
             labels[members],
             count,
             opt,
@@ -138,7 +158,41 @@ def mec_gains(
             relative=relative,
             max_iters=max_iters,
         )
-    return Gains(labels, inside, lo, hi, iterations, status)
+    gains = Gains(labels, inside, lo, hi, iterations, status)
+    if status == Status.CONVERGED:
+        return gains
+    scale = float(np.max(np.abs(reward[choices]), initial=0.0))
+    return _by_lp(model, probs, reward, opt, gains, (epsilon, relative, scale))
+
+
+def _by_lp(model, probs, reward, opt, gains: Gains, rule) -> Gains:
+    """`gains` with the components that value iteration left short of its
+    tolerance (`rule`: epsilon, relative, reward scale) solved by linear
+    programming (`lra_lp`), where they are small enough."""
+    lo, hi = gains.lower.copy(), gains.upper.copy()
+    short = np.nonzero(~gain_tolerance_met(lo, hi, *rule))[0]
+    sizes = np.bincount(gains.labels[gains.labels >= 0], minlength=gains.count)
+    short = short[sizes[short] <= LP_MAX_STATES]
+    if not len(short):
+        return gains
+    soc = model.state_of_choice()
+    with stage("solve"):
+        for k in short:
+            states = np.nonzero(gains.labels == k)[0]
+            choices = np.nonzero(gains.inside & (gains.labels[soc] == k))[0]
+            got = lp_gain(model, probs, states, choices, reward, opt)
+            if got is not None:  # (both brackets hold: keep the tighter ends)
+                lo[k], hi[k] = max(lo[k], got[0]), min(hi[k], got[1])
+    met = bool(gain_tolerance_met(lo, hi, *rule).all())
+    vi = Attempt(
+        "value_iteration",
+        gains.status,
+        gains.iterations,
+        float(np.max(0.5 * (gains.upper - gains.lower))),
+        note=f"linear programming took over for {len(short)} end component(s)",
+    )
+    status = Status.CONVERGED if met else gains.status
+    return dataclasses.replace(gains, lower=lo, upper=hi, status=status, attempts=(vi,))
 
 
 def long_run_average(
@@ -255,16 +309,24 @@ def _result(model, gains: Gains, rep, reach: NumericResult | None, G: float):
     if reach is None:  # (all gains 0: every value 0 within delta)
         values = np.zeros(model.num_states)
         lo, hi = values - delta, values + delta
-        res = NumericResult(values, status, gains.iterations, delta, "value_iteration")
+        res = NumericResult(
+            values, status, gains.iterations, delta, "value_iteration",
+            attempts=gains.attempts,
+        )  # fmt: skip
     else:
         values = G * np.asarray(reach.values)[rep]
         extra.update({k: v for k, v in (reach.extra or {}).items() if k == "layout"})
+        residual = reach.residual
         if status == Status.CONVERGED:
             status = reach.status
+        else:  # (the gains' stage failed: its residual is the one to show)
+            residual = delta
         res = dataclasses.replace(
             reach,
             values=values,
             status=status,
+            residual=residual,
+            attempts=gains.attempts + tuple(reach.attempts),
             iterations=gains.iterations + reach.iterations,
             lower=None,
             upper=None,

@@ -92,6 +92,19 @@ def lra_value_iteration(
     )
 
 
+def gain_tolerance_met(lower, upper, epsilon, relative, reward_scale):
+    """Whether each bracket `[lower, upper]` meets `lra_value_iteration`'s
+    stopping rule (`reward_scale`: the largest reward magnitude)."""
+    floor = epsilon * 1e-6 * reward_scale
+    return _met(np.asarray(lower), np.asarray(upper), epsilon, relative, floor, np)
+
+
+def _met(lo, hi, eps, relative, floor, xp):
+    half = 0.5 * (hi - lo)
+    tol = eps * xp.abs(0.5 * (hi + lo)) if relative else eps
+    return half <= xp.maximum(tol, floor)
+
+
 @partial(jax.jit, static_argnames=("n", "m", "count", "maximise", "relative"))
 def _loop(
     soc, ech, etg, epr, reward, comp, first, eps, floor, max_iters,
@@ -112,9 +125,7 @@ def _loop(
         return y - y[first][comp], lo, hi
 
     def done(lo, hi):
-        half = 0.5 * (hi - lo)
-        tol = eps * jnp.abs(0.5 * (hi + lo)) if relative else eps
-        return half <= jnp.maximum(tol, floor)
+        return _met(lo, hi, eps, relative, floor, jnp)
 
     def cond(state):
         return state[4] == RUNNING

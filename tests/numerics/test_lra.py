@@ -137,9 +137,10 @@ def test_absolute_criterion(opt):
     np.testing.assert_allclose(res.values, want, atol=1e-4)
 
 
-def test_iteration_limit_keeps_certified_bounds():
-    # a slowly mixing component: few sweeps cannot meet epsilon, but the
-    # bounds that come back still hold
+def test_iteration_limit_keeps_certified_bounds(monkeypatch):
+    # a slowly mixing component, no linear programming: few sweeps cannot
+    # meet epsilon, but the bounds that come back still hold
+    monkeypatch.setattr(lra, "LP_MAX_STATES", 0)
     p = 1e-3
     ch = [[{0: 1 - p, 1: p}], [{1: 1 - p, 0: p}]]
     m = make_model("mdp", ch, rewards=[(np.array([1.0, 0.0]), None)])
@@ -163,3 +164,29 @@ def test_all_gains_zero():
     m = make_model("mdp", HAND, rewards=[(np.zeros(4), None)])
     res = lra.mdp_long_run_rewards(m, m.rewards[0], opt="max")
     assert np.array_equal(res.values, np.zeros(4)) and res.bound == 0.0
+
+
+def walk(n):
+    """A cycle of `n` states, a fair and a biased step in each; reward in
+    the first two states: a slowly mixing end component."""
+    ch = [
+        [{(s - 1) % n: 0.5, (s + 1) % n: 0.5}, {(s + 1) % n: 0.4, (s - 1) % n: 0.6}]
+        for s in range(n)
+    ]
+    st = np.zeros(n)
+    st[:2] = 1.0
+    return make_model("mdp", ch, rewards=[(st, None)])
+
+
+@pytest.mark.parametrize("opt", ["max", "min"])
+def test_linear_programming_takes_over(opt):
+    m = walk(8)
+    r = choice_reward(m)
+    want = reference(m, r, opt)
+    res = lra.long_run_average(m, r, opt=opt, options=SolveOptions(max_iters=3))
+    assert res.status == Status.CONVERGED
+    (vi,) = res.attempts  # value iteration, out of sweeps, handed over
+    assert vi.status == Status.MAX_ITERS and "linear programming" in vi.note
+    np.testing.assert_allclose(res.values, want, rtol=1e-9)
+    assert np.all(res.lower <= want + 1e-12) and np.all(want <= res.upper + 1e-12)
+    assert res.bound <= 1e-6 * want.min()

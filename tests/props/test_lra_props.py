@@ -166,6 +166,31 @@ def test_random_mdps_agree_with_storm(seed, tmp_path):
         assert got == pytest.approx(want, rel=1e-6, abs=1e-9), prop
 
 
+WALK = """mdp
+const int N = 200;
+module m
+  s : [0..N-1] init 0;
+  [fair] true -> 0.5:(s'=mod(s+N-1,N)) + 0.5:(s'=mod(s+1,N));
+  [bias] true -> 0.4:(s'=mod(s+1,N)) + 0.6:(s'=mod(s+N-1,N));
+endmodule
+label "low" = s<10;
+"""
+
+
+@pytest.mark.storm
+@pytest.mark.parametrize("prop", ['Smax=? [ "low" ]', 'Smin=? [ "low" ]'])
+def test_slowly_mixing_component_agrees_with_storm(prop, tmp_path):
+    # value iteration cannot meet epsilon in its sweeps: linear programming
+    pytest.importorskip("stormpy")
+    from storm_oracle import storm_value
+
+    path = tmp_path / "walk.nm"
+    path.write_text(WALK)
+    r = jaxmc.check(jaxmc.load_model(str(path)), prop)
+    assert r.status == "converged" and "linear programming" in r.attempts[0].note
+    assert r.value == pytest.approx(storm_value(str(path), "", prop), rel=1e-6)
+
+
 @pytest.mark.storm
 @pytest.mark.parametrize(
     "file, consts, prop",
