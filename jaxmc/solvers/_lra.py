@@ -49,8 +49,9 @@ def lra_value_iteration(
 
     The system is the components' states (`0..n-1`, `component[s]` in
     `0..count-1`) with only the choices that stay in their component:
-    `state_of_choice[c]`, the entries `(entry_choice, entry_target,
-    entry_prob)`, `choice_reward[c]` the expected one-step reward.
+    `state_of_choice[c]` (non-decreasing), the entries `(entry_choice`
+    (non-decreasing)`, entry_target, entry_prob)`, `choice_reward[c]` the
+    expected one-step reward.
 
     A component stops when half its bracket's width is at most `epsilon`
     (times the midpoint's magnitude if `relative`, with a floor of
@@ -112,11 +113,13 @@ def _loop(
 ):  # fmt: skip
     def best(q):
         if maximise:
-            return jax.ops.segment_max(q, soc, num_segments=n)
-        return -jax.ops.segment_max(-q, soc, num_segments=n)
+            return jax.ops.segment_max(q, soc, num_segments=n, indices_are_sorted=True)
+        return -jax.ops.segment_max(-q, soc, num_segments=n, indices_are_sorted=True)
 
     def sweep(x):
-        spread = jax.ops.segment_sum(epr * x[etg], ech, num_segments=m)
+        spread = jax.ops.segment_sum(
+            epr * x[etg], ech, num_segments=m, indices_are_sorted=True
+        )
         q = reward + TAU * spread + (1.0 - TAU) * x[soc]
         y = best(q)
         d = y - x
