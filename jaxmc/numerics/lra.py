@@ -315,7 +315,8 @@ def _result(model, gains: Gains, rep, reach: NumericResult | None, G: float):
         )  # fmt: skip
     else:
         values = G * np.asarray(reach.values)[rep]
-        extra.update({k: v for k, v in (reach.extra or {}).items() if k == "layout"})
+        kept = ("layout", "precision")
+        extra.update({k: v for k, v in (reach.extra or {}).items() if k in kept})
         residual = reach.residual
         if status == Status.CONVERGED:
             status = reach.status

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..layout.device_pad import bucket, pad_tail
 from ._results import RUNNING, Status
 
 
@@ -62,32 +63,44 @@ def lra_value_iteration(
     gain (float64 [count]), the sweeps run and a `Status` (MAX_ITERS if some
     component did not meet its tolerance; the bounds hold anyway).
     """
-    n = len(component)
-    m = len(state_of_choice)
+    n, m, e = len(component), len(state_of_choice), len(entry_choice)
     reward = np.asarray(choice_reward, dtype=np.float64)
     scale = float(np.max(np.abs(reward), initial=0.0))
-    first = np.full(count, n, dtype=np.int64)
-    np.minimum.at(first, component, np.arange(n))
+    # Sizes padded up to buckets, so that similar systems share one
+    # compilation: the padded states form one more component (`count`), a
+    # choice each (the last state takes the rest), rewards 0, no entries
+    # (padded entries have probability 0): its gain is exactly 0. Padded
+    # components are empty, their brackets void (met at once).
+    N = bucket(n + 1)
+    M = bucket(m + N - n)
+    E, K = bucket(e), bucket(count + 1)
+    soc = np.concatenate(
+        [state_of_choice, np.arange(n, N), np.full(M - m - (N - n), N - 1)]
+    )
+    comp = pad_tail(np.asarray(component, np.int64), N, count)
+    first = np.zeros(K, dtype=np.int64)
+    first[: count + 1] = N
+    np.minimum.at(first, comp, np.arange(N))
     lo, hi, it, status = _loop(
-        jnp.asarray(state_of_choice, jnp.int32),
-        jnp.asarray(entry_choice, jnp.int32),
-        jnp.asarray(entry_target, jnp.int32),
-        jnp.asarray(entry_prob, jnp.float64),
-        jnp.asarray(reward),
-        jnp.asarray(component, jnp.int32),
+        jnp.asarray(soc, jnp.int32),
+        jnp.asarray(pad_tail(np.asarray(entry_choice), E, M - 1), jnp.int32),
+        jnp.asarray(pad_tail(np.asarray(entry_target), E, 0), jnp.int32),
+        jnp.asarray(pad_tail(np.asarray(entry_prob, np.float64), E, 0.0)),
+        jnp.asarray(pad_tail(reward, M, 0.0)),
+        jnp.asarray(comp, jnp.int32),
         jnp.asarray(first, jnp.int32),
         jnp.float64(epsilon),
         jnp.float64(epsilon * 1e-6 * scale),
         jnp.int32(max_iters),
-        n=n,
-        m=m,
-        count=count,
+        n=N,
+        m=M,
+        count=K,
         maximise=opt == "max",
         relative=relative,
     )
     return (
-        np.asarray(lo, np.float64),
-        np.asarray(hi, np.float64),
+        np.asarray(lo, np.float64)[:count],
+        np.asarray(hi, np.float64)[:count],
         int(it),
         Status(int(status)),
     )
@@ -103,7 +116,8 @@ def gain_tolerance_met(lower, upper, epsilon, relative, reward_scale):
 def _met(lo, hi, eps, relative, floor, xp):
     half = 0.5 * (hi - lo)
     tol = eps * xp.abs(0.5 * (hi + lo)) if relative else eps
-    return half <= xp.maximum(tol, floor)
+    # (an empty component's bracket is void: upper -inf, lower inf)
+    return (half <= 0) | (half <= xp.maximum(tol, floor))
 
 
 @partial(jax.jit, static_argnames=("n", "m", "count", "maximise", "relative"))
