@@ -110,8 +110,8 @@ def test_traced_path_refuses(tmp_path):
         jaxmc.solve(model, 'Smax=? [ "one" ]', params={"q": 0.3})
 
 
-def test_dtmc_and_ctmc_unchanged(tmp_path):
-    # S without min/max keeps its meaning on chains; Smax is plain S there
+def test_dtmc_unchanged(tmp_path):
+    # S keeps its meaning on a DTMC; Smax is plain S there
     path = tmp_path / "c.pm"
     path.write_text(
         "dtmc\nmodule m\n s:[0..1] init 0;\n [] s=0 -> 0.25:(s'=1) + 0.75:(s'=0);\n"
