@@ -4,30 +4,12 @@ line when linear programming takes over, and the error for `S=?`."""
 
 from __future__ import annotations
 
+from lra_models import HAND_MDP as MDP
+
 from jaxmc.cli import main
 
 
-MDP = """mdp
-module m
-  s : [0..3] init 0;
-  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);
-  [b] s=0 -> (s'=3);
-  [c] s=1 -> (s'=2);
-  [d] s=2 -> 0.3:(s'=1) + 0.7:(s'=2);
-  [e] s=2 -> (s'=1);
-  [f] s=3 -> (s'=3);
-  [g] s=3 -> (s'=0);
-endmodule
-label "one" = s=1;
-rewards "r"
-  s=1 : 2;
-  s=3 : 0.5;
-  [e] true : 1;
-  [f] true : 0.2;
-endrewards
-"""
-
-# by hand: 1/2, 0, (2 + 1) / 2, (0 + 0.5) / 2 (tests/props/test_lra_props.py)
+# by hand (tests/lra_models.py): 1/2, 0, (2 + 1) / 2, (0 + 0.5) / 2
 PROPS = 'Smax=? [ "one" ]\nSmin=? [ "one" ]\nR{"r"}max=? [ S ]\nR{"r"}min=? [ S ]\n'
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lra_models import HAND_MDP
 
 import jaxmc
 from jaxmc.errors import ModelCheckingError, UnsupportedError
@@ -22,34 +23,11 @@ EXAMPLES = (
     / "prism-examples" / "mdps"
 )  # fmt: skip
 
-# Components {0, 3} and {1, 2}; from 0 a choice between them. By hand:
-# Smax "one" = 1/2 (alternate 1, 2), Smin = 0 (stay in {0, 3});
-# R max = (2 + 1) / 2 (state reward 2 at 1, action e's 1), R min = (0 + 0.5) / 2.
-HAND = """mdp
-module m
-  s : [0..3] init 0;
-  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);
-  [b] s=0 -> (s'=3);
-  [c] s=1 -> (s'=2);
-  [d] s=2 -> 0.3:(s'=1) + 0.7:(s'=2);
-  [e] s=2 -> (s'=1);
-  [f] s=3 -> (s'=3);
-  [g] s=3 -> (s'=0);
-endmodule
-label "one" = s=1;
-rewards "r"
-  s=1 : 2;
-  s=3 : 0.5;
-  [e] true : 1;
-  [f] true : 0.2;
-endrewards
-"""
-
 
 @pytest.fixture(scope="module")
 def hand(tmp_path_factory):
     path = tmp_path_factory.mktemp("lra") / "hand.nm"
-    path.write_text(HAND)
+    path.write_text(HAND_MDP)
     return jaxmc.load_model(str(path))
 
 
@@ -102,7 +80,7 @@ def test_change_criterion(hand):
 
 def test_traced_path_refuses(tmp_path):
     path = tmp_path / "p.nm"
-    path.write_text(HAND.replace("mdp\n", "mdp\nconst double q;\n").replace(
+    path.write_text(HAND_MDP.replace("mdp\n", "mdp\nconst double q;\n").replace(
         "0.3:(s'=1) + 0.7:(s'=2)", "q:(s'=1) + (1-q):(s'=2)"
     ))  # fmt: skip
     model = jaxmc.load_model(str(path), parameters=("q",))
