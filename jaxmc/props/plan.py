@@ -12,8 +12,9 @@ PRISM's rules, applied here:
 - discrete step bounds: `<k` is `<=k-1`, `>k` is `>=k+1`, `=k` is `[k,k]`;
   continuous time bounds: `<t` is `<=t`, `>t` is `>=t`; `U>=0` is plain `U`;
 - `P~p` without `min`/`max` on an MDP quantifies over all schedulers: `>=`,
-  `>` use the minimum, `<`, `<=` the maximum (and the same for `R`);
-  `P=?` without them on an MDP is an error;
+  `>` use the minimum, `<`, `<=` the maximum (and the same for `R` and
+  `S`, a long-run average on an MDP); `P=?` (`R=?`, `S=?`) without them on
+  an MDP is an error;
 - `Pmin`/`Pmax` on a DTMC or CTMC are plain `P` (nothing to optimise);
 - the reward structure of an `R` operator is resolved to its index and
   refused if it has negative rewards (`jaxmc.props.rewards`);
