@@ -172,6 +172,11 @@ class PlanExecution:
             if self.is_ctmc:
                 return self._ctmc_instant(node.reward, node.at)
             return self._instant(node.reward, node.at, node.opt)
+        if isinstance(node, (P.LongRunReward, P.Steady)) and node.opt is not None:
+            raise UnsupportedError(
+                "with parameters, long-run averages S / R [ S ] on MDPs",
+                hint="check it without params= (jaxmc.check)",
+            )
         if isinstance(node, P.LongRunReward):
             return self._steady_reward(node.reward)
         if isinstance(node, P.Steady):

@@ -24,6 +24,7 @@ from .. import numerics
 from ..errors import JaxmcError, ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
+from ..numerics import lra
 from ..numerics.device import DeviceModel, note_layout
 from ..numerics.result import Attempt
 from ..numerics.timing import collect
@@ -455,6 +456,8 @@ class _Checker:
             )
         if isinstance(node, P.LongRunReward):
             kw = self._solver_kwargs()
+            if self.is_mdp:  # maximal end components (`numerics.lra`)
+                return self._record(lra.mdp_long_run_rewards(m, reward, opt=opt, **kw))
             return self._record(numerics.long_run_rewards(m, reward, **kw))
         cumulative = isinstance(node, P.CumulativeReward)
         t = node.horizon if cumulative else node.at
@@ -477,6 +480,9 @@ class _Checker:
     def _steady(self, node: P.Steady) -> np.ndarray:
         kw = self._solver_kwargs()
         phi = self.mask(node.phi)
+        if self.is_mdp:  # maximal end components (`numerics.lra`)
+            res = lra.mdp_steady_state_values(self.model, phi, opt=node.opt, **kw)
+            return self._record(res)
         return self._record(numerics.steady_state_values(self.model, phi, **kw))
 
     # ---------------------------------------------------------------- filters

@@ -12,8 +12,9 @@ PRISM's rules, applied here:
 - discrete step bounds: `<k` is `<=k-1`, `>k` is `>=k+1`, `=k` is `[k,k]`;
   continuous time bounds: `<t` is `<=t`, `>t` is `>=t`; `U>=0` is plain `U`;
 - `P~p` without `min`/`max` on an MDP quantifies over all schedulers: `>=`,
-  `>` use the minimum, `<`, `<=` the maximum (and the same for `R`);
-  `P=?` without them on an MDP is an error;
+  `>` use the minimum, `<`, `<=` the maximum (and the same for `R` and
+  `S`, a long-run average on an MDP); `P=?` (`R=?`, `S=?`) without them on
+  an MDP is an error;
 - `Pmin`/`Pmax` on a DTMC or CTMC are plain `P` (nothing to optimise);
 - the reward structure of an `R` operator is resolved to its index and
   refused if it has negative rewards (`jaxmc.props.rewards`);
@@ -203,16 +204,18 @@ class InstantReward:
 
 @dataclass(frozen=True)
 class LongRunReward:
-    """`R [S]` (DTMC, CTMC)."""
+    """`R [S]`: the long-run average reward (on an MDP with `opt`)."""
 
     reward: int
+    opt: str | None = None
 
 
 @dataclass(frozen=True)
 class Steady:
-    """`S [φ]` (DTMC, CTMC)."""
+    """`S [φ]`: the long-run fraction of time in φ (on an MDP with `opt`)."""
 
     phi: Any
+    opt: str | None = None
 
 
 # ------------------------------------------------------ operators, filters
@@ -285,9 +288,7 @@ class _Planner:
         if isinstance(e, ast.RewardOp):
             return self._threshold(self._reward(e), e)
         if isinstance(e, ast.SteadyOp):
-            if self.is_mdp:
-                raise UnsupportedError("steady-state probabilities S on MDPs", e.span)
-            return self._threshold(Steady(Formula(e.operand)), e)
+            return self._threshold(Steady(Formula(e.operand), self._opt(e)), e)
         if isinstance(e, ast.PathQuantifier):
             return self._ctl(e)
         if isinstance(e, ast.Filter):
@@ -304,11 +305,12 @@ class _Planner:
         if op.opt is not None:
             return op.opt.value
         if op.threshold is None:
+            name = "S" if isinstance(op, ast.SteadyOp) else "P"
             raise ModelCheckingError(
-                "for an MDP, use Pmin=?/Pmax=? (or Rmin/Rmax): the value depends "
-                "on the scheduler",
+                f"for an MDP, use {name}min=?/{name}max=? (or Rmin/Rmax): the "
+                "value depends on the scheduler",
                 op.span,
-                hint="write Pmax=? [ ... ] or Pmin=? [ ... ]",
+                hint=f"write {name}max=? [ ... ] or {name}min=? [ ... ]",
             )
         return "min" if op.threshold.cmp in (BinaryOp.GE, BinaryOp.GT) else "max"
 
@@ -436,11 +438,7 @@ class _Planner:
             )
         kind = path.kind
         if kind == ast.RewardPathKind.LONG_RUN:
-            if self.is_mdp:
-                raise UnsupportedError(
-                    "long-run average rewards R [ S ] on MDPs", path.span
-                )
-            return LongRunReward(ridx)
+            return LongRunReward(ridx, opt)
         cumulative = kind == ast.RewardPathKind.CUMULATIVE
         if cumulative and path.bound is None:
             return TotalReward(ridx, opt)

@@ -43,10 +43,6 @@ class OperatorTyping:
             self._reward_path(e.path, recurse)
             return self._threshold(e.threshold, recurse, probability=False)
         if isinstance(e, ast.SteadyOp):
-            if self.m.model_type == ast.ModelType.MDP:
-                raise UnsupportedError(
-                    "the steady-state operator S is not supported for MDPs", e.span
-                )
             t = recurse(e.operand)
             if t != Type.BOOL:
                 raise SemanticError(
@@ -243,13 +239,6 @@ class OperatorTyping:
 
     def _reward_path(self, path: ast.Expr, recurse) -> None:
         if isinstance(path, ast.RewardPath):
-            if (
-                path.kind == ast.RewardPathKind.LONG_RUN
-                and self.m.model_type == ast.ModelType.MDP
-            ):
-                # R[S] on MDPs: the numeric layer decides (PRISM supports it
-                # for some engines)
-                pass
             if path.bound is not None:
                 self._bound(path.bound, recurse, path.kind.value)
             elif path.kind == ast.RewardPathKind.INSTANT:

@@ -28,6 +28,10 @@ from ._linear import (  # noqa: E402
     jacobi as jacobi,
     power as power,
 )
+from ._lra import (  # noqa: E402
+    gain_tolerance_met as gain_tolerance_met,
+    lra_value_iteration as lra_value_iteration,
+)
 from ._minmax import (  # noqa: E402
     interval_iteration as interval_iteration,
     value_iteration as value_iteration,

@@ -570,8 +570,8 @@ def test_property_constants_per_property():
 
 def test_property_model_type_rules():
     mdp = "mdp module m x:[0..1]; [] x=0 -> (x'=1); endmodule"
-    with pytest.raises(UnsupportedError, match="steady-state"):
-        props(mdp, "S=? [ x=1 ];")
+    # S on an MDP is a long-run average (min/max decided by the plan)
+    assert props(mdp, "Smax=? [ x=1 ];")[0].type == T.DOUBLE
     ctmc = "ctmc module m x:[0..1]; [] x=0 -> 2:(x'=1); endmodule"
     ps = props(ctmc, "P=? [ F<=0.5 x=1 ];\nS=? [ x=1 ];\nP=? [ F[0.5,1.5] x=1 ];")
     assert ps[0].expr.path.bound.high == ast.RealLit(0.5)
