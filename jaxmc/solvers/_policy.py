@@ -46,11 +46,21 @@ SWEEPS = 100
 #: counter).
 LU_MAX_STATES = 1 << 17
 
-#: Rounds of iterative refinement after each policy solve: the residual is
-#: recomputed on the host in float64 and the correction solved again, so
-#: that the solution's error is at the rounding level, far below the
-#: margin `certify` leaves for it.
-REFINE = 3
+#: Corrections tried after each policy solve (iterative refinement: the
+#: residual is recomputed on the host in float64 and the correction solved
+#: again) until the residual is at the rounding level (`ROUNDING` of the
+#: terms of each row), far below the margin `certify` leaves for it. A
+#: correction that fails (a Krylov breakdown) or does not shrink the
+#: residual counts as tried; the next one restarts from another shadow
+#: residual.
+REFINE = 6
+
+#: Rounding level, relative to a row's terms `|rhs| + |S| |x|`, at which
+#: refinement stops, and the relative tolerance under which policy
+#: iteration treats two choices as equally good (both far below the
+#: relative margin `certify` needs: `target / (2 h)`).
+ROUNDING = 1e-14
+IMPROVE = 1e-13
 
 #: BiCGStab's iteration limit and relative tolerance for one device solve
 #: of a policy's system (the refinement rounds take the error further: a
@@ -64,7 +74,7 @@ def _solve_lu(S):
         lu = splu(S.tocsc())
     except RuntimeError:  # exactly singular: a policy that never leaves
         return None
-    return lambda r, x0=None: lu.solve(r)
+    return lambda r, x0=None, seed=0: lu.solve(r)
 
 
 @eqx.filter_jit
@@ -79,10 +89,13 @@ def _krylov(A, diag, b, x0, rhat0, epsilon, max_iters):
 
 
 def _solve_krylov(S):
-    """A solver `(rhs, x0) -> x` for `S x = rhs` (`S = I - A_sigma`) by
-    BiCGStab on the device, `S`'s diagonal as the Jacobi preconditioner's
-    `diag` and a random shadow residual (the residual itself, the default,
-    is as sparse as a model's right-hand side and breaks down on it)."""
+    """A solver `(rhs, x0, seed) -> x` for `S x = rhs` (`S = I - A_sigma`)
+    by BiCGStab on the device, `S`'s diagonal as the Jacobi
+    preconditioner's `diag` and a random shadow residual drawn from `seed`
+    (the residual itself, the default, is as sparse as a model's
+    right-hand side and breaks down on it). Where BiCGStab breaks down
+    (a zero inner product, a non-finite step), the iterate of the step
+    before is returned: the refinement goes on from it."""
     S = S.tocsr()
     n = S.shape[0]
     diag = S.diagonal()
@@ -103,23 +116,29 @@ def _solve_krylov(S):
         np.concatenate([off.data, np.zeros(pad)]),
         nondeterministic=False,
     )
-    rhat0 = jnp.asarray(np.random.default_rng(0).uniform(0.5, 1.5, n))
     d = jnp.asarray(diag)
 
-    def solve(r, x0=None):
+    def run(b, x0, rhat0, iters):
+        return _krylov(
+            M.matrix, d, b, x0, rhat0, jnp.asarray(KRYLOV_EPSILON),
+            jnp.asarray(iters, jnp.int32),
+        )  # fmt: skip
+
+    def solve(r, x0=None, seed=0):
         scale = float(np.max(np.abs(r), initial=0.0))
         if scale == 0:
             return np.zeros(n)
         ok = x0 is not None and np.all(np.isfinite(x0))
-        x0 = x0 / scale if ok else np.zeros(n)
-        sol = _krylov(
-            M.matrix, d, jnp.asarray(r / scale), jnp.asarray(x0), rhat0,
-            jnp.asarray(KRYLOV_EPSILON), jnp.asarray(KRYLOV_MAX_ITERS, jnp.int32),
-        )  # fmt: skip
-        # (a solve out of iterations still counts: the refinement, policy
-        # iteration and the final Bellman checks judge the values)
-        if int(sol.status) not in (Status.CONVERGED, Status.MAX_ITERS):
-            return None
+        b = jnp.asarray(r / scale)
+        x0 = jnp.asarray(x0 / scale if ok else np.zeros(n))
+        rhat0 = jnp.asarray(np.random.default_rng(seed).uniform(0.5, 1.5, n))
+        sol = run(b, x0, rhat0, KRYLOV_MAX_ITERS)
+        it = int(sol.iterations)
+        if int(sol.status) in (Status.BREAKDOWN, Status.NONFINITE) and it > 1:
+            # the same iteration, stopped one step before its failure
+            sol = run(b, x0, rhat0, it - 1)
+        # (whatever the status, a finite iterate counts: the refinement,
+        # policy iteration and the final Bellman checks judge the values)
         x = np.asarray(sol.value, np.float64) * scale
         return x if np.all(np.isfinite(x)) else None
 
@@ -129,29 +148,38 @@ def _solve_krylov(S):
 def solve_policy(S, rhs, x0=None):
     """`S^-1 rhs` for a policy's system `S = I - A_sigma` (sparse LU, or
     BiCGStab on the device from the guess `x0` beyond `LU_MAX_STATES`
-    states), refined up to `REFINE` times against the float64 residual
-    while that shrinks; None where the system is singular or the first
-    solve fails."""
+    states), refined (up to `REFINE` corrections) until the float64
+    residual is at the rounding level; None where the system is singular
+    (LU) or nothing finite came out. Where the first Krylov solve fails,
+    the corrections start from `x0` (or 0): each is a full solve from
+    another shadow residual, so one breakdown does not end the solve."""
     n = S.shape[0]
-    solve = (_solve_lu if n <= LU_MAX_STATES else _solve_krylov)(S)
+    krylov = n > LU_MAX_STATES
+    solve = (_solve_krylov if krylov else _solve_lu)(S)
     if solve is None:
         return None
     x = solve(rhs, x0)
     if x is None or not np.all(np.isfinite(x)):
-        return None
-    res = float(np.max(np.abs(rhs - S @ x), initial=0.0))
-    for _ in range(REFINE):
-        if res == 0:
+        if not krylov:
+            return None
+        ok = x0 is not None and np.all(np.isfinite(x0))
+        x = np.array(x0, np.float64) if ok else np.zeros(n)
+    absS = abs(S)
+    r = rhs - S @ x
+    for seed in range(1, REFINE + 1):
+        floor = ROUNDING * (np.abs(rhs) + absS @ np.abs(x))
+        if np.all(np.abs(r) <= floor):
             break
-        dx = solve(rhs - S @ x)
+        dx = solve(r, None, seed)
         if dx is None or not np.all(np.isfinite(dx)):
-            break
+            continue
         y = x + dx
-        r = float(np.max(np.abs(rhs - S @ y), initial=0.0))
-        if not r < res:
-            break
-        x, res = y, r
-    return x
+        ry = rhs - S @ y
+        if np.max(np.abs(ry), initial=0.0) < np.max(np.abs(r), initial=0.0):
+            x, r = y, ry
+        elif not krylov:
+            break  # (the same LU again would give the same correction)
+    return x if np.all(np.isfinite(x)) else None
 
 
 def _reduce(v, starts, opt):
@@ -189,7 +217,13 @@ def policy_values(A, e, starts, opt, sigma, sweep=None):
         q = e + A @ V
         cur = q[sigma]
         new = greedy(q, starts, opt, k)
-        tol = 1e-12 * np.maximum(np.abs(cur), 1.0)
+        # an improvement counts beyond the rounding of the choices' terms
+        # and the policy solve's residual at the state (`cur - V`), both of
+        # the size of the values: a tolerance in absolute terms keeps a
+        # worse choice among small values, which `certify`'s check rejects
+        with np.errstate(invalid="ignore"):
+            mag = np.where(np.isfinite(e), np.abs(e), 0.0) + A @ np.abs(V)
+        tol = IMPROVE * np.maximum(mag[sigma], mag[new]) + np.abs(cur - V)
         better = (q[new] > cur + tol) if opt == "max" else (q[new] < cur - tol)
         if not better.any():
             return V, sigma
