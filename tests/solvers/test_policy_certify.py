@@ -5,7 +5,10 @@ systems whose Krylov solve breaks down, against dense solves."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
@@ -133,3 +136,52 @@ def test_krylov_policy_solve_reaches_the_rounding_level(monkeypatch):
     np.testing.assert_allclose(x, spsolve(S.tocsc(), rhs), rtol=1e-12)
     floor = _policy.ROUNDING * (np.abs(rhs) + abs(S) @ np.abs(x))
     assert np.all(np.abs(rhs - S @ x) <= floor)
+
+
+def _orders_ring(n=14, seed=1):
+    """A level whose values span ~n*1.7 orders of magnitude: a ring where each
+    state goes on to the next two states with probability ~0.02 in all (two
+    choices each, the rest leaves to value 0), and the last state also pays
+    ~0.9 (a target reached). Returns `(A, e, starts)`."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(2 * n), 2)
+    state = rows // 2
+    cols = (state + 1 + np.tile([0, 1], 2 * n)) % n
+    vals = rng.uniform(0.005, 0.015, rows.size)
+    e = np.where(np.arange(2 * n) // 2 == n - 1, rng.uniform(0.85, 0.9, 2 * n), 0.0)
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(2 * n, n))
+    return A, e, np.arange(0, 2 * n, 2)
+
+
+@pytest.mark.parametrize("opt", ["min", "max"])
+def test_certify_values_spanning_orders_of_magnitude(monkeypatch, opt):
+    """Values from ~1e-14 to ~0.9: a uniform shift set by the smallest
+    values is below the rounding of the largest (it would prove nothing
+    there), so per-state shifts (`_policy._shifted`) certify bounds that
+    contain the optimum over every memoryless scheduler's dense solve, with
+    a relative gap of at most the target and a margin at every state."""
+    A, e, starts = _orders_ring()
+    k, n = A.shape
+    real, calls = _policy._shifted, []
+
+    def shifted(*args):
+        calls.append(args[-2])
+        return real(*args)
+
+    monkeypatch.setattr(_policy, "_shifted", shifted)
+    best = None
+    fn = np.minimum if opt == "min" else np.maximum
+    dense = A.toarray()
+    for choice in itertools.product(range(2), repeat=n):
+        sigma = starts + np.array(choice)
+        V = np.linalg.solve(np.eye(n) - dense[sigma], e[sigma])
+        best = V if best is None else fn(best, V)
+    assert best.max() / best.min() > 1e12
+    Y = np.stack([np.zeros(n), np.ones(n)], 1)
+    C = _policy.certify(A, e, e, starts, opt, Y, 1e-6, True, _topological.gaps)
+    assert C is not None
+    assert np.all(C[:, 0] <= best) and np.all(best <= C[:, 1])
+    gap = _topological.gaps(C[:, 0], C[:, 1], True)
+    assert gap.max() <= 1e-6
+    assert gap.min() > 1e-12  # (far above the rounding, at every state)
+    assert set(calls) == {False, True}  # (both sides shifted per state)
