@@ -16,7 +16,12 @@ h)_c`, by policy iteration too). Then for every choice `c`,
 `(A h)_c <= h - 1`, so one Bellman step moves `L` up and `U` down by at least
 `d` minus rounding: `B(L) >= L` and `B(U) <= U`, checked numerically before
 the bounds are used. With a unique fixed point, `B(L) >= L` gives
-`L <= x*` and `B(U) <= U` gives `U >= x*`. Anything that fails (a singular
+`L <= x*` and `B(U) <= U` gives `U >= x*`. That needs `V` optimal and
+solved to well within `d`: policy iteration compares choices relative to
+the values, and the policy solves are refined to the rounding level. Where
+the values span orders of magnitude, `d` (set by the smallest values) is
+below the rounding of the largest ones; then the shifts are per state, of
+the size of the values (`_shifted`). Anything that fails (a singular
 system, a check not met) leaves the iteration as it was.
 """
 
