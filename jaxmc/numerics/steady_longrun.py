@@ -385,7 +385,8 @@ def gains(
             z, iters = run.best(), run.total
             h_new = None if z is None else _split(B, z)[0]
             where = dev.name
-            if m == "bicgstab" and status in (Status.STALLED, Status.MAX_ITERS):
+            stopped = status in (Status.STALLED, Status.MAX_ITERS)
+            if m == "bicgstab" and stopped and run.total < budget:
                 paused = run
         elif m == "jacobi":
             h_new, status, iters = _jacobi(
