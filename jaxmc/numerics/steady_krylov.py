@@ -22,8 +22,7 @@ side `b` as its shadow residual, not the initial residual: once the start
 holds a good estimate of the gain (the previous method's bracket), the
 residual has almost no component along the stationary distribution, the
 slowest left direction, and a shadow vector orthogonal to it leaves the
-slow modes unresolved (measured: a walk whose BiCGStab(2) converged in
-3,400 SpMVs from the gain 0 and did not within 9,500 from the exact gain).
+slow modes unresolved (benchmarks/RESULTS.md, "Stiff steady states").
 """
 
 from __future__ import annotations
