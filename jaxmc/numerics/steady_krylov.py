@@ -18,11 +18,13 @@ its state with the rest of the budget (`steady_longrun.budget_for`),
 stopped only by convergence, the budget or a non-finite step.
 
 **The shadow vector.** BiCGStab starts (and restarts) with the right-hand
-side `b` as its shadow residual, not the initial residual: once the start
-holds a good estimate of the gain (the previous method's bracket), the
-residual has almost no component along the stationary distribution, the
-slowest left direction, and a shadow vector orthogonal to it leaves the
-slow modes unresolved (benchmarks/RESULTS.md, "Stiff steady states").
+side `b = r / d` as its shadow residual, not the initial residual. The
+jump chain's stationary vector `y = pi d` is the slowest left direction of
+`I - A`; `b . y = pi r = g`, while the residual of a start whose gain is
+`g0` (the previous method's midpoint) has `(r - g0) / d . y = g - g0`: the
+better the start, the more nearly the initial residual is orthogonal to
+the slow direction, and a shadow vector orthogonal to it leaves the slow
+modes unresolved (benchmarks/RESULTS.md, "Stiff steady states").
 """
 
 from __future__ import annotations
