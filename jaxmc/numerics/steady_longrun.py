@@ -16,7 +16,7 @@ what the floats hold). Stopping on the change between iterates, PRISM's
 criterion, bounds nothing: on slowly mixing chains it stops far from `g`.
 
 **The methods** (`chain`), each handing its best `h` to the next; each
-attempt is certified (the Krylov methods every `KRYLOV_CHUNK` SpMVs), the
+attempt is certified (the Krylov methods every chunk of SpMVs), the
 first whose bracket meets `epsilon` (relative to the gain's magnitude, or
 absolute; or float64's floor, `ROUNDING_FLOOR`) wins, and failed ones are
 recorded as `Attempt`s:
@@ -26,22 +26,26 @@ recorded as `Attempt`s:
 - "bicgstab": BiCGStab(2) on the bordered system (`krylov.Bordered`), in
   the jump-chain scaling (rows divided by the exit rate, Jacobi
   preconditioning), restarted from its true residual where it stops
-  (`BICGSTAB_ELL`: why not plain BiCGStab);
+  (`steady_krylov`; `BICGSTAB_ELL` there: why not plain BiCGStab); on a
+  plateau it pauses, and goes on from its state after the next method
+  ("resume", with the default `max_iters` only) up to the budget;
 - "jacobi": the stationary and the Poisson Jacobi iterations together
   (`krylov.pair_jacobi`), stopping on the certificate; what converges on
   stiff chains where the Krylov methods break down (tandem);
 - "gmres": restarted GMRES from the best iterate so far;
 - "power": relative value iteration on the uniformised chain
   (`krylov.relative_value_iteration`), stopping on the certificate.
-Default order: direct (small), bicgstab, jacobi, gmres, power, direct (if it
-fits); `method="jacobi"` (and "gauss_seidel", which runs as Jacobi, noted
-in the attempt) or `"power"` put that method first; with
+Default order: direct (small), bicgstab, jacobi, bicgstab resumed, gmres,
+power, direct (if it fits); `method="jacobi"` (and "gauss_seidel", which
+runs as Jacobi, noted in the attempt) or `"power"` put that method first
+(a paused BiCGStab resumes after the method that follows it); with
 `precision="fp32"` the value iteration runs first in float32 (certified in
 float64 all the same). All but "direct" run on the device layout (or plain
 JAX CSR on the host), `max_iters` matrix-vector products (steps) each;
 with the default `max_iters` (not given), a method whose certified bracket
 shrinks at a rate that reaches epsilon within `BUDGET_FACTOR` times that
-goes on (`budget_for`).
+goes on (`budget_for`), and a paused BiCGStab resumes with what is left of
+that budget (`steady_krylov`: why a Krylov plateau is no stall).
 """
 
 from __future__ import annotations
@@ -53,17 +57,12 @@ import scipy.sparse.linalg as spla
 from ..errors import ConvergenceError
 from ..layout import make_layout
 from ..solvers import Status
-from .krylov import (
-    Bordered,
-    bicgstab_l,
-    gmres as device_gmres,
-    pair_jacobi,
-    relative_value_iteration,
-)
+from .krylov import Bordered, pair_jacobi, relative_value_iteration
 from .matrices import build_matrix, build_ordered, host_csr, layout_name
 from .result import Attempt
 from .steady import _aperiodic
-from .steady_solve import GMRES_RESTART, canonical, system_kind
+from .steady_krylov import KrylovRun
+from .steady_solve import canonical, system_kind
 
 
 #: Systems up to this many unknowns go to sparse LU first.
@@ -73,26 +72,10 @@ DIRECT_MAX_STATES = 1000
 #: on lattice-like chains makes larger ones slow or too big).
 DIRECT_FALLBACK_MAX_STATES = 200_000
 
-#: Relative residual (2-norm) at which the Krylov methods stop.
-KRYLOV_RTOL = 1e-14
-
-#: SpMVs per Krylov chunk: the iterate is certified after each (and
-#: BiCGStab restarted from its true residual).
-KRYLOV_CHUNK = 1000
-
-#: The degree of BiCGStab's minimal-residual polynomial per cycle
-#: (`solvers.bicgstab_l_loop`): 2 keeps the residual's growth on stiff
-#: chains small where plain BiCGStab (1) loses its accuracy or overflows.
-BICGSTAB_ELL = 2
-
 #: With the default `max_iters` (not given by the caller) a method may run
 #: up to this many times as long while the rate of its certified bracket
 #: predicts convergence within that (`budget_for`).
 BUDGET_FACTOR = 10
-
-#: A Krylov method is stalled when its best true residual has not halved
-#: over this many chunks.
-KRYLOV_STALL_CHUNKS = 4
 
 #: The certified iterations (Jacobi, power) are stalled when their bracket
 #: stays within 1% over this many steps (`krylov._progress`).
@@ -239,82 +222,6 @@ def _same_layout(A, name: str):
     return build_matrix(A.indptr, A.indices, A.data, A.shape, name)
 
 
-def _krylov(dev: _Device, r, z0, method, max_iters, gap, budget):
-    """BiCGStab(`BICGSTAB_ELL`) or GMRES on the bordered system from `z0`,
-    in chunks of `KRYLOV_CHUNK` SpMVs, the best iterate certified after each
-    (`gap(z)`: the largest ratio of a half-width to its tolerance; at most
-    1: stop); `(z or None, status, iterations)` (SpMVs). Past `max_iters`
-    SpMVs it goes on, up to `budget`, while the gap's rate over the last
-    chunks predicts convergence within `budget` (`_steady_rate`).
-    BiCGStab goes on across chunks; where it stops (its recursive
-    residual converged, a breakdown, a non-finite step: from the last finite
-    iterate) it restarts from the true residual, which is also its new
-    shadow vector. GMRES restarts every chunk. STALLED when the best true
-    residual has not halved over `KRYLOV_STALL_CHUNKS` chunks."""
-    B = dev.B
-    _, op, at, back, _, _ = dev.get()
-    b = at(r / B.d)
-    x = None if z0 is None else at(z0)
-    total, best, status, since, state = 0, None, Status.MAX_ITERS, 0, None
-    gaps: list[tuple[int, float]] = []
-    while total < max_iters or _steady_rate(gaps, budget):
-        cap = max_iters if total < max_iters else budget
-        left = min(cap - total, KRYLOV_CHUNK)
-        if method == "gmres":
-            sol = device_gmres(
-                op, b, x, rtol=KRYLOV_RTOL, restart=GMRES_RESTART, max_iters=left
-            )
-        else:
-            sol, state = bicgstab_l(
-                op,
-                b,
-                x if state is None else state,
-                ell=BICGSTAB_ELL,
-                rtol=KRYLOV_RTOL,
-                max_spmv=left,
-            )
-            if Status(int(sol.status)) != Status.MAX_ITERS:
-                state = None  # stopped: restart from the true residual
-        spmv = int(sol.iterations)
-        total += max(spmv, 1)
-        status = Status(int(sol.status))
-        res = float(sol.residual)
-        if not np.isfinite(res):
-            status = Status.NONFINITE
-            break
-        if best is None or res < 0.5 * best[1]:
-            since = 0
-        else:
-            since += 1
-        if best is None or res < best[1]:
-            best = (np.asarray(sol.value), res)
-        x = sol.value
-        gaps.append((total, gap(back(best[0]))))
-        if gaps[-1][1] <= 1.0 or res <= KRYLOV_RTOL:
-            status = Status.CONVERGED
-            break
-        if since >= KRYLOV_STALL_CHUNKS or spmv == 0:
-            status = Status.STALLED
-            break
-        status = Status.MAX_ITERS
-    if best is not None and status == Status.NONFINITE:
-        status = Status.BREAKDOWN
-    return (None if best is None else back(best[0])), status, total
-
-
-def _steady_rate(gaps, budget) -> bool:
-    """Whether the gaps `(iterations, gap)` measured after the last
-    `KRYLOV_STALL_CHUNKS` chunks shrink at a rate that reaches 1 within
-    `budget` iterations."""
-    if len(gaps) <= KRYLOV_STALL_CHUNKS:
-        return False
-    (i0, g0), (i1, g1) = gaps[-1 - KRYLOV_STALL_CHUNKS], gaps[-1]
-    if not (0 < g1 < g0) or i1 >= budget:
-        return False
-    need = (i1 - i0) * np.log(max(g1, 1.0)) / np.log(g0 / g1)
-    return i1 + need <= budget
-
-
 def _window(max_iters: int) -> int:
     """The certified iterations' measuring window: `STALL_WINDOW`, or a
     quarter of a smaller `max_iters` (so that a rate is measured before
@@ -393,10 +300,11 @@ def budget_for(max_iters: int, given: bool) -> int:
     return int(max_iters) if given else BUDGET_FACTOR * int(max_iters)
 
 
-def chain(method, k: int, precision: str, host: bool = True):
+def chain(method, k: int, precision: str, host: bool = True, resume: bool = False):
     """The methods tried, in order, and the note on the first (see the
     module docstring; `host`: the system is not on a device layout, where
-    small systems go to LU first)."""
+    small systems go to LU first; `resume`: the budget exceeds `max_iters`,
+    so a paused BiCGStab may go on, "resume")."""
     iterative = ["bicgstab", "jacobi", "gmres", "power"]
     if method in ("jacobi", "gauss_seidel"):
         iterative = ["jacobi", "bicgstab", "gmres", "power"]
@@ -404,6 +312,10 @@ def chain(method, k: int, precision: str, host: bool = True):
         iterative = ["power", "bicgstab", "jacobi", "gmres"]
     if precision == "fp32":
         iterative = ["power32"] + iterative
+    if resume and "bicgstab" in iterative[:-1]:
+        # A paused BiCGStab goes on after the method that follows it.
+        at = iterative.index("bicgstab") + 2
+        iterative = iterative[:at] + ["resume"] + iterative[at:]
     small = host and k <= DIRECT_MAX_STATES and precision != "fp32"
     first = ["direct"] if small and method in (None, "auto") else []
     last = ["direct"] if k <= DIRECT_FALLBACK_MAX_STATES and not first else []
@@ -441,7 +353,8 @@ def gains(
     r = np.asarray(r, dtype=np.float64)
     budget = max(max_iters, max_iters if budget is None else int(budget))
     dev = _Device(B, dm, rank)
-    methods, note = chain(method, B.k, precision, dm is None)
+    methods, note = chain(method, B.k, precision, dm is None, budget > max_iters)
+    paused = None  # a stalled BiCGStab run, to go on with the budget
     attempts: list[Attempt] = []
     lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
     best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
@@ -455,12 +368,26 @@ def gains(
         if m == "direct":
             h_new, status, iters = _direct(B, r), Status.CONVERGED, 0
             status = Status.BREAKDOWN if h_new is None else status
+        elif m == "resume":
+            if paused is None:
+                continue
+            run, paused = paused, None
+            done = run.total
+            status = run.run(max_iters, budget, stall=False)
+            z, iters, m = run.best(), run.total - done, "bicgstab"
+            h_new = None if z is None else _split(B, z)[0]
+            where = dev.name
         elif m in ("bicgstab", "gmres"):
             z0 = best[2].copy()
             z0[B.reps] = best[0][B.lab[B.reps]]
-            z, status, iters = _krylov(dev, r, z0, m, max_iters, gap, budget)
+            run = KrylovRun(dev, r, z0, m, gap)
+            status = run.run(max_iters, budget)
+            z, iters = run.best(), run.total
             h_new = None if z is None else _split(B, z)[0]
             where = dev.name
+            stopped = status in (Status.STALLED, Status.MAX_ITERS)
+            if m == "bicgstab" and stopped and run.total < budget:
+                paused = run
         elif m == "jacobi":
             h_new, status, iters = _jacobi(
                 dev, r, best[2], epsilon, relative, max_iters, budget
@@ -483,11 +410,17 @@ def gains(
         name = "power" if m == "power32" else m
         if ok:
             why = note if i == 0 else ""
+            if methods[i] == "resume":
+                why = "resumed from its state"
             last = Attempt(name, Status.CONVERGED, iters, residual, where, why)
             return best[0], best[1], attempts, last
         if status == Status.CONVERGED:
             status = Status.STALLED  # the solve stopped, the bracket is too wide
         why = "bracket above epsilon" if h_new is not None else "no iterate"
+        if paused is not None and m == "bicgstab":
+            why = f"{why}; paused"
+        elif methods[i] == "resume":
+            why = f"{why}; resumed"
         if i == 0 and note:
             why = f"{note}; {why}"
         attempts.append(Attempt(name, status, iters, residual, where, why))

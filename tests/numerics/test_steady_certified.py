@@ -16,7 +16,7 @@ from test_numerics_helpers import make_model
 
 import jaxmc
 from jaxmc import numerics as nm
-from jaxmc.numerics import steady_longrun, steady_solve
+from jaxmc.numerics import steady_krylov, steady_longrun, steady_solve
 from jaxmc.options import SolveOptions
 from jaxmc.solvers import Solution, Status
 
@@ -174,11 +174,12 @@ def test_forced_breakdown_falls_back(monkeypatch):
     np.add.at(Q, (m.row_of_entry(), m.col), m.val)
     Q -= np.diag(Q.sum(1))
     pi = np.linalg.lstsq(np.vstack([Q.T, np.ones(n)]), np.eye(n + 1)[-1], rcond=None)[0]
-    monkeypatch.setattr(
-        steady_longrun,
-        "_krylov",
-        lambda *a: (None, Status.BREAKDOWN, 7),
-    )
+
+    def broken(run, *a, **kw):
+        run.total = 7
+        return Status.BREAKDOWN
+
+    monkeypatch.setattr(steady_krylov.KrylovRun, "run", broken)
     res = nm.long_run_rewards(m, m.rewards[0], options=SolveOptions(max_iters=10**6))
     assert [a.method for a in res.attempts] == ["bicgstab"]
     assert res.attempts[0].status in (Status.BREAKDOWN, Status.NONFINITE)
