@@ -1,0 +1,292 @@
+"""Reward-bounded until (Storm's `φ U^{rew{"r"}<=b} ψ`) by unfolding the
+accumulated reward into the state space.
+
+Semantics (Storm's): along a path `s0 s1 ...`, the accumulated reward at
+position `i` is the sum, over the steps `j < i`, of the state reward of
+`s_j` and the transition reward of the step taken from it (the reward of the
+target state `s_i` itself is not counted). `φ U^{rew∈I} ψ` holds if some
+position `i` has `ψ`, accumulated reward in `I`, and `φ` at every position
+before it. `I` is `<=b`, `<b`, `>=a`, `>a` or `[a,b]`.
+
+Rewards must be non-negative. They are made integers exactly: every reward
+value (as the shortest decimal that reads back as the double) is a multiple
+of the largest `f` that divides them all (a gcd of rationals), so
+"accumulated reward <= b" is "accumulated multiples of f <= floor(b / f)";
+Storm's unfolding scales the same way. Rewards without a small common step
+(e.g. 1/3 as a double) make a huge bound and are refused.
+
+The unfolding is the product of the model with a counter `c` of accumulated
+multiples of `f`, saturated at `C` (`K + 1` for an upper bound `K`: "over";
+`L` for a lower bound `L` alone): state `(s, c)`, step `(s, c) -> (t, min(c +
+k, C))`. The product is built over the whole grid `c = 0..C` (every model
+state's value is needed, and nearly every `(s, c)` is reachable from some
+`(s', 0)`), target and failed states made absorbing; then it is an ordinary
+until (`numerics.until_probabilities`: DTMC, or `Pmin`/`Pmax` on an MDP with
+the product's own end components), and the value of `s` is that of `(s, 0)`.
+The product has `n (C + 1)` states, which is why it is refused beyond
+`MAX_PRODUCT_STATES`; Storm's epoch method (one solve per counter value)
+needs less memory and is the way to larger bounds. A CTMC is checked through
+its embedded DTMC: with transition (impulse) rewards only, the accumulated
+reward does not depend on the sojourn times; a CTMC's state rewards are
+rates, accumulated continuously, and are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..explore.model import ExplicitModel, RewardStructure, StateVar
+from ..lang.ast import ModelType
+from .reach import until_probabilities
+from .result import NumericResult
+from .transitions import exit_rates, state_of_entry
+
+
+#: The largest unfolded product built (states), about 1.6 GB of arrays for a
+#: sparse model; beyond it the check is refused with a hint.
+MAX_PRODUCT_STATES = 50_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """The accumulated reward allowed, in multiples of the reward step:
+    `low <= c <= high` (`high` None: no upper bound)."""
+
+    low: int
+    high: int | None
+
+    @property
+    def cap(self) -> int:
+        """The counter's saturation value `C`."""
+        return self.low if self.high is None else self.high + 1
+
+    @property
+    def empty(self) -> bool:
+        return self.high is not None and (self.high < 0 or self.low > self.high)
+
+
+def _fraction(x: float) -> Fraction:
+    """`x` as the shortest decimal that reads back as the same double."""
+    return Fraction(repr(float(x)))
+
+
+def reward_step(values: np.ndarray) -> Fraction:
+    """The largest `f` such that every value is an integer multiple of it
+    (1 if all values are 0)."""
+    distinct = [_fraction(v) for v in np.unique(values) if v != 0]
+    if not distinct:
+        return Fraction(1)
+    num = 0
+    den = 1
+    for q in distinct:
+        num = math.gcd(num, q.numerator)
+        den = den * q.denominator // math.gcd(den, q.denominator)
+    return Fraction(num, den)
+
+
+def window(
+    step: Fraction,
+    low: float | None,
+    high: float | None,
+    low_strict: bool = False,
+    high_strict: bool = False,
+) -> Window:
+    """The counter window of a bound `low (<|<=) acc (<|<=) high` on
+    accumulated reward in multiples of `step`."""
+    lo = 0
+    if low is not None:
+        a = _fraction(low) / step
+        lo = max(0, math.floor(a) + 1 if low_strict else math.ceil(a))
+    hi = None
+    if high is not None:
+        b = _fraction(high) / step
+        hi = math.ceil(b) - 1 if high_strict else math.floor(b)
+    return Window(lo, hi)
+
+
+def _increments(model: ExplicitModel, reward: RewardStructure | None) -> np.ndarray:
+    """The reward earned by every entry (transition) of `model`: the state
+    reward of its source plus its transition reward; 1 per step if `reward`
+    is None."""
+    if reward is None:
+        return np.ones(model.num_transitions)
+    inc = np.zeros(model.num_transitions)
+    if reward.state is not None:
+        inc += np.asarray(reward.state, dtype=np.float64)[state_of_entry(model)]
+    if reward.transition is not None:
+        inc += np.asarray(reward.transition, dtype=np.float64)
+    return inc
+
+
+def _markov(model: ExplicitModel, reward: RewardStructure | None) -> ExplicitModel:
+    """The model whose steps are counted: a CTMC's embedded DTMC (entries
+    kept, so that transition rewards stay aligned; absorbing states keep no
+    entry and are made absorbing in the product)."""
+    if model.model_type != ModelType.CTMC:
+        return model
+    if reward is None:
+        raise UnsupportedError(
+            "a step bound (steps<=k) on a CTMC",
+            hint="use a time bound (F<=t or F^{time<=t}) on a CTMC, as Storm does",
+        )
+    if reward.state is not None and np.any(np.asarray(reward.state) != 0):
+        raise UnsupportedError(
+            "a reward bound on a CTMC with state rewards: a CTMC's state "
+            "rewards are rates, accumulated continuously over time",
+            hint="bound a reward structure of transition (action) rewards "
+            "only, e.g. rewards [a] true : 1; endrewards",
+        )
+    e = exit_rates(model)
+    val = model.val / np.where(e > 0, e, 1.0)[state_of_entry(model)]
+    return dataclasses.replace(model, model_type=ModelType.DTMC, val=val)
+
+
+def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each i, the indices `start[i] .. start[i] + count[i] - 1`: the
+    owner `i` of each and the index itself, flattened."""
+    owner = np.repeat(np.arange(start.size), count)
+    local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return owner, start[owner] + local
+
+
+def unfold(
+    model: ExplicitModel,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    steps: np.ndarray,
+    win: Window,
+) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
+    """The product of `model` with the reward counter (see the module), and
+    its `φ` and `ψ` masks. `steps[e]` is the integer reward of entry `e`.
+    Product state `c * n + s` is `(s, c)`."""
+    n = model.num_states
+    C = win.cap
+    N = n * (C + 1)
+    if N > MAX_PRODUCT_STATES:
+        raise UnsupportedError(
+            f"the reward-bounded formula unfolds to {N:,} states ({n:,} states "
+            f"x {C + 1:,} reward values), more than {MAX_PRODUCT_STATES:,}",
+            hint="use a smaller bound, or rewards with a larger common step "
+            "(the bound is counted in multiples of the greatest common divisor "
+            "of the rewards)",
+        )
+    s = np.tile(np.arange(n, dtype=np.int64), C + 1)
+    c = np.repeat(np.arange(C + 1, dtype=np.int64), n)
+    in_window = c >= win.low
+    alive = np.ones(N, dtype=bool) if win.high is None else c <= win.high
+    if win.high is not None:
+        in_window &= alive
+    target = psi[s] & in_window
+    keep = phi[s] & alive & ~target  # states whose choices are kept
+    cp, rp = model.choice_ptr, model.row_ptr
+    has_entries = (rp[cp[1:]] - rp[cp[:-1]]) > 0
+    keep &= has_entries[s]
+    # choices: the model's for kept states, one self-loop otherwise
+    nch = np.where(keep, cp[s + 1] - cp[s], 1)
+    choice_ptr = np.concatenate([[0], np.cumsum(nch)]).astype(np.int64)
+    kept = np.flatnonzero(keep)
+    owner, rows = _ranges(cp[s[kept]], nch[kept])
+    rlen = rp[rows + 1] - rp[rows]
+    row_owner, ents = _ranges(rp[rows], rlen)
+    p = kept[owner[row_owner]]  # product state of each kept entry
+    local_row = np.arange(rows.size) - np.repeat(
+        np.cumsum(nch[kept]) - nch[kept], nch[kept]
+    )
+    erow = choice_ptr[p] + local_row[row_owner]
+    c2 = np.minimum(c[p] + steps[ents], C)
+    col = c2 * n + model.col[ents]
+    val = model.val[ents]
+    loops = np.flatnonzero(~keep)
+    erow = np.concatenate([erow, choice_ptr[loops]])
+    col = np.concatenate([col, loops])
+    val = np.concatenate([val, np.ones(loops.size)])
+    # merge duplicate (row, col) entries (two model successors that differ
+    # only in the saturated counter), keeping rows sorted by column
+    order = np.lexsort((col, erow))
+    erow, col, val = erow[order], col[order], val[order]
+    first = np.ones(erow.size, dtype=bool)
+    first[1:] = (erow[1:] != erow[:-1]) | (col[1:] != col[:-1])
+    groups = np.cumsum(first) - 1
+    val = np.bincount(groups, weights=val)
+    erow, col = erow[first], col[first]
+    m = int(choice_ptr[-1])
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(erow, minlength=m))])
+    states = np.concatenate(
+        [model.states[s], c[:, None].astype(model.states.dtype)], axis=1
+    )
+    init = np.zeros(N, dtype=bool)
+    init[model.initial_states] = True  # (s0, 0) is s0
+    product = ExplicitModel(
+        model_type=model.model_type,
+        variables=model.variables + (StateVar("_reward", 0, C),),
+        states=states,
+        initial_states=np.asarray(model.initial_states, dtype=np.int64),
+        choice_ptr=choice_ptr,
+        row_ptr=row_ptr.astype(np.int64),
+        col=col.astype(np.int64),
+        val=val.astype(np.float64),
+        labels={"init": init, "deadlock": np.zeros(N, dtype=bool)},
+    )
+    return product, phi[s] & alive, target
+
+
+def reward_bounded_until(
+    model: ExplicitModel,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    reward: RewardStructure | None,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_strict: bool = False,
+    high_strict: bool = False,
+    opt: str | None = None,
+    **kw,
+) -> NumericResult:
+    """Per-state `P(φ U^{rew∈I} ψ)` (`Pmin`/`Pmax` on an MDP by `opt`) for
+    the reward structure `reward` (None: count steps), `I` given by `low`,
+    `high` (None: absent) and their strictness; `kw` go to
+    `until_probabilities` (not a device model: the product is a model of its
+    own)."""
+    n = model.num_states
+    phi = np.asarray(phi, dtype=bool)
+    psi = np.asarray(psi, dtype=bool)
+    base = _markov(model, reward)
+    inc = _increments(model, reward)
+    if np.any(inc < 0):
+        raise UnsupportedError(
+            "a reward bound on a reward structure with negative rewards",
+            hint="reward-bounded reachability needs non-negative rewards",
+        )
+    step = reward_step(inc)
+    win = window(step, low, high, low_strict, high_strict)
+    if win.empty:
+        return NumericResult(np.zeros(n), method="reward unfolding")
+    steps = np.rint(inc / float(step)).astype(np.int64)
+    product, phi_p, psi_p = unfold(base, phi, psi, steps, win)
+    kw.pop("device_model", None)
+    res = until_probabilities(product, phi_p, psi_p, opt=opt, **kw)
+    return _restrict(res, n)
+
+
+def _restrict(res: NumericResult, n: int) -> NumericResult:
+    """The product's values at `(s, 0)`, i.e. its first `n` states."""
+
+    def first(v):
+        return None if v is None else np.asarray(v)[:n]
+
+    extra = dict(res.extra or {})
+    if "lower" in extra:
+        extra["lower"], extra["upper"] = first(extra["lower"]), first(extra["upper"])
+    return dataclasses.replace(
+        res,
+        values=first(res.values),
+        lower=first(res.lower),
+        upper=first(res.upper),
+        extra=extra,
+    )
