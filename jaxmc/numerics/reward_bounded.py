@@ -9,11 +9,13 @@ position `i` has `ψ`, accumulated reward in `I`, and `φ` at every position
 before it. `I` is `<=b`, `<b`, `>=a`, `>a` or `[a,b]`.
 
 Rewards must be non-negative. They are made integers exactly: every reward
-value (as the shortest decimal that reads back as the double) is a multiple
-of the largest `f` that divides them all (a gcd of rationals), so
-"accumulated reward <= b" is "accumulated multiples of f <= floor(b / f)";
-Storm's unfolding scales the same way. Rewards without a small common step
-(e.g. 1/3 as a double) make a huge bound and are refused.
+value is read as a fraction (the simplest within rounding error of the
+double, so `1/3` and a `0.1` computed by arithmetic are what they say), and
+all are multiples of the largest `f` that divides them all (a gcd of
+rationals), so "accumulated reward <= b" is "accumulated multiples of f <=
+floor(b / f)" with no rounding; Storm's unfolding scales the same way.
+Rewards without a common step of reasonable size make a huge counter and
+are refused.
 
 The unfolding is the product of the model with a counter `c` of accumulated
 multiples of `f`, saturated at `C` (`K + 1` for an upper bound `K`: "over";
@@ -70,9 +72,23 @@ class Window:
         return self.high is not None and (self.high < 0 or self.low > self.high)
 
 
+#: Rewards are read as fractions with denominators up to this where the
+#: double is that fraction up to rounding (`1/3`, or `0.1` after arithmetic).
+_MAX_DENOMINATOR = 10**6
+
+
 def _fraction(x: float) -> Fraction:
-    """`x` as the shortest decimal that reads back as the same double."""
-    return Fraction(repr(float(x)))
+    """`x` as a fraction: the simplest one with a denominator of at most
+    `_MAX_DENOMINATOR` within rounding error of the double, else the
+    shortest decimal that reads back as the double."""
+    x = float(x)
+    exact = Fraction(repr(x))
+    if exact.denominator <= _MAX_DENOMINATOR:
+        return exact
+    near = exact.limit_denominator(_MAX_DENOMINATOR)
+    if abs(float(near) - x) <= 4 * np.spacing(abs(x)):
+        return near
+    return exact
 
 
 def reward_step(values: np.ndarray) -> Fraction:
@@ -266,8 +282,10 @@ def reward_bounded_until(
     step = reward_step(inc)
     win = window(step, low, high, low_strict, high_strict)
     if win.empty:
-        return NumericResult(np.zeros(n), method="reward unfolding")
-    steps = np.rint(inc / float(step)).astype(np.int64)
+        return NumericResult(np.zeros(n), method="reward unfolding", bound=0.0)
+    values, where = np.unique(inc, return_inverse=True)
+    multiples = [_fraction(v) / step for v in values.tolist()]
+    steps = np.array([int(q) for q in multiples], dtype=np.int64)[where]
     product, phi_p, psi_p = unfold(base, phi, psi, steps, win)
     kw.pop("device_model", None)
     res = until_probabilities(product, phi_p, psi_p, opt=opt, **kw)
