@@ -9,6 +9,7 @@ import pytest
 from jaxmc.errors import PrismSyntaxError, UnsupportedError
 from jaxmc.lang import ast, format_expr, parse_expression
 
+
 K = ast.TimeBoundKind
 R = ast.BoundRef
 
@@ -56,7 +57,7 @@ def test_reward_structure_by_index_and_expression_bound():
         'P=? [ F^{rew{2}>=3} "a" ]',
         'P=? [ x=1 U^{rew{"r"}[2,B]} "a" ]',
         'P=? [ F^{steps<=3} "a" ]',
-        'P=? [ G^{time<=2.5} x<3 ]',
+        "P=? [ G^{time<=2.5} x<3 ]",
         'Pmin=? [ F^{rew{"time"}<=deadline} -x=1 ]',
         'P=? [ F<=3 "a" ]',
     ],

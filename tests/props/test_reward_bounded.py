@@ -17,6 +17,7 @@ import pytest
 import jaxmc
 from jaxmc.errors import JaxmcError, UnsupportedError
 
+
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 
 COIN = """dtmc

@@ -13,6 +13,7 @@ import pytest
 
 import jaxmc
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 pytest.importorskip("stormpy")

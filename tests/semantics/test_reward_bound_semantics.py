@@ -11,6 +11,7 @@ from jaxmc.errors import SemanticError, UnsupportedError
 from jaxmc.lang import parse_model, parse_properties
 from jaxmc.semantics import check_program, check_properties
 
+
 MODEL = """mdp
 const int N = 3;
 module m
