@@ -25,9 +25,13 @@ state's value is needed, and nearly every `(s, c)` is reachable from some
 `(s', 0)`), target and failed states made absorbing; then it is an ordinary
 until (`numerics.until_probabilities`: DTMC, or `Pmin`/`Pmax` on an MDP with
 the product's own end components), and the value of `s` is that of `(s, 0)`.
-The product has `n (C + 1)` states, which is why it is refused beyond
-`MAX_PRODUCT_STATES`; Storm's epoch method (one solve per counter value)
-needs less memory and is the way to larger bounds. A CTMC is checked through
+
+The counter never decreases, so the grid is solved in blocks of counter
+values, highest first, each at most `MAX_PRODUCT_STATES` states: a step into
+a block already solved goes to an absorbing `goal` with the probability of
+its known value and to a `sink` with the rest. One block is the whole
+product (one solve, the fewest); one counter value per block is Storm's
+epoch method (least memory). A CTMC is checked through
 its embedded DTMC: with transition (impulse) rewards only, the accumulated
 reward does not depend on the sojourn times; a CTMC's state rewards are
 rates, accumulated continuously, and are refused.
@@ -44,14 +48,17 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel, RewardStructure, StateVar
 from ..lang.ast import ModelType
+from ..solvers import Status
 from .reach import until_probabilities
 from .result import NumericResult
 from .transitions import exit_rates, state_of_entry
 
 
-#: The largest unfolded product built (states), about 1.6 GB of arrays for a
-#: sparse model; beyond it the check is refused with a hint.
-MAX_PRODUCT_STATES = 50_000_000
+#: The largest block of the unfolded product solved at once (states); a
+#: larger product is solved in blocks of counter values, highest first.
+MAX_PRODUCT_STATES = 20_000_000
+#: The most counter values (multiples of the rewards' common step) allowed.
+MAX_COUNTER = 10_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,40 +177,51 @@ def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, start[owner] + local
 
 
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Counter values `lo..hi` of the product, and the values already
+    computed for the counters above (`known[j]`: counter `hi + 1 + j`)."""
+
+    lo: int
+    hi: int
+    known: np.ndarray | None = None
+
+
 def unfold(
     model: ExplicitModel,
     phi: np.ndarray,
     psi: np.ndarray,
     steps: np.ndarray,
     win: Window,
+    block: Block | None = None,
 ) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
-    """The product of `model` with the reward counter (see the module), and
-    its `φ` and `ψ` masks. `steps[e]` is the integer reward of entry `e`.
-    Product state `c * n + s` is `(s, c)`."""
+    """The product of `model` with the reward counter (see the module) on
+    the counter values of `block` (all if None), and its `φ` and `ψ` masks.
+    `steps[e]` is the integer reward of entry `e`. Product state
+    `(c - lo) * n + s` is `(s, c)`; a step to a counter above the block goes
+    to two extra absorbing states, `goal` (a target) and `sink`, with the
+    probabilities that the known value of its state says."""
     n = model.num_states
     C = win.cap
-    N = n * (C + 1)
-    if N > MAX_PRODUCT_STATES:
-        raise UnsupportedError(
-            f"the reward-bounded formula unfolds to {N:,} states ({n:,} states "
-            f"x {C + 1:,} reward values), more than {MAX_PRODUCT_STATES:,}",
-            hint="use a smaller bound, or rewards with a larger common step "
-            "(the bound is counted in multiples of the greatest common divisor "
-            "of the rewards)",
-        )
-    s = np.tile(np.arange(n, dtype=np.int64), C + 1)
-    c = np.repeat(np.arange(C + 1, dtype=np.int64), n)
+    block = block or Block(0, C)
+    lo, hi = block.lo, block.hi
+    width = hi - lo + 1
+    N = n * width
+    extra = 0 if hi == C else 2
+    goal, sink = N, N + 1
+    s = np.tile(np.arange(n, dtype=np.int64), width)
+    c = np.repeat(np.arange(lo, hi + 1, dtype=np.int64), n)
     in_window = c >= win.low
     alive = np.ones(N, dtype=bool) if win.high is None else c <= win.high
-    if win.high is not None:
-        in_window &= alive
+    in_window &= alive
     target = psi[s] & in_window
     keep = phi[s] & alive & ~target  # states whose choices are kept
     cp, rp = model.choice_ptr, model.row_ptr
     has_entries = (rp[cp[1:]] - rp[cp[:-1]]) > 0
     keep &= has_entries[s]
     # choices: the model's for kept states, one self-loop otherwise
-    nch = np.where(keep, cp[s + 1] - cp[s], 1)
+    nch = np.concatenate([np.where(keep, cp[s + 1] - cp[s], 1), np.ones(extra)])
+    nch = nch.astype(np.int64)
     choice_ptr = np.concatenate([[0], np.cumsum(nch)]).astype(np.int64)
     kept = np.flatnonzero(keep)
     owner, rows = _ranges(cp[s[kept]], nch[kept])
@@ -215,40 +233,76 @@ def unfold(
     )
     erow = choice_ptr[p] + local_row[row_owner]
     c2 = np.minimum(c[p] + steps[ents], C)
-    col = c2 * n + model.col[ents]
+    succ = model.col[ents]
+    col = (c2 - lo) * n + succ
     val = model.val[ents]
-    loops = np.flatnonzero(~keep)
+    out = c2 > hi
+    if out.any():  # into counters already solved: to goal or sink
+        v = block.known[c2[out] - hi - 1, succ[out]]
+        erow = np.concatenate([erow[~out], erow[out], erow[out]])
+        col = np.concatenate([col[~out], np.full(v.size, goal), np.full(v.size, sink)])
+        val = np.concatenate([val[~out], val[out] * v, val[out] * (1.0 - v)])
+    loops = np.concatenate([np.flatnonzero(~keep), np.arange(N, N + extra)])
     erow = np.concatenate([erow, choice_ptr[loops]])
     col = np.concatenate([col, loops])
     val = np.concatenate([val, np.ones(loops.size)])
-    # merge duplicate (row, col) entries (two model successors that differ
-    # only in the saturated counter), keeping rows sorted by column
+    # merge duplicate (row, col) entries (successors that differ only in a
+    # saturated counter, or that all go to goal or sink), keeping rows sorted
+    # by column; entries of probability 0 are no edges
     order = np.lexsort((col, erow))
     erow, col, val = erow[order], col[order], val[order]
     first = np.ones(erow.size, dtype=bool)
     first[1:] = (erow[1:] != erow[:-1]) | (col[1:] != col[:-1])
-    groups = np.cumsum(first) - 1
-    val = np.bincount(groups, weights=val)
+    val = np.bincount(np.cumsum(first) - 1, weights=val)
     erow, col = erow[first], col[first]
+    nonzero = val > 0
+    erow, col, val = erow[nonzero], col[nonzero], val[nonzero]
     m = int(choice_ptr[-1])
     row_ptr = np.concatenate([[0], np.cumsum(np.bincount(erow, minlength=m))])
+    s_all = np.concatenate([s, np.zeros(extra, dtype=np.int64)])
+    c_all = np.concatenate([c, np.full(extra, C, dtype=np.int64)])
     states = np.concatenate(
-        [model.states[s], c[:, None].astype(model.states.dtype)], axis=1
+        [model.states[s_all], c_all[:, None].astype(model.states.dtype)], axis=1
     )
-    init = np.zeros(N, dtype=bool)
-    init[model.initial_states] = True  # (s0, 0) is s0
+    init = np.zeros(N + extra, dtype=bool)
+    initial = np.asarray(model.initial_states, dtype=np.int64) if lo == 0 else s[:1]
+    init[initial] = True
     product = ExplicitModel(
         model_type=model.model_type,
         variables=model.variables + (StateVar("_reward", 0, C),),
         states=states,
-        initial_states=np.asarray(model.initial_states, dtype=np.int64),
+        initial_states=initial,
         choice_ptr=choice_ptr,
         row_ptr=row_ptr.astype(np.int64),
         col=col.astype(np.int64),
         val=val.astype(np.float64),
-        labels={"init": init, "deadlock": np.zeros(N, dtype=bool)},
+        labels={"init": init, "deadlock": np.zeros(N + extra, dtype=bool)},
     )
-    return product, phi[s] & alive, target
+    phi_p = np.concatenate([phi[s] & alive, np.zeros(extra, dtype=bool)])
+    psi_p = np.concatenate([target, np.arange(extra) == 0])
+    return product, phi_p, psi_p
+
+
+def blocks_of(n: int, win: Window) -> list[tuple[int, int]]:
+    """The counter blocks `(lo, hi)` solved in turn, highest first, each of
+    at most `MAX_PRODUCT_STATES` product states."""
+    C = win.cap
+    if (C + 1) > MAX_COUNTER:
+        raise UnsupportedError(
+            f"the reward bound is {C - 1:,} multiples of the rewards' common "
+            f"step, more than {MAX_COUNTER:,}",
+            hint="use a smaller bound, or rewards with a larger common step "
+            "(the bound is counted in multiples of the greatest common divisor "
+            "of the rewards)",
+        )
+    width = max(1, MAX_PRODUCT_STATES // max(n, 1))
+    out = []
+    hi = C
+    while hi >= 0:
+        lo = max(0, hi - width + 1)
+        out.append((lo, hi))
+        hi = lo - 1
+    return out
 
 
 def reward_bounded_until(
@@ -268,7 +322,9 @@ def reward_bounded_until(
     the reward structure `reward` (None: count steps), `I` given by `low`,
     `high` (None: absent) and their strictness; `kw` go to
     `until_probabilities` (not a device model: the product is a model of its
-    own)."""
+    own). The certified bound, where the solves give one, is the sum of the
+    blocks' bounds (an error in a block's values moves the values of the
+    blocks below by at most as much)."""
     n = model.num_states
     phi = np.asarray(phi, dtype=bool)
     psi = np.asarray(psi, dtype=bool)
@@ -286,25 +342,59 @@ def reward_bounded_until(
     values, where = np.unique(inc, return_inverse=True)
     multiples = [_fraction(v) / step for v in values.tolist()]
     steps = np.array([int(q) for q in multiples], dtype=np.int64)[where]
-    product, phi_p, psi_p = unfold(base, phi, psi, steps, win)
     kw.pop("device_model", None)
-    res = until_probabilities(product, phi_p, psi_p, opt=opt, **kw)
-    return _restrict(res, n)
+    known = None
+    bound: float | None = 0.0
+    iterations = 0
+    failed = None
+    below: float | None = 0.0  # the error carried in from the blocks above
+    for lo, hi in blocks_of(n, win):
+        product, phi_p, psi_p = unfold(base, phi, psi, steps, win, Block(lo, hi, known))
+        res = until_probabilities(product, phi_p, psi_p, opt=opt, **kw)
+        if failed is None and res.status != Status.CONVERGED:
+            failed = res
+        below = bound
+        bound = None if (bound is None or res.bound is None) else bound + res.bound
+        iterations += int(res.iterations)
+        solved = np.asarray(res.values)[: n * (hi - lo + 1)].reshape(-1, n)
+        known = solved if known is None else np.concatenate([solved, known])
+        # a step adds at most max(steps) (or saturates at a counter that is
+        # that close): only those counters are needed below
+        known = known[: max(1, int(steps.max(initial=0)))]
+    res = _restrict(res, n, below)
+    res = dataclasses.replace(res, bound=bound, iterations=iterations)
+    if failed is not None:
+        res = dataclasses.replace(
+            res, status=failed.status, residual=failed.residual, bound=None
+        )
+    return res
 
 
-def _restrict(res: NumericResult, n: int) -> NumericResult:
-    """The product's values at `(s, 0)`, i.e. its first `n` states."""
+def _restrict(res: NumericResult, n: int, below: float | None) -> NumericResult:
+    """The product's values at `(s, 0)`, i.e. its first `n` states, with
+    per-state bounds widened by the error `below` carried in from the
+    blocks solved before (dropped if that is unknown)."""
 
     def first(v):
         return None if v is None else np.asarray(v)[:n]
 
+    def widen(v, sign):
+        if v is None or below is None:
+            return None
+        return np.clip(first(v) + sign * below, 0.0, 1.0)
+
     extra = dict(res.extra or {})
     if "lower" in extra:
-        extra["lower"], extra["upper"] = first(extra["lower"]), first(extra["upper"])
+        extra["lower"], extra["upper"] = (
+            widen(extra["lower"], -1),
+            widen(extra["upper"], 1),
+        )
+        if extra["lower"] is None:
+            del extra["lower"], extra["upper"]
     return dataclasses.replace(
         res,
         values=first(res.values),
-        lower=first(res.lower),
-        upper=first(res.upper),
+        lower=widen(res.lower, -1),
+        upper=widen(res.upper, 1),
         extra=extra,
     )
