@@ -249,10 +249,12 @@ def unfold(
     # merge duplicate (row, col) entries (successors that differ only in a
     # saturated counter, or that all go to goal or sink), keeping rows sorted
     # by column; entries of probability 0 are no edges
-    order = np.lexsort((col, erow))
-    erow, col, val = erow[order], col[order], val[order]
+    key = erow * (N + extra) + col
+    if key.size > 1 and not np.all(key[1:] > key[:-1]):
+        order = np.argsort(key, kind="stable")
+        erow, col, val, key = erow[order], col[order], val[order], key[order]
     first = np.ones(erow.size, dtype=bool)
-    first[1:] = (erow[1:] != erow[:-1]) | (col[1:] != col[:-1])
+    first[1:] = key[1:] != key[:-1]
     val = np.bincount(np.cumsum(first) - 1, weights=val)
     erow, col = erow[first], col[first]
     nonzero = val > 0
