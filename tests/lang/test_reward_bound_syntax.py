@@ -34,6 +34,9 @@ def bound(text: str) -> ast.TimeBound:
         ('P=? [ F^{time[1,5]} "a" ]', R.TIME, None, K.INTERVAL, 1, 5),
         ('P=? [ "b" U rew{"r"}<=7 "a" ]', R.REWARD, "r", K.LE, None, 7),
         ('P=? [ F<=5 "a" ]', None, None, K.LE, None, 5),  # PRISM's bound
+        # as Storm prints them: the operator glued to its reward bound
+        ('Pmin=? [true Urew{"time"}<=800 "done"]', R.REWARD, "time", K.LE, None, 800),
+        ('P=? [Frew{"r"}>=2 "a"]', R.REWARD, "r", K.GE, 2, None),
     ],
 )
 def test_bounds_parse(text, ref, structure, kind, low, high):
@@ -79,6 +82,7 @@ def test_printed_form_is_storms():
         "P=? [ F time<=3 ]",  # a variable named time, as in PRISM
         "P=? [ F steps=2 & rew>1 ]",
         "P=? [ rew U steps>0 ]",
+        "P=? [ Urew U Frew ]",  # names that start like Storm's glued operators
     ],
 )
 def test_storm_words_stay_names_in_prism_text(text):
