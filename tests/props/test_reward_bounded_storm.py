@@ -122,3 +122,24 @@ def test_qvbs_firewire_deadline_agrees_with_storm(tmp_path, deadline):
     want = storm_value(str(path), consts, prop)
     got = jaxmc.check(jaxmc.load_model(str(FIREWIRE), consts), prop).value
     assert got == pytest.approx(want, abs=1e-6)
+
+
+def test_storms_printed_formulas_parse_to_the_same_values(tmp_path):
+    """Storm prints `F^{rew{"r"}<=3} "a"` as `true Urew{"r"}<=3 "a"`: jaxmc
+    reads Storm's text back to the same property."""
+    import stormpy
+
+    rng = random.Random(7)
+    path = tmp_path / "m.prism"
+    path.write_text(model_text(rng, mdp=True))
+    program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+    model = jaxmc.load_model(str(path))
+    for prop in (
+        'Pmax=? [ F^{rew{"whole"}<=4} "goal" ]',
+        'Pmin=? [ F^{rew{"frac"}>1.5} "goal" ]',
+        'Pmax=? [ !"goal" U^{rew{"whole"}<3} "goal" ]',
+    ):
+        printed = str(stormpy.parse_properties(prop, program)[0].get_raw_formula())
+        assert "rew{" in printed
+        want = jaxmc.check(model, prop).value
+        assert jaxmc.check(model, printed).value == pytest.approx(want), printed
