@@ -63,8 +63,9 @@ def counter_values(explicit, prop: str) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--block-states":
-        RB.MAX_PRODUCT_STATES = int(argv[1])
+    if argv and argv[0] == "--block-states":  # blocks of this many states
+        RB.BLOCK_STATES = RB.MAX_PRODUCT_STATES = int(argv[1])
+        RB.MIN_BLOCK_COUNTERS = 1
         argv = argv[2:]
     path, consts, props = argv[0], argv[1], argv[2:]
     model = jaxmc.load_model(path, consts)

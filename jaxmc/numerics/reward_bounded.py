@@ -27,7 +27,7 @@ until (`numerics.until_probabilities`: DTMC, or `Pmin`/`Pmax` on an MDP with
 the product's own end components), and the value of `s` is that of `(s, 0)`.
 
 The counter never decreases, so the grid is solved in blocks of counter
-values, highest first, each at most `MAX_PRODUCT_STATES` states: a step into
+values, highest first, each of bounded size (`blocks_of`): a step into
 a block already solved goes to an absorbing `goal` with the probability of
 its known value and to a `sink` with the rest. One block is the whole
 product (one solve, the fewest); one counter value per block is Storm's
@@ -54,8 +54,13 @@ from .result import NumericResult
 from .transitions import exit_rates, state_of_entry
 
 
-#: The largest block of the unfolded product solved at once (states); a
-#: larger product is solved in blocks of counter values, highest first.
+#: The size aimed at for a block of the unfolded product (states), and the
+#: fewest counter values a block holds: the graph precomputation and the
+#: topological levels of a product grow faster than its size, so blocks of
+#: a few hundred thousand states are solved faster than one whole product.
+BLOCK_STATES = 250_000
+MIN_BLOCK_COUNTERS = 8
+#: The largest block ever built (states), whatever `MIN_BLOCK_COUNTERS` asks.
 MAX_PRODUCT_STATES = 20_000_000
 #: The most counter values (multiples of the rewards' common step) allowed.
 MAX_COUNTER = 10_000_000
@@ -286,8 +291,9 @@ def unfold(
 
 
 def blocks_of(n: int, win: Window) -> list[tuple[int, int]]:
-    """The counter blocks `(lo, hi)` solved in turn, highest first, each of
-    at most `MAX_PRODUCT_STATES` product states."""
+    """The counter blocks `(lo, hi)` solved in turn, highest first: about
+    `BLOCK_STATES` product states each, at least `MIN_BLOCK_COUNTERS`
+    counter values, at most `MAX_PRODUCT_STATES` states."""
     C = win.cap
     if (C + 1) > MAX_COUNTER:
         raise UnsupportedError(
@@ -297,7 +303,9 @@ def blocks_of(n: int, win: Window) -> list[tuple[int, int]]:
             "(the bound is counted in multiples of the greatest common divisor "
             "of the rewards)",
         )
-    width = max(1, MAX_PRODUCT_STATES // max(n, 1))
+    n = max(n, 1)
+    width = max(MIN_BLOCK_COUNTERS, BLOCK_STATES // n)
+    width = max(1, min(width, MAX_PRODUCT_STATES // n))
     out = []
     hi = C
     while hi >= 0:
