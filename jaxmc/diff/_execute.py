@@ -189,6 +189,11 @@ class PlanExecution:
                 ctl, node, self._mask(node.left), self._mask(node.right)
             ).astype(np.float64)
             return lambda a, t: jnp.asarray(sat)
+        if isinstance(node, P.RewardBoundedUntil):
+            raise UnsupportedError(
+                'with parameters, a reward-bounded path formula (F^{rew{"r"}<=b})',
+                hint="check it with jaxmc.check at a point (no params=)",
+            )
         raise UnsupportedError(
             "with parameters, a filter or an expression inside a P/R/S operator",
             hint=_HINT,

@@ -161,17 +161,33 @@ class TimeBoundKind(str, enum.Enum):
     INTERVAL = "[]"
 
 
+class BoundRef(str, enum.Enum):
+    """What a bound in Storm's syntax (`F^{steps<=k}`) counts."""
+
+    STEPS = "steps"
+    TIME = "time"
+    REWARD = "rew"
+
+
 @dataclass(frozen=True)
 class TimeBound(Node):
     """A step or time bound on a temporal operator: `<=k`, `>t`, `[a,b]`, `=t`.
 
     For `INTERVAL`, `low` and `high` are both set; for the one-sided kinds only
     `low` (for `>=`, `>`, `=`) or only `high` (for `<=`, `<`) is.
+
+    `ref` is None for PRISM's bounds (time on a CTMC, steps otherwise) and
+    says what Storm's braced bounds count: `F^{steps<=k}`, `F^{time<=t}`,
+    `F^{rew{"r"}<=b}` (the reward accumulated along the path); `structure`
+    is the reward structure of a `rew` bound: its name (`str`), 1-based
+    index (`Expr`) or None for the first.
     """
 
     kind: TimeBoundKind
     low: Expr | None = None
     high: Expr | None = None
+    ref: BoundRef | None = None
+    structure: str | Expr | None = None
 
 
 class TemporalOp(str, enum.Enum):

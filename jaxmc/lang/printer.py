@@ -70,9 +70,19 @@ _Piece = str | ast.Expr | tuple
 def _bound(b: ast.TimeBound) -> list[_Piece]:
     kind = b.kind
     if kind is ast.TimeBoundKind.INTERVAL:
-        return ["[", (b.low, _ITE), ",", (b.high, _ITE), "]"]
-    value = b.high if kind in (ast.TimeBoundKind.LE, ast.TimeBoundKind.LT) else b.low
-    return [kind.value, (value, _ITE)]
+        pieces: list[_Piece] = ["[", (b.low, _ITE), ",", (b.high, _ITE), "]"]
+    else:
+        upper = kind in (ast.TimeBoundKind.LE, ast.TimeBoundKind.LT)
+        pieces = [kind.value, (b.high if upper else b.low, _ITE)]
+    if b.ref is None:
+        return pieces
+    # Storm's braced bound: F^{rew{"r"}<=b}, F^{steps<=k}, F^{time<=t}
+    ref: list[_Piece] = [b.ref.value]
+    if isinstance(b.structure, str):
+        ref.append(f'{{"{b.structure}"}}')
+    elif b.structure is not None:
+        ref += ["{", (b.structure, _ITE), "}"]
+    return ["^{", *ref, *pieces, "}"]
 
 
 def _relop(threshold: ast.Threshold | None) -> list[_Piece]:

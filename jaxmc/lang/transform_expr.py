@@ -14,7 +14,7 @@ import re
 from lark import Token, v_args
 from lark.visitors import Transformer_NonRecursive
 
-from ..errors import PrismSyntaxError
+from ..errors import PrismSyntaxError, UnsupportedError
 from . import ast
 from .tree import ASSOCIATIVE, CHAIN_LIMIT
 
@@ -209,6 +209,74 @@ class ExprTransformer(Transformer_NonRecursive):
         low, high = children
         return ast.TimeBound(
             ast.TimeBoundKind.INTERVAL, low, high, span=self._span(meta)
+        )
+
+    # Storm's bounds (`F^{rew{"r"}<=b}`): one `(ref, structure, kind, low,
+    # high)` per bound in the braces, turned into one `TimeBound`.
+
+    def storm_single(self, meta, children):
+        op, value = children
+        kind = ast.TimeBoundKind(op.value)
+        low_side = kind in (
+            ast.TimeBoundKind.GE,
+            ast.TimeBoundKind.GT,
+            ast.TimeBoundKind.EQ,
+        )
+        if low_side:
+            return Sugar("storm_relop", kind, value, None, span=self._span(meta))
+        return Sugar("storm_relop", kind, None, value, span=self._span(meta))
+
+    def storm_interval(self, meta, children):
+        low, high = _exprs(children)
+        kind = ast.TimeBoundKind.INTERVAL
+        return Sugar("storm_relop", kind, low, high, span=self._span(meta))
+
+    def bound_ref(self, meta, children):
+        tok = children[0]
+        index = next((c for c in children if isinstance(c, Sugar)), None)
+        structure = index.values[0] if index is not None else None
+        if isinstance(tok, Token) and tok.type == "STEPS":
+            return Sugar("ref", ast.BoundRef.STEPS, None)
+        if isinstance(tok, Token) and tok.type == "TIME":
+            return Sugar("ref", ast.BoundRef.TIME, None)
+        return Sugar("ref", ast.BoundRef.REWARD, structure)
+
+    def storm_bound(self, meta, children):
+        ref = next((c for c in children if c.kind == "ref"), None)
+        relop = children[-1]
+        kind, low, high = relop.values
+        return ast.TimeBound(
+            kind,
+            low,
+            high,
+            ast.BoundRef.TIME if ref is None else ref.values[0],
+            None if ref is None else ref.values[1],
+            span=self._span(meta),
+        )
+
+    def bound_storm(self, meta, children):
+        bounds = [c for c in children if isinstance(c, ast.TimeBound)]
+        if len(bounds) > 1:
+            raise UnsupportedError(
+                f"{len(bounds)} bounds on one path formula (a multi-dimensional bound)",
+                self._span(meta),
+                hint='give one bound, e.g. F^{rew{"time"}<=10} "goal"; several '
+                "are Storm's multi-dimensional reward unfolding, which jaxmc "
+                "does not have",
+            )
+        return bounds[0]
+
+    def bound_storm_rew(self, meta, children):
+        index = next(c for c in children if isinstance(c, Sugar) and c.kind == "index")
+        relop = children[-1]
+        kind, low, high = relop.values
+        return ast.TimeBound(
+            kind,
+            low,
+            high,
+            ast.BoundRef.REWARD,
+            index.values[0],
+            span=self._span(meta),
         )
 
     def temporal_unary(self, meta, children):

@@ -50,6 +50,7 @@ from .graph import (  # noqa: E402
 from .matrices import LAYOUTS as LAYOUTS  # noqa: E402
 from .reach import until_probabilities as until_probabilities  # noqa: E402
 from .result import Attempt as Attempt, NumericResult as NumericResult  # noqa: E402
+from .reward_bounded import reward_bounded_until as reward_bounded_until  # noqa: E402
 from .rewards import (  # noqa: E402
     cumulative_rewards as cumulative_rewards,
     instantaneous_rewards as instantaneous_rewards,

@@ -30,7 +30,7 @@ from ..numerics.result import Attempt
 from ..numerics.timing import collect
 from ..options import SolveOptions, check_options
 from ..solvers import Status
-from . import ltl, plan as P
+from . import ltl, plan as P, rewardbound
 from .ctl import path_quantifier
 from .evaluate import evaluate_plain
 from .filters import PRINTING, printout, reduce_filter
@@ -282,6 +282,10 @@ class _Checker:
             return self._next(self.mask(node.phi), node.opt)
         if isinstance(node, (P.Until, P.BoundedUntil, P.TimeBoundedUntil)):
             return self._until(node)
+        if isinstance(node, P.RewardBoundedUntil):
+            options = self._solver_kwargs()["options"]
+            res = rewardbound.probabilities(self.model, node, self.mask, options)
+            return self._record(res)
         if isinstance(node, P.LtlPath):
             options = self._solver_kwargs()["options"]
             res = ltl.probabilities(self.model, node, self.mask, options)

@@ -18,6 +18,9 @@ PRISM's rules, applied here:
 - `Pmin`/`Pmax` on a DTMC or CTMC are plain `P` (nothing to optimise);
 - the reward structure of an `R` operator is resolved to its index and
   refused if it has negative rewards (`jaxmc.props.rewards`);
+- Storm's reward bounds `F^{rew{"r"}<=b}` become `RewardBoundedUntil`
+  (`jaxmc.props.rewardbound`); its `steps` and `time` bounds are PRISM's
+  step and time bounds (a step bound on a CTMC is refused, as in Storm);
 - CTL `E`/`A` reduce to E X, E U, E G, A X, A U, A G and `W`.
 
 State formulas stay expressions (`Formula`), combined with `Not`/`And`
@@ -45,6 +48,7 @@ from ..errors import ModelCheckingError, UnsupportedError
 from ..explore.model import ExplicitModel
 from ..lang import ast
 from ..lang.ast import BinaryOp, ModelType, TemporalOp, TimeBoundKind
+from .rewardbound import RewardBoundedUntil as RewardBoundedUntil, reward_bounded
 from .rewards import require_nonnegative
 from .timebounds import normalise_time_bound
 
@@ -378,6 +382,10 @@ class _Planner:
     def _until(self, phi, psi, bound, opt) -> Any:
         if bound is None:
             return Until(phi, psi, opt)
+        if bound.ref is ast.BoundRef.REWARD or (
+            bound.ref is ast.BoundRef.STEPS and self.is_ctmc
+        ):
+            return reward_bounded(phi, psi, bound, opt, self._number, self._structure)
         low, high = self._bound(bound)
         if isinstance(high, ast.Node):
             return TimeBoundedUntil(phi, psi, 0.0, high)
@@ -391,10 +399,10 @@ class _Planner:
         upper = None if upper is None else int(upper)
         return BoundedUntil(phi, psi, int(low), upper, opt)
 
-    # -------------------------------------------------------------- rewards
-
-    def _reward(self, op: ast.RewardOp) -> Any:
-        key = op.structure
+    def _structure(self, key, span) -> int:
+        """The index of the reward structure named by `key` (a name, a
+        1-based index expression, None for the first), refused if it has
+        negative rewards."""
         if isinstance(key, ast.Node):
             idx = self._number(key, "a reward structure index")
             if float(idx) != int(idx):
@@ -405,10 +413,15 @@ class _Planner:
         try:
             rs = self.model.reward_structure(key)
         except ModelCheckingError as err:
-            err.span = op.span
+            err.span = span
             raise
-        require_nonnegative(self.model, rs, op.span)
-        ridx = next(i for i, r in enumerate(self.model.rewards) if r is rs)
+        require_nonnegative(self.model, rs, span)
+        return next(i for i, r in enumerate(self.model.rewards) if r is rs)
+
+    # -------------------------------------------------------------- rewards
+
+    def _reward(self, op: ast.RewardOp) -> Any:
+        ridx = self._structure(op.structure, op.span)
         opt = self._opt(op)
         path = op.path
         if not isinstance(path, ast.RewardPath) and (

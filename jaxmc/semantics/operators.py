@@ -182,6 +182,13 @@ class OperatorTyping:
                     raise UnsupportedError(
                         "time-bounded X is not supported", e.bound.span or e.span
                     )
+                if e.bound.ref is ast.BoundRef.REWARD:
+                    raise UnsupportedError(
+                        "a reward bound inside an LTL formula",
+                        e.bound.span or e.span,
+                        hint='reward bounds apply to one F or U: P=? [ F^{rew{"r"}'
+                        "<=b} goal ]",
+                    )
                 self._bound(e.bound, recurse, e.op.value)
             return
         raise SemanticError(
@@ -192,6 +199,12 @@ class OperatorTyping:
 
     def _bound(self, b: ast.TimeBound, recurse, opname: str) -> None:
         discrete = self.m.model_type != ast.ModelType.CTMC
+        if b.ref is ast.BoundRef.REWARD:
+            # a reward bound counts accumulated reward: any non-negative number
+            self._reward_structure(b, recurse)
+            discrete = False
+        elif b.ref is ast.BoundRef.STEPS:
+            discrete = True
         for x in (b.low, b.high):
             if x is None:
                 continue
@@ -259,7 +272,7 @@ class OperatorTyping:
         # included); whether it is co-safe is decided when it is planned
         self._ltl(path, recurse, "R")
 
-    def _reward_structure(self, e: ast.RewardOp, recurse) -> None:
+    def _reward_structure(self, e: ast.RewardOp | ast.TimeBound, recurse) -> None:
         rewards = self.m.rewards
         names = [r.name for r in rewards if r.name is not None]
         if e.structure is None:
