@@ -17,14 +17,17 @@ tries the next method, and if that fails too, the paused run goes on from
 its state with the rest of the budget (`steady_longrun.budget_for`),
 stopped only by convergence, the budget or a non-finite step.
 
-**The shadow vector.** BiCGStab starts (and restarts) with the right-hand
-side `b = r / d` as its shadow residual, not the initial residual. The
-jump chain's stationary vector `y = pi d` is the slowest left direction of
-`I - A`; `b . y = pi r = g`, while the residual of a start whose gain is
-`g0` (the previous method's midpoint) has `(r - g0) / d . y = g - g0`: the
-better the start, the more nearly the initial residual is orthogonal to
-the slow direction, and a shadow vector orthogonal to it leaves the slow
-modes unresolved (benchmarks/RESULTS.md, "Stiff steady states").
+**The shadow vector.** A first run uses BiCGStab's usual shadow vector
+(the initial residual) and stall window (`KRYLOV_STALL_CHUNKS` chunks
+without the best residual halving), so a chain where the next method
+(Jacobi) answers reaches it as soon as BiCGStab stalls. A resumed run
+restarts from its latest iterate with the right-hand side `b = r / d` as
+the shadow vector: the jump chain's stationary vector `y = pi d` is the
+slowest left direction of `I - A`; `b . y = pi r = g`, while the residual
+of a start whose gain is `g0` has `(r - g0) / d . y = g - g0`: the better
+the start, the more nearly the initial residual is orthogonal to the slow
+direction, which then stays unresolved (benchmarks/RESULTS.md, "Stiff
+steady states").
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class KrylovRun:
         self.x = None if z0 is None else at(z0)
         self.method, self.gap = method, gap
         self.state = None
+        self.shadow = None  # None: the initial residual (BiCGStab's own)
         self.total = 0
         self._best = None  # (layout-ordered iterate, true residual)
         self.halved_at = 0  # SpMVs when the best residual last halved
@@ -98,15 +102,19 @@ class KrylovRun:
             ell=BICGSTAB_ELL,
             rtol=KRYLOV_RTOL,
             max_spmv=left,
-            shadow=self.b,
+            shadow=self.shadow,
         )
         if Status(int(sol.status)) != Status.MAX_ITERS:
             self.state = None  # stopped: restart from the true residual
         return sol
 
+    def resume_with_rhs_shadow(self) -> None:
+        """Restart from the latest iterate with the right-hand side as the
+        shadow vector (see the module docstring), for a resumed run."""
+        self.state, self.shadow = None, self.b
+
     def stalled(self) -> bool:
-        window = max(KRYLOV_STALL_CHUNKS * KRYLOV_CHUNK, self.halved_at)
-        return self.total - self.halved_at >= window
+        return self.total - self.halved_at >= KRYLOV_STALL_CHUNKS * KRYLOV_CHUNK
 
     def run(self, max_iters: int, budget: int, stall: bool = True) -> Status:
         """Go on to `max_iters` SpMVs in all (counting earlier calls), and

@@ -372,6 +372,7 @@ def gains(
             if paused is None:
                 continue
             run, paused = paused, None
+            run.resume_with_rhs_shadow()
             done = run.total
             status = run.run(max_iters, budget, stall=False)
             z, iters, m = run.best(), run.total - done, "bicgstab"
