@@ -28,6 +28,10 @@ _NAMES = {
     "CALLNAME": "a function",
     "$END": "the end of the input",
     "MULTI": "multi(...)",
+    "REW": 'a reward bound (rew{"r"})',
+    "REW_ANY": 'a reward bound (rew{"r"})',
+    "STEPS": "steps",
+    "TIME": "time",
 }
 
 #: Terminals that can start an expression: when several are expected, they are
@@ -36,12 +40,12 @@ _EXPR_START = {
     "NAME", "NUMBER", "LPAR", "MINUS", "NOT", "TRUE", "FALSE", "CALLNAME",
     "MIN", "MAX", "FUNC", "STRING", "P", "RELEASE", "S", "EXISTS", "FORALL",
     "PMIN", "PMAX", "RMIN", "RMAX", "SMIN", "SMAX", "FILTER", "NEXT", "FUTURE",
-    "GLOBALLY", "MULTI",
+    "GLOBALLY", "MULTI", "FUTURE_REW",
 }  # fmt: skip
 #: Binary operators: summarised as "an operator".
 _OPERATORS = {
     "PLUS", "MINUS", "STAR", "SLASH", "EQ", "NE", "LT", "LE", "GT", "GE", "AND",
-    "OR", "IMPLIES", "IFF", "QMARK", "POW", "UNTIL", "WEAK", "RELEASE",
+    "OR", "IMPLIES", "IFF", "QMARK", "POW", "UNTIL", "WEAK", "RELEASE", "UNTIL_REW",
 }  # fmt: skip
 
 #: Keywords that start a top-level item of a model or property file.
