@@ -45,6 +45,10 @@ def model_text(rng: random.Random, mdp: bool, n: int = 6) -> str:
     return "\n".join(lines) + "\n"
 
 
+# stormpy 2.0 crashed (segmentation fault, in-process) on one of these
+# random models in a CI run, taking the whole test session with it: slow
+# marker until Storm runs in a child process here.
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_models_agree_with_storm(seed, tmp_path):
     from storm_oracle import storm_value
