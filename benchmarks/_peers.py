@@ -52,6 +52,21 @@ STORM_FIELDS = (
 )
 
 
+def run_child(cmd: list[str], timeout: float, width: int = 80) -> dict:
+    """Run a benchmark's child process and return the last JSON line it
+    printed, or `{"error": ...}` (a timeout, a failure: its last stderr
+    line, cut to `width`)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout {timeout:.0f}s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        err = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": err[:width]}
+    return json.loads(lines[-1])
+
+
 def host_cpu() -> str:
     """The CPU's model name (`/proc/cpuinfo`)."""
     try:

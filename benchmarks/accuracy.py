@@ -81,7 +81,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _peers import STORM_REF, storm_available, storm_run  # noqa: E402
+from _peers import STORM_REF, host_cpu, storm_available, storm_run  # noqa: E402
 
 
 REFERENCE = HERE / "accuracy_reference.json"
@@ -564,16 +564,6 @@ def retable(argv: list[str]) -> int:
 
 
 # ---- the run ---------------------------------------------------------------
-
-
-def host_cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main(argv=None) -> int:

@@ -34,10 +34,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _peers import run_child
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,15 +150,7 @@ def _child(tool: str, path: str, consts: str) -> None:
 
 def _run(tool: str, path: Path, consts: str, timeout: float) -> dict:
     cmd = [sys.executable, __file__, "--child", tool, str(path), consts]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout {timeout:.0f}s"}
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        err = (p.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": err[:60]}
-    return json.loads(lines[-1])
+    return run_child(cmd, timeout, 60)
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _peers import run_child  # noqa: E402
 from build import GPU_CASES, _model  # noqa: E402
 
 
@@ -176,15 +176,7 @@ def _child(path: str, consts: str, explorer: str) -> None:
 
 def _run(path: Path, consts: str, explorer: str, timeout: float) -> dict:
     cmd = [sys.executable, __file__, "--child", str(path), consts, explorer]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout {timeout:.0f}s"}
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        err = (p.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": err[:80]}
-    return json.loads(lines[-1])
+    return run_child(cmd, timeout, 80)
 
 
 def main(argv=None) -> int:
