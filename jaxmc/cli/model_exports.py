@@ -158,7 +158,12 @@ def export_model_parts(model, explicit, props, args, show) -> None:
 
 
 def _temporal(e: ast.Expr) -> bool:
-    return any(isinstance(n, ast.Temporal) for n in ast.walk(e))
+    """Whether `e` has a path operator outside nested P/R/S operators."""
+    if isinstance(e, ast.Temporal):
+        return True
+    if isinstance(e, (ast.ProbOp, ast.RewardOp, ast.SteadyOp)):
+        return False
+    return any(_temporal(c) for c in ast.children(e))
 
 
 def reach_target(expr: ast.Expr, nondeterministic: bool) -> ast.Expr | None:
