@@ -186,32 +186,48 @@ def split_explicit_spec(spec: str) -> tuple[str, list[str], str, bool]:
     return base, parts, comp, False
 
 
-def export_model(model: Model | ExplicitModel, spec: str) -> list[Path]:
+def export_model(
+    model: Model | ExplicitModel,
+    spec: str,
+    *,
+    labels: Mapping[str, Any] | None = None,
+) -> list[Path]:
     """Write the built model as PRISM's explicit files named by `spec`
-    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`), as a DRN
-    file (`FILE.drn`) or a UMB archive (`FILE.umb`); see `jaxmc.model`.
+    (`BASE.tra,sta,...`, `BASE.all`, `BASE` or `BASE.pexp`), as a Graphviz
+    graph (`FILE.dot`), as a DRN file (`FILE.drn`) or a UMB archive
+    (`FILE.umb`); see `jaxmc.model`. PRISM's options may follow a colon:
+    `BASE.all:matlab` (Matlab format), `:rows` (a matrix row per line),
+    `:actions=false`, `:headers=false`, `:precision=N`, `:proplabels` (with
+    `labels`, extra labels per state in the built model's order, e.g. those
+    of a properties file, written after the model's).
     **Returns:** the paths written."""
-    from .explore import export_explicit
-    from .explore.pexp import format_pexp
+    from .explore import export_options as eo
 
+    file, options = eo.split_spec(spec)
+    opts = eo.parse_options("-exportmodel", spec, eo.MODEL_OPTIONS)
     explicit = build(model)
-    if spec.endswith(".drn"):
-        return [export_drn(explicit, spec)]
-    if spec.endswith(".umb"):
+    binary = opts.format in ("drn", "umb") or file.endswith((".drn", ".umb"))
+    if binary and options:
+        raise UnsupportedError(
+            f"-exportmodel {spec}: options of DRN/UMB exports are not supported",
+            hint=f"write -exportmodel {file}",
+        )
+    if file.endswith(".drn") or opts.format == "drn":
+        return [export_drn(explicit, file)]
+    if file.endswith(".umb") or opts.format == "umb":
         from .explore.umb import export_umb
 
-        return [export_umb(explicit, spec)]
-    base, parts, comp, _ = split_explicit_spec(spec)
+        return [export_umb(explicit, file)]
+    if file.endswith(".dot") or opts.format == "dot":
+        base = file[:-4] if file.endswith(".dot") else file
+        return eo.export_parts(explicit, base, ["dot"], opts, labels)
+    base, parts, comp, _ = split_explicit_spec(file)
     if comp:
         raise UnsupportedError(
             f"-exportmodel {spec}: compressed export is not supported",
             hint=f"leave out `{comp}`",
         )
-    if parts == ["pexp"]:
-        path = Path(base + ".pexp")
-        path.write_text(format_pexp(explicit))
-        return [path]
-    return export_explicit(explicit, base, parts=parts)
+    return eo.export_parts(explicit, base, parts, opts, labels)
 
 
 def is_drn(spec: str) -> bool:

@@ -68,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
         }
         runs.append(run)
         show.model(run, explicit)
-        if args.export_model:
-            written = jaxmc.export_model(explicit, args.export_model)
-            show.note("Exported model to " + ", ".join(str(p) for p in written))
-        exports.model(model, explicit, show)
+        exports.model(model, explicit, props, show)
         if chosen is None:
             continue
         exports.properties(model, sources.text if sources else None, props, chosen)

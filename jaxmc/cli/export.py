@@ -17,11 +17,18 @@ from ..errors import JaxmcError, UnsupportedError
 from ..lang import ast
 from ..lang.prism_text import prism_property_string, prism_string
 from .javatext import java_text
+from .model_exports import (
+    add_switches as add_model_switches,
+    check_specs,
+    export_model_parts,
+    export_target,
+)
 from .results import Collection, export_text, import_dataframe, parse_spec, shape_name
 
 
 def add_switches(group) -> None:
     """The export switches, in the argument group `group`."""
+    add_model_switches(group)
     group.add_argument("-exportresults", "--export-results", dest="export_results",
                        metavar="FILE[:csv|matrix|dataframe|comment]",
                        help="write the results of all properties (an experiment's "
@@ -37,16 +44,6 @@ def add_switches(group) -> None:
                        metavar="FILE", help="write each property's value in every "
                        "state to FILE, one per line in PRISM's state order "
                        "('stdout': with the states)")  # fmt: skip
-    group.add_argument(
-        "-exportstates",
-        "--export-states",
-        dest="export_states",
-        metavar="FILE",
-        help="write the states (.sta format)",
-    )
-    group.add_argument("-exportlabels", "--export-labels", dest="export_labels",
-                       metavar="FILE", help="write the model's labels (.lab "
-                       "format)")  # fmt: skip
     group.add_argument("-exportprism", "--export-prism", dest="export_prism",
                        metavar="FILE", help="write the parsed model as PRISM "
                        "text (jaxmc's printer: equivalent, not PRISM's "
@@ -58,18 +55,6 @@ def _write(path: str, text: str, show) -> None:
         sys.stdout.write(text)
     else:
         Path(path).write_text(text)
-
-
-def _option_free(switch: str, spec: str) -> str:
-    """`FILE` of `-exportX FILE`, refusing PRISM's `:options` (matlab,
-    proplabels, ...), which are not implemented."""
-    head, colon, opts = spec.rpartition(":")
-    if colon and opts and "/" not in opts and len(head) > 1:
-        raise UnsupportedError(
-            f"{switch} {spec}: the option `:{opts}` is not supported",
-            hint=f"write {switch} {head} (PRISM's plain format)",
-        )
-    return spec
 
 
 def _prism_order(explicit) -> np.ndarray:
@@ -99,28 +84,19 @@ class Exports:
         self._chosen: list[int] = []
         if args.export_results:
             self.results_file, self.shape, self.csv = parse_spec(args.export_results)
-        for switch, spec in (("-exportstates", args.export_states),
-                             ("-exportlabels", args.export_labels)):  # fmt: skip
-            if spec:
-                _option_free(switch, spec)
+        check_specs(args)
+        self._props = None
 
     @property
     def all_states(self) -> bool:
         """Whether each property is needed in every state."""
         return bool(self.args.export_vector)
 
-    def model(self, model, explicit, show) -> None:
+    def model(self, model, explicit, props, show) -> None:
         """The model exports (once per constant setting, as PRISM)."""
-        from ..explore.formats import format_lab, format_sta
-        from ..explore.reorder import lexicographic
-
         a = self.args
-        if a.export_states or a.export_labels:
-            ordered = lexicographic(explicit)
-            if a.export_states:
-                _write(a.export_states, format_sta(ordered), show)
-            if a.export_labels:
-                _write(a.export_labels, format_lab(ordered), show)
+        self._props, self._model = props, model
+        export_model_parts(model, explicit, props, a, show)
         if a.export_prism:
             program = getattr(getattr(model, "checked", None), "program", None)
             if program is None:
@@ -166,6 +142,9 @@ class Exports:
             c.set(setting, _value(result))
         if self.args.export_vector and not isinstance(result, JaxmcError):
             self._vector(result, explicit)
+        if self.args.export_target and self._props is not None:
+            export_target(self._model, self._props, index, explicit,
+                          self.args.export_target)  # fmt: skip
 
     def _vector(self, result, explicit) -> None:
         values = result.values

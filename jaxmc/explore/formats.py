@@ -33,11 +33,11 @@ from .textfile import PathLike
 _TYPE_NAMES = {ModelType.DTMC: "DTMC", ModelType.CTMC: "CTMC", ModelType.MDP: "MDP"}
 
 
-def _fmt_values(values: np.ndarray) -> np.ndarray:
+def _fmt_values(values: np.ndarray, precision: int | None = None) -> np.ndarray:
     """Decimal text of each value ("1" for 1.0; see `_fmt`)."""
     values = np.asarray(values, dtype=np.float64)
     uniq, inv = np.unique(values, return_inverse=True)
-    text = np.array([_fmt(float(v)) for v in uniq], dtype=object)
+    text = np.array([_fmt(float(v), precision) for v in uniq], dtype=object)
     return text[inv.reshape(-1)]
 
 
@@ -45,12 +45,16 @@ def _fmt_values(values: np.ndarray) -> np.ndarray:
 EXPORT_PRECISION = 16
 
 
-def _fmt(v: float) -> str:
-    """`v` rounded to `EXPORT_PRECISION` significant digits, in the
-    shortest text that reads back as that rounded value."""
-    if math.isfinite(v) and v == int(v) and abs(v) < 1e16:
+def _fmt(v: float, precision: int | None = None) -> str:
+    """`v` rounded to `precision` (default `EXPORT_PRECISION`) significant
+    digits, in the shortest text that reads back as that rounded value."""
+    digits = EXPORT_PRECISION if precision is None else precision
+    if math.isfinite(v) and v == int(v) and abs(v) < 10.0**digits:
         return str(int(v))
-    return repr(float(format(v, f".{EXPORT_PRECISION}g")))
+    rounded = float(format(v, f".{digits}g"))
+    if math.isfinite(rounded) and rounded == int(rounded) and abs(rounded) < 1e16:
+        return str(int(rounded))
+    return repr(rounded)
 
 
 def _join_lines(columns: Sequence[np.ndarray]) -> str:
@@ -69,13 +73,16 @@ def _choice_index(model: ExplicitModel) -> np.ndarray:
     return np.arange(model.num_choices) - model.choice_ptr[state]
 
 
-def format_tra(model: ExplicitModel, *, actions: bool = True) -> str:
-    """The `.tra` text of `model` (with action labels for MDPs if `actions`)."""
+def format_tra(
+    model: ExplicitModel, *, actions: bool = True, precision: int | None = None
+) -> str:
+    """The `.tra` text of `model` (with action labels if `actions`; values
+    at `precision` significant digits)."""
     n = model.num_states
     name = _TYPE_NAMES.get(model.model_type, str(model.model_type.value).upper())
     head = [f"# Transitions ({name})"]
     row = model.row_of_entry()
-    vals = _fmt_values(model.val)
+    vals = _fmt_values(model.val, precision)
     if model.is_nondeterministic:
         head.append(f"{n} {model.num_choices} {model.num_transitions}")
         src = model.state_of_choice()[row]
@@ -130,9 +137,10 @@ def _label_order(model: ExplicitModel) -> list[str]:
     return names
 
 
-def format_lab(model: ExplicitModel) -> str:
-    """The `.lab` text: label names, then the labels of each labelled state."""
-    names = _label_order(model)
+def format_lab(model: ExplicitModel, names: Sequence[str] | None = None) -> str:
+    """The `.lab` text: label names (`names`, default: "init", "deadlock",
+    then the model's), then the labels of each labelled state."""
+    names = _label_order(model) if names is None else list(names)
     n = model.num_states
     head = " ".join(f'{i}="{name}"' for i, name in enumerate(names))
     masks = np.stack(
@@ -150,17 +158,21 @@ def _reward_comment(r: RewardStructure) -> str:
     return f'# Reward structure "{r.name}"' if r.name else "# Reward structure"
 
 
-def format_srew(model: ExplicitModel, index: int = 0) -> str:
+def format_srew(
+    model: ExplicitModel, index: int = 0, *, precision: int | None = None
+) -> str:
     """The `.srew` text of reward structure `index` (0-based)."""
     r = model.rewards[index]
     n = model.num_states
     state = np.zeros(n) if r.state is None else np.asarray(r.state, np.float64)
     nz = np.nonzero(state)[0]
-    body = _join_lines([nz, _fmt_values(state[nz])]) if nz.size else ""
+    body = _join_lines([nz, _fmt_values(state[nz], precision)]) if nz.size else ""
     return f"{_reward_comment(r)}\n# State rewards\n{n} {nz.size}\n{body}"
 
 
-def format_trew(model: ExplicitModel, index: int = 0) -> str:
+def format_trew(
+    model: ExplicitModel, index: int = 0, *, precision: int | None = None
+) -> str:
     """The `.trew` text of reward structure `index` (0-based)."""
     r = model.rewards[index]
     n = model.num_states
@@ -172,10 +184,15 @@ def format_trew(model: ExplicitModel, index: int = 0) -> str:
     head = f"{_reward_comment(r)}\n# Transition rewards\n"
     if model.is_nondeterministic:
         head += f"{n} {model.num_choices} {nz.size}\n"
-        cols = [src, _choice_index(model)[row], model.col[nz], _fmt_values(tr[nz])]
+        cols = [
+            src,
+            _choice_index(model)[row],
+            model.col[nz],
+            _fmt_values(tr[nz], precision),
+        ]
     else:
         head += f"{n} {nz.size}\n"
-        cols = [src, model.col[nz], _fmt_values(tr[nz])]
+        cols = [src, model.col[nz], _fmt_values(tr[nz], precision)]
     return head + (_join_lines(cols) if nz.size else "")
 
 

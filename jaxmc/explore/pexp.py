@@ -94,12 +94,26 @@ def import_pexp(
     )
 
 
-def format_pexp(model: ExplicitModel) -> str:
+def format_pexp(
+    model: ExplicitModel,
+    *,
+    actions: bool = True,
+    precision: int | None = None,
+    label_names=None,
+) -> str:
     """The `.pexp` text of `model`: transitions, states, labels, then each
     reward structure's state and transition rewards (states in PRISM's
-    order, as `export_explicit` writes them)."""
+    order, as `export_explicit` writes them; `actions`, `precision` and
+    `label_names` as for `format_tra` and `format_lab`)."""
     model = lexicographic(model)
-    blocks = [format_tra(model), format_sta(model), format_lab(model)]
+    blocks = [
+        format_tra(model, actions=actions, precision=precision),
+        format_sta(model),
+        format_lab(model, label_names),
+    ]
     for i in range(len(model.rewards)):
-        blocks += [format_srew(model, i), format_trew(model, i)]
+        blocks += [
+            format_srew(model, i, precision=precision),
+            format_trew(model, i, precision=precision),
+        ]
     return "\n".join(b if b.endswith("\n") else b + "\n" for b in blocks)

@@ -189,7 +189,7 @@ def test_exportstates_labels_prism(walk, capsys):
     again = jaxmc.build(jaxmc.load_model(str(walk / "flat.pm"), "N=1,p=0.5"))
     assert again.num_states == 3 and again.num_transitions == 6
     assert main([str(walk / "walk.pm"), "-const", "N=1,p=0.5",
-                 "-exportlabels", f"{walk / 'x.lab'}:matlab"]) == 1  # fmt: skip
+                 "-exportlabels", f"{walk / 'x.lab'}:bogus"]) == 1  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -57,9 +57,24 @@ def test_model_and_props_args_combine(tmp_path):
 def test_explicit_specs():
     assert auto.spec_problem("dice.all") is None
     assert auto.spec_problem("lec3.tra,sta,lab,srew,trew") is None
-    assert suite.category(auto.spec_problem("dice.pexp")) == "import"
+    assert auto.spec_problem("dice.pexp") is None
     assert suite.category(auto.spec_problem("dice.all.gz")) == "import"
-    assert suite.category(auto.spec_problem("m.all:matlab")) == "export"
+    assert auto.spec_problem("m.all:matlab,actions=false") is None
+    assert suite.category(auto.spec_problem("m.all:zip=xz")) == "export"
+
+
+def test_mdp_choices_compared_up_to_their_order():
+    from .choices import canonical_choices as canon
+
+    a = b"S1 = sparse(2,2);\nS2 = sparse(2,2);\nS1(1,1)=1;\nS2(1,2)=1;\n"
+    b = b"S1 = sparse(2,2);\nS2 = sparse(2,2);\nS1(1,2)=1;\nS2(1,1)=1;\n"
+    assert canon("m.tra", a) == canon("m.tra", b)
+    c = b"S1 = sparse(2,2);\nS2 = sparse(2,2);\nS1(1,2)=1;\nS2(2,1)=1;\n"
+    assert canon("m.tra", a) != canon("m.tra", c)  # another state: differs
+    rows = b"2 3 3\n0 1:1 b\n0 1:0 a\n1 1:1 c\n"
+    swapped = b"2 3 3\n0 1:0 a\n0 1:1 b\n1 1:1 c\n"
+    assert canon("m.tra", rows) == canon("m.tra", swapped)
+    assert canon("m.tra", rows) != canon("m.tra", swapped.replace(b"1:1 c", b"1:0 c"))
 
 
 def test_imported_type_reads_the_tra_header(tmp_path):
