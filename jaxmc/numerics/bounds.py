@@ -79,6 +79,7 @@ def reward_upper_bound(
     order = np.argsort(c, kind="stable")
     r, c, p = r[order], c[order], p[order]
     in_ptr = np.concatenate([[0], np.cumsum(np.bincount(c, minlength=n))])
+    choice_ptr = np.searchsorted(soc, np.arange(n + 1))  # soc is sorted
 
     d = np.where(exits, 1.0, 0.0)
     q = np.zeros(m)  # sum over processed successors of P(c, t) d_t
@@ -105,25 +106,31 @@ def reward_upper_bound(
         if not ready.size:
             break
         # d and reward of each ready state from the current q (a state's value
-        # is frozen when it joins: only strictly earlier layers count).
-        sel = enabled & hit & np.isin(soc, ready)
-        cs = np.nonzero(sel)[0]
+        # is frozen when it joins: only strictly earlier layers count). The
+        # ready states' choices are gathered through `choice_ptr`, so a layer
+        # costs its own size, not the model's.
+        starts, ends = choice_ptr[ready], choice_ptr[ready + 1]
+        lens = ends - starts
+        cs = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        loc = np.repeat(np.arange(ready.size), lens)  # position in `ready`
+        sel = enabled[cs] & hit[cs]
+        cs, loc = cs[sel], loc[sel]
         if choose:
             # the choice with the largest exit probability
-            best = np.full(n, -1.0)
-            np.maximum.at(best, soc[cs], q[cs])
-            is_best = q[cs] == best[soc[cs]]
-            rew = np.full(n, np.inf)
-            np.minimum.at(rew, soc[cs[is_best]], b[cs[is_best]])
-            d[ready] = best[ready]
-            total += float(np.sum(rew[ready] / d[ready]))
+            best = np.full(ready.size, -1.0)
+            np.maximum.at(best, loc, q[cs])
+            is_best = q[cs] == best[loc]
+            rew = np.full(ready.size, np.inf)
+            np.minimum.at(rew, loc[is_best], b[cs[is_best]])
+            d[ready] = best
+            total += float(np.sum(rew / best))
         else:
-            low = np.full(n, np.inf)
-            np.minimum.at(low, soc[cs], q[cs])
-            rew = np.zeros(n)
-            np.maximum.at(rew, soc[cs], b[cs])
-            d[ready] = low[ready]
-            total += float(np.sum(rew[ready] / d[ready]))
+            low = np.full(ready.size, np.inf)
+            np.minimum.at(low, loc, q[cs])
+            rew = np.zeros(ready.size)
+            np.maximum.at(rew, loc, b[cs])
+            d[ready] = low
+            total += float(np.sum(rew / low))
         done[ready] = True
         frontier = ready
     if not done.all():
