@@ -23,6 +23,7 @@ from jaxmc.strategy import format_strategy
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 LTL = SHARED / "prism-tests" / "functionality" / "verify" / "mdps" / "ltl"
+COSAFE = LTL.parent / "rewards" / "cosafe"
 
 #: In state 0: go to a (s=1), to b (s=2), or stop (s=3); a and b lead back.
 TOUR = """mdp
@@ -260,9 +261,7 @@ def test_random_mdps(seed, tmp_path):
 
 
 def _ltl_cases():
-    if not LTL.exists():
-        return
-    for props in sorted(LTL.glob("*.props")):
+    for props in sorted([*LTL.glob("*.props"), *COSAFE.glob("*.props")]):
         for ext in (".nm", ".prism"):
             if ext in props.name:
                 stem = props.name[: props.name.index(ext) + len(ext)]
