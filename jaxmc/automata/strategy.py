@@ -36,6 +36,8 @@ bounds; a scheduler that contradicts certified bounds is an error.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
 
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
@@ -116,23 +118,27 @@ def _kth_bit(req: np.ndarray, k: int) -> np.ndarray:
 
 def _attractor(pm: ExplicitModel, allowed, goal, region) -> np.ndarray:
     """Per state of `region` outside `goal`, an allowed choice (index within
-    the state) with a successor one breadth-first step closer to `goal` in
-    the graph of allowed choices; -1 elsewhere."""
-    soc = pm.state_of_choice()
-    row = pm.row_of_entry()
+    the state) with a successor strictly closer to `goal` (breadth-first
+    distance in the graph of allowed choices); -1 elsewhere."""
+    n = pm.num_states
+    soc, row = pm.state_of_choice(), pm.row_of_entry()
     col = np.asarray(pm.col, np.int64)
     pos = np.asarray(pm.val) > 0
+    keep = pos & allowed[row] & region[soc[row]]
+    src, dst = soc[row][keep], col[keep]
+    tgt = np.flatnonzero(goal)
+    rows = np.concatenate([dst, np.full(tgt.size, n)])
+    cols = np.concatenate([src, tgt])
+    g = sp.csr_matrix((np.ones(rows.size, np.int8), (rows, cols)), shape=(n + 1, n + 1))
+    d = csgraph.dijkstra(g, indices=n, unweighted=True)[:n]
+    closest = np.full(pm.num_choices, np.inf)
+    np.minimum.at(closest, row[pos], d[col[pos]])
+    good = np.flatnonzero(allowed & region[soc] & ~goal[soc] & (closest < d[soc]))
     first = np.asarray(pm.choice_ptr[:-1], np.int64)
-    pick = np.full(pm.num_states, -1, np.int64)
-    done = np.asarray(goal, bool).copy()
-    while True:
-        near = np.bincount(row[pos & done[col]], minlength=pm.num_choices) > 0
-        hit = np.flatnonzero(allowed & near & region[soc] & ~done[soc])
-        if not hit.size:
-            return pick
-        states, at = np.unique(soc[hit], return_index=True)
-        pick[states] = hit[at] - first[states]
-        done[states] = True
+    pick = np.full(n, -1, np.int64)
+    states, at = np.unique(soc[good], return_index=True)
+    pick[states] = good[at] - first[states]
+    return pick
 
 
 class _Phases:
