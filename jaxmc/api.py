@@ -184,9 +184,12 @@ def check(
       `Rmin/Rmax [ F ψ ]`, verified on the DTMC it induces
       (`result.scheduler`: `choice`, the index of each state's chosen
       choice within its row group, and `actions`, its action label; see
-      `jaxmc.numerics.scheduler`). `UnsupportedError` for other properties
-      (step-bounded ones need memory). [`jaxmc.induced_model`][] makes the
-      induced DTMC, [`jaxmc.export_strategy`][] writes PRISM's files.
+      `jaxmc.numerics.scheduler`); for `Pmin/Pmax [ψ]` with LTL `ψ` and
+      co-safe `Rmin/Rmax [ψ]`, the optimal finite-memory scheduler
+      (`jaxmc.automata.memory.MemoryScheduler`, memory = the automaton's
+      state). `UnsupportedError` for other properties (step-bounded ones
+      need memory). [`jaxmc.induced_model`][] makes the induced DTMC,
+      [`jaxmc.export_strategy`][] writes PRISM's files.
 
     `result.timing` has `build`, `precompute`, `layout`, `solve` and `total`
     (seconds; see [`jaxmc.CheckResult`][]). A layout that cannot hold a

@@ -20,6 +20,26 @@ The formats, as PRISM 4.9's explicit engine writes them
   label together); jaxmc by its index, which is the same unless a state has
   two choices with the same label.
 
+The finite-memory schedulers of LTL properties
+(`jaxmc.automata.memory.MemoryScheduler`) are written as PRISM writes its
+product strategies (`strat/FMDStrategyProduct.java`), one line per pair
+(model state, memory) the scheduler can be in, ordered by the state (in
+PRISM's order) then the memory:
+
+- `actions`: `STATE,MEMORY=ACTION` for the pairs whose choice matters
+  (`(v1,v2,...),m=action`; `states=false`: `index,m=action`);
+- `indices`: `INDEX,MEMORY=CHOICE` for every pair, the choice -1 where
+  it does not matter (the formula is decided there, or any choice is
+  optimal);
+- `induced`: the `.tra` file of the induced chain over the pairs
+  (`MemoryScheduler.chain`, states ordered as above; `mode=restrict` writes
+  it as an MDP with one choice per pair).
+
+The memory numbers are jaxmc's (`MemoryScheduler.memory_automaton` says
+which automaton state each one is); PRISM numbers its own automaton's
+(a deterministic Rabin automaton where jaxmc builds a limit-deterministic
+one), so the memory column is not PRISM's.
+
 Not written: `dot` files, and `reach=true` for induced models
 (`UnsupportedError`).
 """
@@ -32,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from .automata.memory import MemoryScheduler
 from .errors import UnsupportedError
 from .explore import ExplicitModel
 from .explore.formats import format_tra
@@ -46,9 +67,9 @@ from .numerics.scheduler import Scheduler
 TYPES = ("actions", "indices", "induced")
 
 
-def _scheduler(s: Any) -> Scheduler:
+def _scheduler(s: Any) -> Scheduler | MemoryScheduler:
     sched = getattr(s, "scheduler", s)
-    if not isinstance(sched, Scheduler):
+    if not isinstance(sched, (Scheduler, MemoryScheduler)):
         raise UnsupportedError(
             "no scheduler given",
             hint="check the property with jaxmc.check(..., scheduler=True)",
@@ -58,7 +79,9 @@ def _scheduler(s: Any) -> Scheduler:
 
 def induced_explicit(model: Model | ExplicitModel, scheduler: Any) -> ExplicitModel:
     """The DTMC `scheduler` (a `Scheduler` or a `CheckResult` carrying one)
-    induces on `model` (an MDP), states numbered as in `model`."""
+    induces on `model` (an MDP), states numbered as in `model`; for a
+    finite-memory `MemoryScheduler`, the chain over its pairs (model state,
+    memory), with the variable `_memory` after the model's."""
     return _scheduler(scheduler).induced(build(model))
 
 
@@ -66,7 +89,10 @@ def induced_model(model: Model, scheduler: Any) -> Model:
     """The DTMC `scheduler` (a `Scheduler` or a `CheckResult` carrying one)
     induces on the MDP `model`, as a `Model` to check properties on with
     `jaxmc.check` (the same variables, labels, formulas and reward
-    structures; `Pmin`/`Pmax` on it are plain `P`)."""
+    structures; `Pmin`/`Pmax` on it are plain `P`). A finite-memory
+    scheduler's (LTL) induced model has a state per pair (model state,
+    memory): its initial states are those of the model with their initial
+    memory, so a property's value there is the scheduler's."""
     explicit = induced_explicit(model, scheduler)
     checked = model.checked
     program = dataclasses.replace(checked.program, model_type=ast.ModelType.DTMC)
@@ -116,6 +142,8 @@ def format_strategy(
         raise UnsupportedError(
             f"unknown induced-model mode {mode!r}", hint="use mode=restrict|reduce"
         )
+    if isinstance(sched, MemoryScheduler):
+        return _format_memory(explicit, sched, type, states, mode, reach)
     order = lexicographic_order(explicit)
     if type in ("actions", "indices"):
         keep = order[np.asarray(sched.defined)[order]]
@@ -134,16 +162,49 @@ def format_strategy(
             right = acts.astype(object)[keep]
         lines = (left + "=" + right).tolist()
         return "".join(line + "\n" for line in lines)
+    _no_reach(reach)
+    induced = induced_dtmc(explicit, sched.choice)
+    if mode == "restrict":  # the MDP with one choice per state
+        induced = dataclasses.replace(induced, model_type=ast.ModelType.MDP)
+    return format_tra(lexicographic(induced))
+
+
+def _format_memory(explicit, sched, type, states, mode, reach) -> str:
+    """`format_strategy` of a finite-memory scheduler (module docstring)."""
+    order = lexicographic_order(explicit)
+    rank = np.empty(explicit.num_states, np.int64)
+    rank[order] = np.arange(explicit.num_states)
+    pairs = np.lexsort((sched.memory, rank[sched.state]))
+    mem = sched.memory[pairs].astype(str).astype(object)
+    if type == "induced":
+        _no_reach(reach)
+        chain = sched.chain
+        if mode == "restrict":
+            chain = dataclasses.replace(chain, model_type=ast.ModelType.MDP)
+        return format_tra(lexicographic(chain))
+    where = rank[sched.state[pairs]].astype(str).astype(object)
+    if type == "indices":
+        right = np.where(sched.defined[pairs], sched.choice[pairs], -1)
+        right = right.astype(str).astype(object)
+    else:
+        keep = sched.defined[pairs]
+        pairs, mem, where = pairs[keep], mem[keep], where[keep]
+        if states:
+            where = _state_text(explicit)[sched.state[pairs]]
+        acts = [sched.actions[k] for k in pairs.tolist()]
+        right = np.array(["" if a is None else a for a in acts] or [""], dtype=object)
+        right = right[: len(pairs)]
+    lines = (where + "," + mem + "=" + right).tolist()
+    return "".join(line + "\n" for line in lines)
+
+
+def _no_reach(reach) -> None:
     if reach:
         raise UnsupportedError(
             "induced models restricted to their reachable states (reach=true) "
             "are not written by jaxmc",
             hint="leave out reach (PRISM's default for induced models: all states)",
         )
-    induced = induced_dtmc(explicit, sched.choice)
-    if mode == "restrict":  # the MDP with one choice per state
-        induced = dataclasses.replace(induced, model_type=ast.ModelType.MDP)
-    return format_tra(lexicographic(induced))
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:

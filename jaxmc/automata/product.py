@@ -319,6 +319,32 @@ def as_markov(model: ExplicitModel) -> ExplicitModel:
     return embedded_dtmc(model) if model.model_type == ModelType.CTMC else model
 
 
+@dataclasses.dataclass
+class Solved:
+    """A product and its solve, kept for the optimal scheduler
+    (`jaxmc.automata.strategy`): `kind` is "reach" (the DFA's accepting
+    states), "ldba" (accepting maximal end components, `mec` their labels,
+    -1 elsewhere) or "reward" (co-safe rewards); `opt` the direction of the
+    product's solve `res`; `complement` whether the model's value is one
+    minus the product's (safe formulas; `Pmin` through the negation)."""
+
+    prod: Product
+    aut: object
+    letter: np.ndarray
+    kind: str
+    target: np.ndarray
+    opt: str | None
+    complement: bool
+    res: NumericResult
+    mec: np.ndarray | None = None
+    reward: int | None = None  # "reward": the reward structure's index
+
+    def result(self) -> NumericResult:
+        """The values of the model's states."""
+        res = _per_state(self.prod, self.res)
+        return _complement(res) if self.complement else res
+
+
 def ltl_probabilities(
     model: ExplicitModel,
     formula: tuple,
@@ -329,27 +355,36 @@ def ltl_probabilities(
     """Per-state probability (`Pmin`/`Pmax` on an MDP, by `opt`) that a path
     satisfies the LTL `formula`, whose proposition `i` holds where
     `masks[i]` does; `kw` go to `numerics.until_probabilities`."""
+    return ltl_solve(model, formula, masks, opt, **kw).result()
+
+
+def ltl_solve(
+    model: ExplicitModel,
+    formula: tuple,
+    masks: np.ndarray,
+    opt: str | None = None,
+    **kw,
+) -> Solved:
+    """`ltl_probabilities` with its product kept (`Solved`)."""
     model = as_markov(model)
     letter = letters(masks)
     mdp = model.model_type == ModelType.MDP
     flip = {None: None, "min": "max", "max": "min"}
     if is_cosafe(formula):
-        return _reach(model, Residual(formula), letter, opt, kw)
+        return _reach(model, Residual(formula), letter, opt, kw, False)
     if is_safe(formula):
-        return _complement(
-            _reach(model, Residual(negate(formula)), letter, flip[opt], kw)
-        )
+        return _reach(model, Residual(negate(formula)), letter, flip[opt], kw, True)
     if mdp and opt == "min":
-        return _complement(_ldba(model, negate(formula), letter, kw))
-    return _ldba(model, formula, letter, kw)
+        return _ldba(model, negate(formula), letter, kw, True)
+    return _ldba(model, formula, letter, kw, False)
 
 
-def _reach(model, aut: Residual, letter, opt, kw) -> NumericResult:
+def _reach(model, aut: Residual, letter, opt, kw, complement) -> Solved:
     prod = build_product(model, aut, letter)
     target = _by_aut(prod.aut, aut.accepting)
     ones = np.ones(prod.model.num_states, dtype=bool)
     res = until_probabilities(prod.model, ones, target, opt=opt, **kw)
-    return _per_state(prod, res)
+    return Solved(prod, aut, letter, "reach", target, opt, complement, res)
 
 
 def ldba_product(model: ExplicitModel, aut: LDBA, letter: np.ndarray) -> Product:
@@ -369,13 +404,13 @@ def ldba_product(model: ExplicitModel, aut: LDBA, letter: np.ndarray) -> Product
     return build_product(model, aut, letter, jump_from)
 
 
-def _ldba(model, formula, letter, kw) -> NumericResult:
+def _ldba(model, formula, letter, kw, complement) -> Solved:
     aut = LDBA(formula)
     prod = ldba_product(model, aut, letter)
-    target = accepting_mecs(prod, aut)
+    target, mec = accepting_mecs(prod, aut, labels=True)
     ones = np.ones(prod.model.num_states, dtype=bool)
     res = until_probabilities(prod.model, ones, target, opt="max", **kw)
-    return _per_state(prod, res)
+    return Solved(prod, aut, letter, "ldba", target, "max", complement, res, mec)
 
 
 def _by_aut(aut_states: np.ndarray, fn) -> np.ndarray:
@@ -383,26 +418,29 @@ def _by_aut(aut_states: np.ndarray, fn) -> np.ndarray:
     return np.array([bool(fn(int(q))) for q in uq], dtype=bool)[inv.reshape(-1)]
 
 
-def accepting_mecs(prod: Product, aut: LDBA) -> np.ndarray:
+def accepting_mecs(prod: Product, aut: LDBA, labels: bool = False):
     """The product states in accepting maximal end components: alive, in the
-    accepting component, and marked by every monitor somewhere."""
+    accepting component, and marked by every monitor somewhere (with
+    `labels`, also each one's MEC, -1 outside them)."""
     alive = _by_aut(
         prod.aut, lambda q: aut.in_accepting_component(q) and not aut.dead(q)
     )
     target = np.zeros(prod.model.num_states, dtype=bool)
+    mec = np.full(prod.model.num_states, -1, dtype=np.int64)
     if not alive.any():
-        return target
-    labels, count, _ = mecs(prod.model, states=alive)
+        return (target, mec) if labels else target
+    found, count, _ = mecs(prod.model, states=alive)
     marks = np.array([aut.marks(int(q)) for q in prod.aut], dtype=np.int64)
     need = np.array([aut.required(int(q)) for q in prod.aut], dtype=np.int64)
-    inside = labels >= 0
+    inside = found >= 0
     got = np.zeros(count, dtype=np.int64)
-    np.bitwise_or.at(got, labels[inside], marks[inside])
+    np.bitwise_or.at(got, found[inside], marks[inside])
     want = np.zeros(count, dtype=np.int64)
-    want[labels[inside]] = need[inside]
+    want[found[inside]] = need[inside]
     good = (got & want) == want
-    target[inside] = good[labels[inside]]
-    return target
+    target[inside] = good[found[inside]]
+    mec[target] = found[target]
+    return (target, mec) if labels else target
 
 
 def cosafe_rewards(
@@ -416,13 +454,27 @@ def cosafe_rewards(
     """Per-state expected reward (`Rmin`/`Rmax` on an MDP) accumulated until
     a path's prefix satisfies the co-safe LTL `formula` (the reachability
     reward of the DFA's accepting states in the product)."""
+    return cosafe_solve(model, reward_index, formula, masks, opt, **kw).result()
+
+
+def cosafe_solve(
+    model: ExplicitModel,
+    reward_index: int,
+    formula: tuple,
+    masks: np.ndarray,
+    opt: str | None = None,
+    **kw,
+) -> Solved:
+    """`cosafe_rewards` with its product kept (`Solved`)."""
     letter = letters(masks)
     aut = Residual(formula)
     prod = build_product(model, aut, letter)
     target = _by_aut(prod.aut, aut.accepting)
     reward = prod.model.rewards[reward_index]
     res = reachability_rewards(prod.model, reward, target, opt=opt, **kw)
-    return _per_state(prod, res)
+    return Solved(
+        prod, aut, letter, "reward", target, opt, False, res, None, reward_index
+    )
 
 
 def ltl_exists(model: ExplicitModel, formula: tuple, masks: np.ndarray) -> np.ndarray:

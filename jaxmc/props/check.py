@@ -288,9 +288,9 @@ class _Checker:
             return self._record(res)
         if isinstance(node, P.LtlPath):
             options = self._solver_kwargs()["options"]
-            res = ltl.probabilities(self.model, node, self.mask, options)
-            values = self._record(res)
-            self.sched_ctx = ("ltl",)
+            solved = ltl.probabilities(self.model, node, self.mask, options)
+            values = self._record(solved.result())
+            self.sched_ctx = ("ltl", solved)
             return values
         if isinstance(node, P.Complement):
             before = self.bounds
@@ -443,8 +443,9 @@ class _Checker:
         opt = getattr(node, "opt", None)
         if isinstance(node, P.CosafeReward):
             options = self._solver_kwargs()["options"]
-            values = self._record(ltl.rewards(m, node, self.mask, options))
-            self.sched_ctx = ("ltl",)
+            solved = ltl.rewards(m, node, self.mask, options)
+            values = self._record(solved.result())
+            self.sched_ctx = ("ltl", solved)
             return values
         if isinstance(node, P.ReachReward):
             target = self.mask(node.target)

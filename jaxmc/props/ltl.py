@@ -1,6 +1,9 @@
 """The LTL plan nodes (`LtlPath`, `LtlExists`, `CosafeReward`) run on
 `jaxmc.automata`'s products. The product is a model of its own, so its
-solves get the options but not the device model of the checked one."""
+solves get the options but not the device model of the checked one.
+`probabilities` and `rewards` return the product with its solve
+(`automata.product.Solved`: `.result()` the model's values), which the
+optimal finite-memory scheduler is made from (`jaxmc.props.strategy`)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..automata.formula import negate
-from ..automata.product import cosafe_rewards, ltl_exists, ltl_probabilities
+from ..automata.product import Solved, cosafe_solve, ltl_exists, ltl_solve
 from ..explore.model import ExplicitModel
-from ..numerics.result import NumericResult
 from ..options import SolveOptions
 from . import plan as P
 
@@ -24,9 +26,9 @@ def masks(node, mask: Callable, n: int) -> np.ndarray:
 
 def probabilities(
     model: ExplicitModel, node: P.LtlPath, mask: Callable, options: SolveOptions
-) -> NumericResult:
+) -> Solved:
     props = masks(node, mask, model.num_states)
-    return ltl_probabilities(model, node.formula, props, node.opt, options=options)
+    return ltl_solve(model, node.formula, props, node.opt, options=options)
 
 
 def exists(model: ExplicitModel, node: P.LtlExists, mask: Callable) -> np.ndarray:
@@ -38,8 +40,8 @@ def exists(model: ExplicitModel, node: P.LtlExists, mask: Callable) -> np.ndarra
 
 def rewards(
     model: ExplicitModel, node: P.CosafeReward, mask: Callable, options: SolveOptions
-) -> NumericResult:
+) -> Solved:
     props = masks(node, mask, model.num_states)
-    return cosafe_rewards(
+    return cosafe_solve(
         model, node.reward, node.formula, props, node.opt, options=options
     )

@@ -64,9 +64,10 @@ class CheckResult:
     bound_gap: float | None = None
     bound: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
-    #: The optimal memoryless scheduler of the top-level operator, when
-    #: asked for (`jaxmc.check(..., scheduler=True)`): a
-    #: `jaxmc.numerics.scheduler.Scheduler` (`choice`, `actions`, ...).
+    #: The optimal scheduler of the top-level operator, when asked for
+    #: (`jaxmc.check(..., scheduler=True)`): a memoryless
+    #: `jaxmc.numerics.scheduler.Scheduler` (`choice`, `actions`, ...), or
+    #: for LTL a finite-memory `jaxmc.automata.memory.MemoryScheduler`.
     scheduler: Any = None
     #: Certified lower/upper bounds per state from interval iteration (when
     #: the top-level operator was solved with it), else None.

@@ -6,15 +6,21 @@ Memoryless deterministic schedulers are optimal, and are computed, for
 the scheduler of the dual's until is optimal for the original) and for
 `Rmin/Rmax [ F ]` (`jaxmc.numerics.scheduler`). The others are refused
 with an `UnsupportedError` saying why: step-bounded properties need a
-step counter (their optimal schedulers are not memoryless), LTL needs the
-automaton's state (finite memory, through the product: not yet), and the
+step counter (their optimal schedulers are not memoryless), and the
 remaining operators have no scheduler computed here.
+
+LTL (`Pmin/Pmax [ψ]`, co-safe `Rmin/Rmax [ψ]`) gets a finite-memory
+scheduler whose memory is the automaton's state
+(`jaxmc.automata.strategy`, a `jaxmc.automata.memory.MemoryScheduler`),
+made from the product the property was checked on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..automata.memory import MemoryScheduler
+from ..automata.strategy import ltl_scheduler
 from ..errors import UnsupportedError
 from ..lang import ast
 from ..numerics.scheduler import (
@@ -30,17 +36,13 @@ _WHY = {
         "number of steps taken), and jaxmc computes memoryless schedulers only",
         "drop the step bound (`F` instead of `F<=k`) for a memoryless scheduler",
     ),
-    "ltl": (
-        "an LTL property's optimal scheduler needs the automaton's state as "
-        "memory; jaxmc does not yet return finite-memory schedulers",
-        "for reachability, use `F`/`U` directly",
-    ),
 }
 
 
-def optimal_scheduler(checker: Any, expr: ast.Expr) -> Scheduler:
-    """The optimal memoryless scheduler of the top-level operator of
-    `expr`, from the last solve `checker` ran (its `sched_ctx`)."""
+def optimal_scheduler(checker: Any, expr: ast.Expr) -> Scheduler | MemoryScheduler:
+    """The optimal scheduler of the top-level operator of `expr` (memoryless,
+    or finite-memory for LTL), from the last solve `checker` ran (its
+    `sched_ctx`)."""
     if not checker.is_mdp:
         raise UnsupportedError(
             f"only MDPs have schedulers; this model is a "
@@ -61,8 +63,20 @@ def optimal_scheduler(checker: Any, expr: ast.Expr) -> Scheduler:
         raise UnsupportedError(message, getattr(expr, "span", None), hint=hint)
     o = checker.options
     kw = dict(tol=o.epsilon, relative=o.relative)
+    if ctx[0] == "ltl":
+        objective = _objective(operand)
+        return ltl_scheduler(checker.model, ctx[1], objective, **kw)
     if ctx[0] == "until":
         _, phi, psi, opt, res = ctx
         return until_scheduler(checker.model, phi, psi, opt, res, **kw)
     _, reward, target, opt, res = ctx
     return reach_reward_scheduler(checker.model, reward, target, opt, res, **kw)
+
+
+def _objective(op: ast.Expr) -> str:
+    """`Pmax [ ψ ]` and the like, for messages."""
+    from ..lang.printer import format_expr
+
+    kind = "P" if isinstance(op, ast.ProbOp) else "R"
+    opt = op.opt.value if op.opt is not None else ""
+    return f"{kind}{opt} [ {format_expr(op.path)} ]"

@@ -229,8 +229,9 @@ def test_step_bounded_and_dtmc_are_refused():
     model = jaxmc.load_model_string(TIE, {"q": 0.5})
     with pytest.raises(jaxmc.UnsupportedError, match="memory"):
         jaxmc.check(model, 'Pmax=? [ F<=3 "goal" ]', scheduler=True)
-    with pytest.raises(jaxmc.UnsupportedError, match="memory"):
-        jaxmc.check(model, 'Pmax=? [ F "goal" & X "goal" ]', scheduler=True)
+    # LTL: a finite-memory scheduler (tests/props/test_ltl_scheduler.py)
+    ltl = jaxmc.check(model, 'Pmax=? [ F "goal" & X "goal" ]', scheduler=True)
+    assert ltl.scheduler.memory_states >= 1
     dtmc = "dtmc module m s:[0..1]; [] s=0 -> (s'=1); endmodule"
     dtmc = jaxmc.load_model_string(dtmc)
     with pytest.raises(jaxmc.UnsupportedError, match="only MDPs"):
