@@ -261,18 +261,18 @@ def _stack(parts, width: int, fill, dtype) -> np.ndarray:
 def _ell(lrows, lcols, lslot, R: int, nnz: int, W: int):
     """`(cols, slot)`, `[D, W, R]`: each device's CSR-ordered entries as
     ELL (entry `k` of local row `r` at `[k, r]`; padding column 0, slot
-    `nnz`)."""
+    `nnz`). Each device's `lrows` are sorted (CSR order)."""
     D = len(lrows)
-    ks = []
-    for rows in lrows:
-        counts = np.bincount(rows, minlength=R)
-        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        ks.append(np.arange(len(rows)) - start[rows])
     cols = np.zeros((D, W, R), np.int32)
     slot = np.full((D, W, R), nnz, np.int32)
     for d in range(D):
-        cols[d, ks[d], lrows[d]] = lcols[d]
-        slot[d, ks[d], lrows[d]] = lslot[d]
+        rows = lrows[d]
+        counts = np.bincount(rows, minlength=R)
+        start = np.cumsum(counts) - counts
+        k = np.arange(len(rows), dtype=np.int64) - np.repeat(start, counts)
+        at = k * R + rows  # flat place of each entry in [W, R]
+        cols[d].reshape(-1)[at] = lcols[d]
+        slot[d].reshape(-1)[at] = lslot[d]
     return cols, slot
 
 
@@ -315,9 +315,12 @@ def partition(
     if local not in LOCAL:
         raise ValueError(f"local layout {local!r}: expected one of {LOCAL}")
     indptr = np.asarray(indptr, dtype=np.int64)
-    cols = np.asarray(cols, dtype=np.int64)
     m, n = int(shape[0]), int(shape[1])
     nnz = int(indptr[-1]) if len(indptr) else 0
+    # local indices fit int32 (the device arrays are int32): half the
+    # memory traffic of int64 on the host passes below
+    ix = np.int32 if max(m, n, nnz) < 2**31 - 1 else np.int64
+    cols = np.asarray(cols, dtype=ix)
     D = int(mesh.devices.size)
     B = max(-(-n // D), 1)
     if choice_ptr is None:
@@ -330,16 +333,17 @@ def partition(
     rstart, rend = choice_ptr[bounds[:-1]], choice_ptr[bounds[1:]]
     R = max(int((rend - rstart).max(initial=0)), 1)
     estart, eend = indptr[rstart], indptr[rend]
-    owner = cols // B
 
     lcols, lrows, lslot, remote = [], [], [], []
     for d in range(D):
-        e = np.arange(estart[d], eend[d])
-        c, o = cols[e], owner[e]
+        # a device's entries are one contiguous run of the CSR: views
+        e = slice(int(estart[d]), int(eend[d]))
+        c = cols[e]
         counts = np.diff(indptr[rstart[d] : rend[d] + 1])
-        lrows.append(np.repeat(np.arange(rend[d] - rstart[d]), counts))
-        lslot.append(e)
-        remote.append(np.unique(c[o != d]))
+        lrows.append(np.repeat(np.arange(rend[d] - rstart[d], dtype=ix), counts))
+        lslot.append(np.arange(e.start, e.stop, dtype=ix))
+        lo, hi = d * B, (d + 1) * B
+        remote.append(np.unique(c[(c < lo) | (c >= hi)]))
         lcols.append(c)
     needed = tuple(int(len(r)) for r in remote)
     neighbour = D > 1 and all(
@@ -362,18 +366,20 @@ def partition(
         for d in range(D):
             c = lcols[d]
             loc = c - d * B
-            isl = c // B == d - 1
-            isr = c // B == d + 1
-            loc = np.where(isl, B + np.searchsorted(left[d], c), loc)
-            loc = np.where(isr, B + SR + np.searchsorted(right[d], c), loc)
+            isl = c < d * B
+            isr = c >= (d + 1) * B
+            loc[isl] = B + np.searchsorted(left[d], c[isl])
+            loc[isr] = B + SR + np.searchsorted(right[d], c[isr])
             lcols[d] = loc
     elif mode == "gather":
         H = max(needed)
         index = _put(mesh, _stack(remote, H, 0, np.int32))
         for d in range(D):
             c = lcols[d]
-            lcols[d] = np.where(owner[lslot[d]] == d, c - d * B,
-                                B + np.searchsorted(remote[d], c))  # fmt: skip
+            loc = c - d * B
+            away = (c < d * B) | (c >= (d + 1) * B)
+            loc[away] = B + np.searchsorted(remote[d], c[away])
+            lcols[d] = loc
     else:
         lcols = [c - d * B for d, c in enumerate(lcols)]
 
