@@ -55,7 +55,7 @@ def _args(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--simulate", type=int, default=0)
     p.add_argument("--precision", default="fp64", choices=("fp64", "fp32"))
-    p.add_argument("--local", default="csr", choices=("csr", "ell"),
+    p.add_argument("--local", default="csr", choices=("csr", "ell", "warp"),
                    help="the devices' local layout (one device: the same)")  # fmt: skip
     p.add_argument("--baselines", default="",
                    help="more one-device layouts, e.g. auto,csr")  # fmt: skip

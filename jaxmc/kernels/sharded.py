@@ -17,7 +17,9 @@ rows), or for an MDP's choices their places `out_pos`.
 So the solvers stay as they are: their `lax.while_loop`s run on global
 vectors, the products are partitioned here, and the reductions of the
 convergence measure and of Krylov's dot products are partitioned by XLA
-(one all-reduce each). The Pallas kernels are single-device only.
+(one all-reduce each). With the "warp" local layout each device runs the
+single-device warp-segment kernel (`jaxmc.kernels.spmv`: Pallas on a GPU)
+on its inner rows; the edge rows are ELL.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ def _halo_fn(A: PartitionedCSR):
 
 def partitioned_spmv(A: PartitionedCSR, x):
     """`y = A @ x` for `x` of shape `[n]` or `[n, k]` (module docstring)."""
+    from .spmv import spmv  # (spmv dispatches here: imported when called)
+
     x = jnp.asarray(x)
     D, B, R = A.num_devices, A.block, A.local_rows
     m, n = A.shape
@@ -91,12 +95,14 @@ def partitioned_spmv(A: PartitionedCSR, x):
     def local(inner, edge, xb, *plan_arrays):
         # The inner rows need no halo: XLA can run them while the halo is
         # exchanged. Each row is in one part, so adding the parts is exact.
-        if A.local == "ell":
+        if A.local == "warp":  # the single-device kernel on the own rows
+            y = spmv(inner.local(), xb)
+        elif A.local == "ell":
             y = ell(inner, xb)
         else:
             y = csr(inner, xb, inner.rows[0])
         xl = extend(xb, *plan_arrays)
-        if A.local == "ell":
+        if A.local in ("ell", "warp"):
             return y.at[edge.rows[0]].add(ell(edge, xl), mode="drop")
         return y + csr(edge, xl, edge.rows[0])
 

@@ -45,20 +45,26 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int
 
+from .partition_rows import (
+    AXIS as AXIS,
+    Rows as Rows,
+    WarpRows as WarpRows,
+    local_rows,
+    put_sharded,
+    sharding as sharding,
+    stack_padded,
+)
 from .stats import layout_stats
 
-
-#: The mesh axis the rows are split along.
-AXIS = "rows"
 
 SHARDED = "sharded"
 
 
 #: The local layouts of a device's rows.
-LOCAL = ("csr", "ell")
+LOCAL = ("csr", "ell", "warp")
 
 
 class Sharded(str):
@@ -145,23 +151,6 @@ class Halo(eqx.Module):
     needed: tuple[int, ...] = eqx.field(static=True)
 
 
-class Rows(eqx.Module):
-    """One part of each device's rows (`PartitionedCSR.inner` or `edge`).
-
-    - `data`, `cols`, `slot`: the values, the local columns and the CSR
-      entry of each value (`nnz` for padding): `[D, L]` ("csr") or
-      `[D, W, r]` ("ell": entry `k` of ELL column `j` at `[k, j]`).
-    - `rows`: the local row of each entry (`[D, L]`, "csr") or of each ELL
-      column (`[D, r]`, "ell" edge part), `R` for padding; None for the
-      "ell" inner part, whose column `j` is local row `j`.
-    """
-
-    data: Float[Array, "d ..."]
-    cols: Int[Array, "d ..."]
-    slot: Int[Array, "d ..."]
-    rows: Int[Array, "d ..."] | None
-
-
 class PartitionedCSR(eqx.Module):
     """A `[rows, n]` matrix split by rows over `mesh` (module docstring).
 
@@ -181,7 +170,7 @@ class PartitionedCSR(eqx.Module):
       ("csr" or "ell"): static.
     """
 
-    inner: Rows
+    inner: Rows | WarpRows
     edge: Rows
     out_pos: Int[Array, " m"] | None
     halo: Halo
@@ -241,70 +230,6 @@ class PartitionedCSR(eqx.Module):
         return out
 
 
-def sharding(mesh: Mesh, ndim: int = 1) -> NamedSharding:
-    """Arrays of `ndim` axes split along the first over `mesh`."""
-    return NamedSharding(mesh, P(AXIS, *([None] * (ndim - 1))))
-
-
-def _put(mesh: Mesh, arr: np.ndarray):
-    """`arr` (`[D, ...]`) sharded along its first axis over `mesh`."""
-    return jax.device_put(arr, sharding(mesh, arr.ndim))
-
-
-def _stack(parts, width: int, fill, dtype) -> np.ndarray:
-    out = np.full((len(parts), max(width, 1)), fill, dtype=dtype)
-    for d, p in enumerate(parts):
-        out[d, : len(p)] = p
-    return out
-
-
-def _ell(lrows, lcols, lslot, R: int, nnz: int, W: int):
-    """`(cols, slot)`, `[D, W, R]`: each device's CSR-ordered entries as
-    ELL (entry `k` of local row `r` at `[k, r]`; padding column 0, slot
-    `nnz`). Each device's `lrows` are sorted (CSR order)."""
-    D = len(lrows)
-    cols = np.zeros((D, W, R), np.int32)
-    slot = np.full((D, W, R), nnz, np.int32)
-    for d in range(D):
-        rows = lrows[d]
-        counts = np.bincount(rows, minlength=R)
-        start = np.cumsum(counts) - counts
-        k = np.arange(len(rows), dtype=np.int64) - np.repeat(start, counts)
-        at = k * R + rows  # flat place of each entry in [W, R]
-        cols[d].reshape(-1)[at] = lcols[d]
-        slot[d].reshape(-1)[at] = lslot[d]
-    return cols, slot
-
-
-def _part(entries, local, mesh, data, R: int, nnz: int, W: int, compact: bool):
-    """The `Rows` of `entries` (per device: local rows, columns, CSR slots,
-    in CSR order). `compact` (ELL): one ELL column per row that has
-    entries (the edge rows, few), else one per local row."""
-    rows, cols, slots = (list(x) for x in zip(*entries))
-    if local == "csr":
-        L = max((len(r) for r in rows), default=0)
-        slot = _stack(slots, L, nnz, np.int32)
-        return Rows(
-            data=_put(mesh, data[slot]),
-            cols=_put(mesh, _stack(cols, L, 0, np.int32)),
-            slot=_put(mesh, slot),
-            rows=_put(mesh, _stack(rows, L, R, np.int32)),
-        )
-    which = None
-    width = R
-    if compact:
-        which = [np.unique(r) for r in rows]
-        width = max((len(u) for u in which), default=0) or 1
-        rows = [np.searchsorted(u, r) for u, r in zip(which, rows)]
-    ec, slot = _ell(rows, cols, slots, width, nnz, W)
-    return Rows(
-        data=_put(mesh, data[slot]),
-        cols=_put(mesh, ec),
-        slot=_put(mesh, slot),
-        rows=None if which is None else _put(mesh, _stack(which, width, R, np.int32)),
-    )
-
-
 def partition(
     indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None, local: str = "csr"
 ) -> PartitionedCSR:
@@ -360,8 +285,8 @@ def partition(
         SL = max((len(x) for x in right), default=0)
         sr = [left[d + 1] - d * B if d + 1 < D else [] for d in range(D)]
         sl = [right[d - 1] - d * B if d > 0 else [] for d in range(D)]
-        send_right = _put(mesh, _stack(sr, SR, 0, np.int32))
-        send_left = _put(mesh, _stack(sl, SL, 0, np.int32))
+        send_right = put_sharded(mesh, stack_padded(sr, SR, 0, np.int32))
+        send_left = put_sharded(mesh, stack_padded(sl, SL, 0, np.int32))
         SR = max(SR, 1)
         for d in range(D):
             c = lcols[d]
@@ -373,7 +298,7 @@ def partition(
             lcols[d] = loc
     elif mode == "gather":
         H = max(needed)
-        index = _put(mesh, _stack(remote, H, 0, np.int32))
+        index = put_sharded(mesh, stack_padded(remote, H, 0, np.int32))
         for d in range(D):
             c = lcols[d]
             loc = c - d * B
@@ -397,7 +322,7 @@ def partition(
         e = at_edge[lrows[d]]
         edge.append((lrows[d][e], lcols[d][e], lslot[d][e]))
         inner.append((lrows[d][~e], lcols[d][~e], lslot[d][~e]))
-    parts = [_part(p, local, mesh, data, R, nnz, W, compact=p is edge)
+    parts = [local_rows(p, local, mesh, data, R, B, nnz, W, compact=p is edge)
              for p in (inner, edge)]  # fmt: skip
     return PartitionedCSR(
         inner=parts[0],

@@ -80,6 +80,8 @@ def test_same_values_as_one_device(four):
     _check_cases(four)
     assert four["herman-R"]["layout"] == "sharded"
     assert four["kernel-banded-ell"]["mode"] == "neighbour"
+    assert four["kernel-banded-warp"]["mode"] == "neighbour"
+    assert four["kernel-random-warp"]["scipy-rel"] <= 1e-14
 
 
 @pytest.mark.skipif(not MODELS.is_dir(), reason="shared models not available")
@@ -88,6 +90,7 @@ def test_methods_on_conformance_models(four):
         "brp-jacobi", "brp-sound", "tandem-S-jacobi", "tandem-transient",
         "coin-value_iteration-Pmax", "coin-interval_iteration-Pmin",
         "tandem-S-jacobi-ell", "coin-value_iteration-Pmax-ell",
+        "tandem-S-jacobi-warp", "coin-value_iteration-Pmax-warp",
     ):  # fmt: skip
         assert four[name]["layout"] == "sharded", four[name]
         assert four[name]["attempts"] == [], four[name]
@@ -122,7 +125,7 @@ def test_devices_errors_at_api():
         jaxmc.check(model, prop, devices=len(jax.devices()) + 1)
     if len(jax.devices()) > 1:  # pragma: no cover - CI has one CPU device
         with pytest.raises(OptionsError, match="single-device"):
-            jaxmc.check(model, prop, devices=2, layout="warp")
+            jaxmc.check(model, prop, devices=2, layout="compact")
 
 
 def test_cli_devices_flag(capsys):
@@ -198,15 +201,20 @@ def test_same_values_on_two_gpus(monkeypatch):
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     recs = _run(2)
     assert recs, "no cases ran"
+    bad = []
     for name, r in recs.items():
         if name == "cli":
-            assert r["one"] == r["several"] and r["one"][0] == 0, r
+            ok = r["one"] == r["several"] and r["one"][0] == 0
         elif name.startswith("kernel"):
-            assert r["rel"] <= 1e-13, r
+            ok = r["rel"] <= 1e-13
         else:
             one, several = r["iters"]
-            assert r["layout"] in ("sharded", "host"), r
             if "bicgstab" in name:  # (as on the CPU: dot products reordered)
-                assert abs(one - several) <= 2 and r["rel"] <= 1e-1, r
+                ok = abs(one - several) <= 2 and r["rel"] <= 1e-1
             else:
-                assert abs(one - several) <= 1 and r["rel"] <= 1e-9, r
+                tol = 1e-5 if "fp32" in name else 1e-9
+                ok = abs(one - several) <= 1 and r["rel"] <= tol
+            ok = ok and r["layout"] in ("sharded", "host", None)
+        if not ok:
+            bad.append(r)
+    assert not bad, bad
