@@ -195,7 +195,8 @@ def test_same_values_on_two_gpus(monkeypatch):
     """The cases of `sharded_checks.py` split over 2 real GPUs (NCCL), against
     one GPU. On a GPU the sums of `segment_sum` (the CSR layout) are
     scatter-adds in no fixed order, so the comparison has tolerances where
-    the CPU test demands the same bits."""
+    the CPU test demands the same bits: a solve may stop an iteration
+    earlier or later, and then both values are within its epsilon."""
     if _gpu_count() < 2:
         pytest.skip("fewer than 2 GPUs")
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -211,9 +212,12 @@ def test_same_values_on_two_gpus(monkeypatch):
             one, several = r["iters"]
             if "bicgstab" in name:  # (as on the CPU: dot products reordered)
                 ok = abs(one - several) <= 2 and r["rel"] <= 1e-1
+            elif one == several:  # same iterations: rounding only
+                ok = r["rel"] <= (1e-5 if "fp32" in name else 1e-9)
             else:
-                tol = 1e-5 if "fp32" in name else 1e-9
-                ok = abs(one - several) <= 1 and r["rel"] <= tol
+                # stopped an iteration apart (the sums' order differs): each
+                # value is within epsilon (1e-6 relative) of the answer
+                ok = abs(one - several) <= 2 and r["rel"] <= 2e-6
             ok = ok and r["layout"] in ("sharded", "host", None)
         if not ok:
             bad.append(r)
