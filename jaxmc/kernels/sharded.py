@@ -30,6 +30,8 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ..layout.partition import AXIS, PartitionedCSR, sharding
+from ..layout.warp import reference_spmv
+from .impl import on_gpu, use_pallas
 
 
 def shard_map(f, mesh, in_specs, out_specs):
@@ -68,10 +70,20 @@ def _halo_fn(A: PartitionedCSR):
     return (), lambda xb: xb
 
 
+def _warp_product(w, x):
+    """`w @ x` for a device's `WarpELL` (`jaxmc.kernels.spmv`'s product,
+    which dispatches to this module: not imported from there)."""
+    if x.ndim == 1 and use_pallas(w, "auto"):
+        from .spmv_pallas import fused
+
+        return fused(w, x, interpret=not on_gpu())
+    if x.ndim == 2:
+        return jax.vmap(lambda v: reference_spmv(w, v), in_axes=1, out_axes=1)(x)
+    return reference_spmv(w, x)
+
+
 def partitioned_spmv(A: PartitionedCSR, x):
     """`y = A @ x` for `x` of shape `[n]` or `[n, k]` (module docstring)."""
-    from .spmv import spmv  # (spmv dispatches here: imported when called)
-
     x = jnp.asarray(x)
     D, B, R = A.num_devices, A.block, A.local_rows
     m, n = A.shape
@@ -96,7 +108,7 @@ def partitioned_spmv(A: PartitionedCSR, x):
         # The inner rows need no halo: XLA can run them while the halo is
         # exchanged. Each row is in one part, so adding the parts is exact.
         if A.local == "warp":  # the single-device kernel on the own rows
-            y = spmv(inner.local(), xb)
+            y = _warp_product(inner.local(), xb)
         elif A.local == "ell":
             y = ell(inner, xb)
         else:
