@@ -100,6 +100,18 @@ class Sharded(str):
         return int(self.mesh.devices.size)
 
 
+def host_array(x, dtype=None) -> np.ndarray:
+    """`np.asarray(x, dtype)`, also for a `jax.Array` split over the
+    devices of several processes (`jax.distributed`): that one is gathered
+    to every process (a collective: every process reads the same arrays in
+    the same order, as they run the same check)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        x = multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x, dtype)
+
+
 def make_mesh(devices) -> Mesh | None:
     """The 1-D mesh of `devices`: a count (the first `devices` of
     `jax.devices()`), a sequence of `jax.Device`s or a `Mesh` (flattened to

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import jaxmc
@@ -144,9 +145,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_two_processes_through_jax_distributed():
-    """A Jacobi solve split over 2 processes (one CPU device each) joined by
-    `jax.distributed.initialize` with gloo collectives."""
+def _processes(n: int, *args: str) -> list[str]:
+    """The outputs of `n` processes of `distributed_worker.py` joined by
+    `jax.distributed` (one CPU device each), each asserted to succeed."""
     worker = Path(__file__).with_name("distributed_worker.py")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -154,22 +155,111 @@ def test_two_processes_through_jax_distributed():
     port = str(_free_port())
     procs = [
         subprocess.Popen(
-            [sys.executable, str(worker), str(i), port, "2"],
+            [sys.executable, str(worker), str(i), port, str(n), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
         )  # fmt: skip
-        for i in range(2)
+        for i in range(n)
     ]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
+    try:
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-3000:]
+    return outs
+
+
+def test_two_processes_through_jax_distributed():
+    """A Jacobi solve split over 2 processes (one CPU device each) joined by
+    `jax.distributed.initialize` with gloo collectives."""
+    outs = _processes(2)
+    for out in outs:
         line = [s for s in out.splitlines() if s.startswith("devices=")][-1]
         fields = dict(kv.split("=") for kv in line.split())
         assert fields["devices"] == "2" and fields["processes"] == "2", line
         assert fields["mode"] == "neighbour", line
         assert float(fields["error"]) < 1e-11, line
+
+
+@pytest.mark.skipif(not MODELS.is_dir(), reason="shared models not available")
+def test_check_across_two_processes():
+    """`jaxmc.check(..., devices=<both processes' devices>)` in 2 processes
+    joined by `jax.distributed`: each process gets the whole result (split
+    arrays are gathered where numerics reads them), equal to one process's
+    check on one device in the same local layout (CSR)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from distributed_worker import CHECKS
+
+    outs = _processes(2, "check", str(MODELS))
+    recs = [
+        [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        for out in outs
+    ]
+    assert len(recs[0]) == len(recs[1]) == len(CHECKS), outs[0][-3000:]
+    for (path, consts, prop), a, b in zip(CHECKS, *recs):
+        assert a == b, (a["case"], b["case"])  # every process: the same
+        one = jaxmc.check(jaxmc.load_model(MODELS / path, consts), prop,
+                          layout="csr")  # fmt: skip
+        assert a["layout"] == "sharded", a["case"]
+        ref = np.asarray(one.values, np.float64)
+        got = np.asarray(a["values"])
+        scale = np.maximum(np.abs(ref), 1e-300)
+        rel = float(np.max(np.abs(got - ref) / scale, initial=0.0))
+        # fixed-point methods: the same iterates (1e-12); a steady state's
+        # normalisation and Krylov dot products are reduced in another order
+        assert rel <= 1e-9, (a["case"], rel)
+
+
+@pytest.mark.skipif(not MODELS.is_dir(), reason="shared models not available")
+def test_cli_across_two_processes():
+    """`jaxmc ... --coordinator --num-processes 2 --process-id I` in two
+    processes: process 0 prints the result of one process, process 1
+    nothing; and the three switches go together."""
+    from jaxmc.cli import main
+
+    model = str(MODELS / "ctmcs" / "tandem" / "tandem.sm")
+    argv = [model, "--const", "c=15", "--prop", 'R{"customers"}=? [ I=1.5 ]']
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop("XLA_FLAGS", None)
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jaxmc",
+                *argv,
+                "--coordinator",
+                f"localhost:{port}",
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    result = [s for s in outs[0][0].splitlines() if s.startswith("Result:")]
+    # (gloo, the CPU collectives, may print a line of its own on process 0)
+    assert len(result) == 1 and outs[1][0] == "", outs
+    one = jaxmc.check(jaxmc.load_model(model, "c=15"), argv[-1])
+    assert result[0].split()[1] == repr(float(one.value)), (result, one.value)
+    assert main(argv + ["--coordinator", f"localhost:{port}"]) == 1
 
 
 def test_differentiable_path_refuses_devices():
