@@ -271,3 +271,72 @@ def test_firewire_deadline_equals_prisms_unfolded_timer_model():
     got = jaxmc.check(model, f'Pmin=? [ F^{{rew{{"time"}}<=200}} {done} ]').value
     assert want == pytest.approx(0.5, abs=1e-6)
     assert got == pytest.approx(want, abs=1e-6)
+
+
+#: QVBS's reward-bounded properties in the style of eajs and firewire: a
+#: battery MDP with utility and time rewards, a properties file declaring
+#: its bounds as undefined constants (given with -const), a lower bound
+#: (`>=B`, eajs's `ProbUtil`) and firewire's unparenthesised target
+#: (`F^{...} (a) | (b)`, which is `F^{...} ((a) | (b))` as in Storm).
+BATTERY = """mdp
+const int cap;
+formula empty = battery=0;
+module proc
+  battery : [0..cap] init cap;
+  job : [0..2] init 0;
+  [work] battery>0 & job=0 -> 0.6:(job'=1)&(battery'=battery-1)
+                            + 0.4:(job'=2)&(battery'=battery-1);
+  [turbo] battery>1 & job=0 -> 0.9:(job'=1)&(battery'=battery-2)
+                             + 0.1:(job'=2)&(battery'=battery-2);
+  [done] job>0 -> (job'=0);
+  [] battery=0 & job=0 -> true;
+endmodule
+rewards "util"
+  [done] job=1 : 1;
+endrewards
+rewards "time"
+  [work] true : 2;
+  [turbo] true : 1;
+  [done] true : 1;
+endrewards
+"""
+
+BATTERY_PROPS = """const int B;
+const int D;
+"ExpUtil": R{"util"}max=? [ F empty ];
+"ProbUtil": Pmax=? [ F^{rew{"util"}>=B} empty ];
+"deadline": Pmin=? [ F^{rew{"time"}<=D} (job=1) | (battery=0)];
+"deadline2": Pmin=? [ F^{rew{"time"}<=D} ((job=1) | (battery=0))];
+"""
+
+
+def test_qvbs_style_properties_file(tmp_path, capsys):
+    """The properties parse with their constants from -const; the
+    unparenthesised disjunction is the target. By hand (cap=6, D=5): the
+    cheapest way to job=1 within time 5 is `work` twice (0.6 + 0.4 * 0.6);
+    the most utility before the battery is empty is 5 works' 0.6 (the sixth
+    empties the battery before its job is done)."""
+    from jaxmc.cli.command import main
+
+    model = tmp_path / "battery.prism"
+    model.write_text(BATTERY)
+    props = tmp_path / "battery.props"
+    props.write_text(BATTERY_PROPS)
+    code = main([str(model), str(props), "--const", "cap=6,B=3,D=5", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    import json
+
+    got = {p["name"]: p["value"] for p in json.loads(out)["runs"][0]["properties"]}
+    assert got["deadline"] == pytest.approx(0.84, abs=1e-12)
+    assert got["deadline2"] == got["deadline"]
+    assert got["ExpUtil"] == pytest.approx(3.0, abs=1e-9)
+    assert 0 < got["ProbUtil"] < 1
+    # a lower bound of 0 is reaching `empty` at all; a path goes on past
+    # the first `empty` state (the sixth job is done there, empty still
+    # holds), so 6 jobs done takes six works that all succeed, 7 none
+    m = jaxmc.load_model(str(model), "cap=6")
+    assert jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=0} empty ]').value == 1.0
+    six = jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=6} empty ]').value
+    assert six == pytest.approx(0.6**6, rel=1e-12)
+    assert jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=7} empty ]').value == 0.0
