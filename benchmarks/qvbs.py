@@ -29,6 +29,7 @@ import shlex
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from _peers import STORM_REF, environment, load_cache, run_child, save_cache
@@ -56,6 +57,10 @@ def instances(folder: Path) -> list[dict]:
         for setting in f["open-parameter-values"]:
             consts = ",".join(f"{v['name']}={v['value']}" for v in setting["values"])
             states = max((s["number"] for s in setting.get("states", [])), default=None)
+            refs = {
+                r["property"]: _reference(r["value"])
+                for r in setting.get("results", [])
+            }
             out.append(
                 {
                     "benchmark": index["short"],
@@ -64,9 +69,20 @@ def instances(folder: Path) -> list[dict]:
                     "file_params": fixed,
                     "consts": consts,
                     "states_index": states,
+                    "references": refs,
                 }
             )
     return out
+
+
+def _reference(v):
+    """A QVBS result value (a number, a Boolean, or `{num, den, approx}`)
+    as a float or bool (an exact fraction rounded once)."""
+    if isinstance(v, dict):
+        if "num" in v:
+            return float(Fraction(int(v["num"]), int(v["den"])))
+        return float(v["approx"])
+    return v if isinstance(v, bool) else float(v)
 
 
 def _value(v):
@@ -150,6 +166,7 @@ def run(args) -> None:
                     "jaxmc_build_s": run0["model"]["build_time"],
                     "jaxmc_check_s": (p.get("timing") or {}).get("total"),
                     "storm_value": sv,
+                    "qvbs_reference": inst["references"].get(name),
                     "storm_error": sout.get("error"),
                     "storm_build_s": sout.get("build_s"),
                     "storm_check_s": sout.get("check_s"),
@@ -181,17 +198,26 @@ def _t(x) -> str:
     return "—" if x is None else f"{x:.2f}"
 
 
-def table(path: Path) -> None:
+def table(path: Path, folders=()) -> None:
+    """The rows as Markdown; with the benchmark `folders`, QVBS's own
+    reference values (its index's results, Storm's exact engine in 2018)
+    fill in rows measured without them."""
+    refs = {}
+    for folder in folders:
+        for inst in instances(Path(folder)):
+            key0 = f"{inst['benchmark']}.{inst['file_params']}.{inst['consts']}"
+            for name, v in inst["references"].items():
+                refs[f"{key0}.{name}"] = v
     rows = sorted(load_cache(path).values(), key=lambda r: r["key"])
     print(
         "| instance | constants | property | states | jaxmc value ± bound "
-        "| Storm sound | rel. error | in bound | jaxmc build + check (s) "
-        "| Storm build + check (s) |"
+        "| Storm sound | rel. error | in bound | QVBS reference: rel. error "
+        "| jaxmc build + check (s) | Storm build + check (s) |"
     )
-    print("|---|---|---|--:|--:|--:|--:|:-:|--:|--:|")
+    print("|---|---|---|--:|--:|--:|--:|:-:|--:|--:|--:|")
     for r in rows:
         if "error" in r and "benchmark" not in r:
-            print(f"| {r['key']} | | | | error: {r['error']} | | | | | |")
+            print(f"| {r['key']} | | | | error: {r['error']} | | | | | | |")
             continue
         r = {**r, **compare(r["jaxmc_value"], r["jaxmc_bound"], r["storm_value"])}
         inst = f"{r['benchmark']} {r['file_params']}".strip()
@@ -203,9 +229,17 @@ def table(path: Path) -> None:
         if r.get("jaxmc_error"):
             jv = f"error: {r['jaxmc_error']}"
         sv = _num(r["storm_value"]) if not r.get("storm_error") else r["storm_error"]
+        ref = r.get("qvbs_reference", refs.get(r["key"]))
+        if ref is None:
+            qv = "—"
+        elif isinstance(ref, bool) or isinstance(r["jaxmc_value"], bool):
+            qv = "equal" if ref == r["jaxmc_value"] else f"**{ref}**"
+        else:
+            d = abs(r["jaxmc_value"] - ref)
+            qv = f"{d / abs(ref) if ref else d:.1e}"
         print(
             f"| {inst} | {r['consts']} | {r['property_name']} | {r['states']:,} "
-            f"| {jv} | {sv} | {rel} | {inside} "
+            f"| {jv} | {sv} | {rel} | {inside} | {qv} "
             f"| {_t(r['jaxmc_build_s'])} + {_t(r['jaxmc_check_s'])} "
             f"| {_t(r['storm_build_s'])} + {_t(r['storm_check_s'])} |"
         )
@@ -221,7 +255,7 @@ def main() -> None:
     ap.add_argument("--table", metavar="JSON", help="print the rows as Markdown")
     args = ap.parse_args()
     if args.table:
-        table(Path(args.table))
+        table(Path(args.table), args.folders)
     else:
         run(args)
 
