@@ -340,3 +340,65 @@ def test_qvbs_style_properties_file(tmp_path, capsys):
     six = jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=6} empty ]').value
     assert six == pytest.approx(0.6**6, rel=1e-12)
     assert jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=7} empty ]').value == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['Pmin=? [ F^{rew{"t"}<=19} "done" ]', 'Pmax=? [ s<2 U^{rew{"t"}[4,17]} "done" ]',
+     'Pmin=? [ F^{rew{"t"}>=12} "done" ]'],
+)  # fmt: skip
+def test_blocks_from_a_cached_shape_are_the_blocks_built_afresh(tmp_path, text):
+    """`reward_unfold.Shapes` builds the shape of the blocks between the top
+    and the bottom once: every block it gives is the product built afresh,
+    array for array, whatever the known values above it (0 and 1 included,
+    which drop entries)."""
+    from jaxmc.lang import parse_expression
+    from jaxmc.numerics import reward_bounded as RB, reward_unfold as RU
+    from jaxmc.props.check import state_formulas
+
+    path = tmp_path / "m.nm"
+    path.write_text(MDP.replace("[c] true : 2;", "[c] true : 2;\n  s=1 : 0.5;"))
+    explicit = jaxmc.build(jaxmc.load_model(str(path)))
+    op = parse_expression(text)
+    b = op.path.bound
+    scalar = state_formulas(explicit)
+    low = None if b.low is None else float(np.asarray(scalar(b.low)).flat[0])
+    high = None if b.high is None else float(np.asarray(scalar(b.high)).flat[0])
+    inc = RB._increments(explicit, explicit.reward_structure("t"))
+    step = RB.reward_step(inc)
+    win = RB.window(step, low, high, b.kind.value == ">", b.kind.value == "<")
+    values, where = np.unique(inc, return_inverse=True)
+    steps = np.array([int(RB._fraction(v) / step) for v in values], np.int64)[where]
+    n = explicit.num_states
+    phi = np.ones(n, bool) if op.path.left is None else np.asarray(scalar(op.path.left))
+    psi = np.asarray(scalar(op.path.right), bool)
+    phi = np.broadcast_to(phi, (n,)).astype(bool)
+    rng = np.random.default_rng(0)
+    shapes = RU.Shapes(steps, win)
+    reused = 0
+    hi = win.cap
+    while hi >= 0:
+        lo = max(0, hi - 2)
+        known = rng.choice([0.0, 1.0, 0.25, 0.7], size=(int(steps.max()) + 3, n))
+        block = RU.Block(lo, hi, known)
+        cached = shapes.key(lo, hi) in shapes.cache
+        got = RU.unfold(explicit, phi, psi, steps, win, block, shapes)
+        want = RU.unfold(explicit, phi, psi, steps, win, block)
+        reused += cached
+        for a, b_ in zip(got[1:], want[1:]):
+            np.testing.assert_array_equal(a, b_)
+        for field in (
+            "states",
+            "initial_states",
+            "choice_ptr",
+            "row_ptr",
+            "col",
+            "val",
+        ):
+            np.testing.assert_array_equal(
+                getattr(got[0], field), getattr(want[0], field)
+            )
+        for name in ("init", "deadlock"):
+            np.testing.assert_array_equal(got[0].labels[name], want[0].labels[name])
+        hi = lo - 1
+    assert reused >= 2
