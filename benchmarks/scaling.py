@@ -11,6 +11,14 @@ power iteration `x' = P x + b` for a fixed number of iterations
   full time: the share of an iteration spent exchanging, an estimate: the
   solve without the exchange computes wrong values at the same cost).
 
+`tandem-gen:c=...` is the same tandem network made by `_tandem.py`
+(arrays straight from the model's rules, checked against `jaxmc.build` in
+`tests/bench/test_tandem_gen.py`), for 10⁸ states and more, where the
+builder does not fit a device call. `--baselines` adds one-device rows in
+other layouts (`auto`: jaxmc's own choice on that device, e.g. the Pallas
+warp kernels on a GPU) beside the local layout's; parallel efficiency is
+the one-device time in the local layout over `D` times the `D`-device time.
+
 Strong scaling: one model on every device count. Weak scaling
 (`--weak`): tandem with `c` grown with the device count so that the states
 per device stay about those of `c` on one device (states ~ 2 c^2).
@@ -47,8 +55,12 @@ def _args(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--simulate", type=int, default=0)
     p.add_argument("--precision", default="fp64", choices=("fp64", "fp32"))
-    p.add_argument("--local", default="csr", choices=("csr", "ell"),
+    p.add_argument("--local", default="csr", choices=("csr", "ell", "warp"),
                    help="the devices' local layout (one device: the same)")  # fmt: skip
+    p.add_argument("--baselines", default="",
+                   help="more one-device layouts, e.g. auto,csr")  # fmt: skip
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="seconds after which no new case starts (0: none)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -80,13 +92,32 @@ def _time(fn, repeat):
     return best
 
 
+def generated(name, consts):
+    """scipy CSR of `tandem-gen` (`_tandem.uniformised`)."""
+    import scipy.sparse as sp
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _tandem
+
+    c = int(dict(kv.split("=") for kv in consts.split(","))["c"])
+    indptr, cols, vals = _tandem.uniformised(c)
+    n = len(indptr) - 1
+    return sp.csr_matrix((vals, cols, indptr), shape=(n, n))
+
+
+def _bytes(P, itemsize):
+    """The fewest bytes one iteration `x' = P x + b` moves: every entry's
+    value and column once, `x` (read), `b` (read), `x'` (written)."""
+    return P.nnz * (itemsize + 4) + 3 * P.shape[0] * itemsize
+
+
 def measure(name, P, D, iters, repeat, precision, local="csr"):
     import equinox as eqx
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxmc.layout import CSR, ELL, make_mesh, partition
+    from jaxmc.layout import CSR, make_mesh, partition
     from jaxmc.layout.partition import Halo
     from jaxmc.numerics.precision import to_precision
     from jaxmc.solvers import power
@@ -109,23 +140,31 @@ def measure(name, P, D, iters, repeat, precision, local="csr"):
            "iters": iters, "precision": precision,
            "platform": jax.default_backend()}  # fmt: skip
     if D == 1:
+        from jaxmc.layout import make_layout
+
         A = CSR.from_arrays(P.indptr, P.indices, P.data, P.shape)
-        A = to_precision(A if local == "csr" else ELL.from_csr(A), precision)
-        out.update(layout=local, per_iter_s=_time(run(A), repeat) / iters)
+        A = to_precision(make_layout(A, local), precision)
+        out.update(layout=type(A).__name__ if local == "auto" else local,
+                   per_iter_s=_time(run(A), repeat) / iters)  # fmt: skip
+        out["GBps"] = _bytes(P, jnp.dtype(dt).itemsize) / out["per_iter_s"] / 1e9
+        del A
         return out
     A = partition(P.indptr, P.indices, P.data, P.shape, make_mesh(D), local=local)
     A = to_precision(A, precision)
+    halo = A.halo_bytes(jnp.dtype(dt).itemsize)
     full = _time(run(A), repeat) / iters
     quiet = eqx.tree_at(lambda m: m.halo, A,
                         Halo(None, None, None, "none", A.halo.needed))  # fmt: skip
     alone = _time(run(quiet), repeat) / iters
+    del A, quiet
     out.update(
         layout=f"sharded-{local}",
         per_iter_s=full,
         local_only_s=alone,
         comm=max(0.0, 1.0 - alone / full),
-        halo=A.halo_bytes(jnp.dtype(dt).itemsize),
+        halo=halo,
     )
+    out["GBps"] = _bytes(P, jnp.dtype(dt).itemsize) / full / 1e9
     return out
 
 
@@ -151,18 +190,44 @@ def main(argv=None):
     counts = [int(d) for d in a.devices.split(",") if int(d) <= len(jax.devices())]
     rows = []
 
+    start = time.perf_counter()
+    late = lambda: a.deadline and time.perf_counter() - start > a.deadline  # noqa: E731
+    extra = [b for b in a.baselines.split(",") if b and b != a.local]
+
     def case(name, consts, ds, kind):
+        if late():
+            print(f"# {name} {consts}: not run (deadline)", file=sys.stderr)
+            return
         t0 = time.perf_counter()
-        explicit = jaxmc.build(jaxmc.load_model(find_model(FILES[name]), consts))
-        P = uniformised(explicit)
+        try:
+            if name.endswith("-gen"):
+                P = generated(name, consts)
+            else:
+                model = jaxmc.load_model(find_model(FILES[name]), consts)
+                P = uniformised(jaxmc.build(model))
+        except Exception as e:  # noqa: BLE001 (report and go on)
+            print(f"# {name} {consts}: build failed: {e!r}", file=sys.stderr)
+            return
         label = f"{name} {consts}"
-        print(f"# {label}: {P.shape[0]} states, built in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)  # fmt: skip
-        for D in ds:
-            rec = measure(label, P, D, a.iters, a.repeat, a.precision, a.local)
+        took = time.perf_counter() - t0
+        print(f"# {label}: {P.shape[0]:,} states, {P.nnz:,} entries, made in "
+              f"{took:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+        runs = [(D, a.local) for D in ds] + [(1, b) for b in extra if 1 in ds]
+        for D, local in runs:
+            if late():
+                print(f"# {label} D={D}: not run (deadline)", file=sys.stderr)
+                continue
+            t1 = time.perf_counter()
+            try:
+                rec = measure(label, P, D, a.iters, a.repeat, a.precision, local)
+            except Exception as e:  # noqa: BLE001 (report and go on)
+                rec = {"model": label, "states": P.shape[0], "devices": D,
+                       "layout": local, "error": repr(e)[:300]}  # fmt: skip
             rec["scaling"] = kind
+            rec["wall_s"] = round(time.perf_counter() - t1, 1)
             print(json.dumps(rec), flush=True)
             rows.append(rec)
+        del P
 
     for spec in filter(None, a.models.split(",")):
         case(*_parse(spec), counts, "strong")
@@ -170,17 +235,43 @@ def main(argv=None):
         name, consts = _parse(a.weak)
         c1 = int(consts.split("=")[1])
         for D in counts:
-            case(name, f"c={round(c1 * D**0.5)}", [D], "weak")
-    print("\n| scaling | model | states | devices | layout | s/iter | comm "
-          "| halo needed | halo moved |")  # fmt: skip
-    print("|---|---|---:|---:|---|---:|---:|---:|---:|")
+            c = round(c1 * D**0.5)
+            c += (c + 1) % 2  # c + 1 even: the states split evenly over D <= 2
+            case(name, f"c={c}", [D], "weak")
+    print(table(rows, a.local))
+
+
+def table(rows, local):
+    """The markdown table of the records `rows`: per iteration time, the
+    effective bandwidth, the parallel efficiency against the same model on
+    one device in the `local` layout (weak scaling: against the one-device
+    case, per state), the exchange's share and the halo bytes."""
+    ok = [r for r in rows if "error" not in r]
+    one = {r["model"]: r for r in ok if r["devices"] == 1 and r["layout"] == local}
+    weak1 = next((r for r in ok if r["scaling"] == "weak" and r["devices"] == 1),
+                 None)  # fmt: skip
+    out = ["| scaling | model | states | devices | layout | ms/iter | GB/s "
+           "| efficiency | comm | halo needed | halo moved |",
+           "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in rows:
-        h = r.get("halo", {})
-        print(
+        if "error" in r:
+            out.append(f"| {r['scaling']} | {r['model']} | {r['states']:,} "
+                       f"| {r['devices']} | {r['layout']} | error: {r['error']} "
+                       "| | | | | |")  # fmt: skip
+            continue
+        h, t = r.get("halo", {}), r["per_iter_s"]
+        eff = ""
+        base = one.get(r["model"]) if r["scaling"] == "strong" else weak1
+        if base is not None and r["layout"].startswith("sharded"):
+            per_state = base["per_iter_s"] / base["states"]
+            eff = f"{per_state * r['states'] / (r['devices'] * t):.2f}"
+        out.append(
             f"| {r['scaling']} | {r['model']} | {r['states']:,} | {r['devices']} "
-            f"| {r['layout']} | {r['per_iter_s']:.3g} | {r.get('comm', 0):.0%} "
-            f"| {h.get('needed', 0):,} B | {h.get('moved', 0):,} B |"
+            f"| {r['layout']} | {t * 1e3:.3g} | {r.get('GBps', 0):.0f} | {eff} "
+            f"| {r.get('comm', 0):.0%} | {h.get('needed', 0):,} B "
+            f"| {h.get('moved', 0):,} B |"
         )
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -138,6 +138,18 @@ def parser() -> argparse.ArgumentParser:
         "XLA_FLAGS=--xla_force_host_platform_device_count=N",
     )  # fmt: skip
     dev.add_argument(
+        "--coordinator", default=None, metavar="HOST:PORT",
+        help="join jax.distributed as one of --num-processes processes (one "
+        "per host or per GPU), process 0 listening at HOST:PORT; every process "
+        "runs the same command and the solves split over all their devices "
+        "(--devices defaults to all of them); only process 0 prints and "
+        "writes exports (docs/multi-device.md)",
+    )  # fmt: skip
+    dev.add_argument("--num-processes", type=int, default=None, metavar="N",
+                     help="the number of processes (with --coordinator)")  # fmt: skip
+    dev.add_argument("--process-id", type=int, default=None, metavar="I",
+                     help="this process's index, 0 .. N-1")  # fmt: skip
+    dev.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="fp64",

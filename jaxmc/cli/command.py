@@ -54,7 +54,7 @@ def _main(argv: list[str]) -> int:
         args.props_file, args.model = args.model, None
     elif args.model is None:
         parser.error("the following arguments are required: MODEL")
-    err = _select_device(args.device)
+    err = _select_device(args.device) or _join(args)
     if err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -101,6 +101,43 @@ def _prism_switches(args: argparse.Namespace) -> int:
     for note in apply(args):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _join(args: argparse.Namespace) -> str | None:
+    """With `--coordinator`: join `jax.distributed` (CPU collectives through
+    gloo), split the solves over every process's devices unless `--devices`
+    says otherwise, and keep the output to process 0 (the others print
+    nothing and write no exports). An error message, or None."""
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if all(v is None for v in given):
+        return None
+    if any(v is None for v in given):
+        return (
+            "--coordinator, --num-processes and --process-id go together\n"
+            "hint: e.g. --coordinator host0:1234 --num-processes 2 --process-id 0"
+        )
+    if not 0 <= args.process_id < args.num_processes:
+        return f"--process-id {args.process_id}: expected 0 .. {args.num_processes - 1}"
+    if args.process_id != 0:  # (the collectives' own messages included)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(
+            args.coordinator, num_processes=args.num_processes,
+            process_id=args.process_id,
+        )  # fmt: skip
+    except Exception as e:  # JAX raises RuntimeError/ValueError here
+        why = (str(e).splitlines() or ["no reason given"])[0]
+        return f"cannot join {args.coordinator} as process {args.process_id}: {why}"
+    if args.devices is None:
+        args.devices = len(jax.devices())
+    if jax.process_index() != 0:
+        for name, value in vars(args).items():
+            if name.startswith("export") and value:
+                setattr(args, name, None)
+    return None
 
 
 def _select_device(device: str | None) -> str | None:

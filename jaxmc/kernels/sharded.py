@@ -17,7 +17,9 @@ rows), or for an MDP's choices their places `out_pos`.
 So the solvers stay as they are: their `lax.while_loop`s run on global
 vectors, the products are partitioned here, and the reductions of the
 convergence measure and of Krylov's dot products are partitioned by XLA
-(one all-reduce each). The Pallas kernels are single-device only.
+(one all-reduce each). With the "warp" local layout each device runs the
+single-device warp-segment kernel (`jaxmc.kernels.spmv`: Pallas on a GPU)
+on its inner rows; the edge rows are ELL.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ..layout.partition import AXIS, PartitionedCSR, sharding
+from ..layout.warp import reference_spmv
+from .impl import on_gpu, use_pallas
 
 
 def shard_map(f, mesh, in_specs, out_specs):
@@ -66,6 +70,18 @@ def _halo_fn(A: PartitionedCSR):
     return (), lambda xb: xb
 
 
+def _warp_product(w, x):
+    """`w @ x` for a device's `WarpELL` (`jaxmc.kernels.spmv`'s product,
+    which dispatches to this module: not imported from there)."""
+    if x.ndim == 1 and use_pallas(w, "auto"):
+        from .spmv_pallas import fused
+
+        return fused(w, x, interpret=not on_gpu())
+    if x.ndim == 2:
+        return jax.vmap(lambda v: reference_spmv(w, v), in_axes=1, out_axes=1)(x)
+    return reference_spmv(w, x)
+
+
 def partitioned_spmv(A: PartitionedCSR, x):
     """`y = A @ x` for `x` of shape `[n]` or `[n, k]` (module docstring)."""
     x = jnp.asarray(x)
@@ -91,12 +107,14 @@ def partitioned_spmv(A: PartitionedCSR, x):
     def local(inner, edge, xb, *plan_arrays):
         # The inner rows need no halo: XLA can run them while the halo is
         # exchanged. Each row is in one part, so adding the parts is exact.
-        if A.local == "ell":
+        if A.local == "warp":  # the single-device kernel on the own rows
+            y = _warp_product(inner.local(), xb)
+        elif A.local == "ell":
             y = ell(inner, xb)
         else:
             y = csr(inner, xb, inner.rows[0])
         xl = extend(xb, *plan_arrays)
-        if A.local == "ell":
+        if A.local in ("ell", "warp"):
             return y.at[edge.rows[0]].add(ell(edge, xl), mode="drop")
         return y + csr(edge, xl, edge.rows[0])
 

@@ -48,6 +48,7 @@ from .order import (
 from .partition import (
     PartitionedCSR as PartitionedCSR,
     Sharded as Sharded,
+    host_array as host_array,
     make_mesh as make_mesh,
     partition as partition,
 )

@@ -45,20 +45,26 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int
 
+from .partition_rows import (
+    AXIS as AXIS,
+    Rows as Rows,
+    WarpRows as WarpRows,
+    local_rows,
+    put_sharded,
+    sharding as sharding,
+    stack_padded,
+)
 from .stats import layout_stats
 
-
-#: The mesh axis the rows are split along.
-AXIS = "rows"
 
 SHARDED = "sharded"
 
 
 #: The local layouts of a device's rows.
-LOCAL = ("csr", "ell")
+LOCAL = ("csr", "ell", "warp")
 
 
 class Sharded(str):
@@ -92,6 +98,18 @@ class Sharded(str):
     @property
     def size(self) -> int:
         return int(self.mesh.devices.size)
+
+
+def host_array(x, dtype=None) -> np.ndarray:
+    """`np.asarray(x, dtype)`, also for a `jax.Array` split over the
+    devices of several processes (`jax.distributed`): that one is gathered
+    to every process (a collective: every process reads the same arrays in
+    the same order, as they run the same check)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        x = multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x, dtype)
 
 
 def make_mesh(devices) -> Mesh | None:
@@ -145,23 +163,6 @@ class Halo(eqx.Module):
     needed: tuple[int, ...] = eqx.field(static=True)
 
 
-class Rows(eqx.Module):
-    """One part of each device's rows (`PartitionedCSR.inner` or `edge`).
-
-    - `data`, `cols`, `slot`: the values, the local columns and the CSR
-      entry of each value (`nnz` for padding): `[D, L]` ("csr") or
-      `[D, W, r]` ("ell": entry `k` of ELL column `j` at `[k, j]`).
-    - `rows`: the local row of each entry (`[D, L]`, "csr") or of each ELL
-      column (`[D, r]`, "ell" edge part), `R` for padding; None for the
-      "ell" inner part, whose column `j` is local row `j`.
-    """
-
-    data: Float[Array, "d ..."]
-    cols: Int[Array, "d ..."]
-    slot: Int[Array, "d ..."]
-    rows: Int[Array, "d ..."] | None
-
-
 class PartitionedCSR(eqx.Module):
     """A `[rows, n]` matrix split by rows over `mesh` (module docstring).
 
@@ -181,7 +182,7 @@ class PartitionedCSR(eqx.Module):
       ("csr" or "ell"): static.
     """
 
-    inner: Rows
+    inner: Rows | WarpRows
     edge: Rows
     out_pos: Int[Array, " m"] | None
     halo: Halo
@@ -241,70 +242,6 @@ class PartitionedCSR(eqx.Module):
         return out
 
 
-def sharding(mesh: Mesh, ndim: int = 1) -> NamedSharding:
-    """Arrays of `ndim` axes split along the first over `mesh`."""
-    return NamedSharding(mesh, P(AXIS, *([None] * (ndim - 1))))
-
-
-def _put(mesh: Mesh, arr: np.ndarray):
-    """`arr` (`[D, ...]`) sharded along its first axis over `mesh`."""
-    return jax.device_put(arr, sharding(mesh, arr.ndim))
-
-
-def _stack(parts, width: int, fill, dtype) -> np.ndarray:
-    out = np.full((len(parts), max(width, 1)), fill, dtype=dtype)
-    for d, p in enumerate(parts):
-        out[d, : len(p)] = p
-    return out
-
-
-def _ell(lrows, lcols, lslot, R: int, nnz: int, W: int):
-    """`(cols, slot)`, `[D, W, R]`: each device's CSR-ordered entries as
-    ELL (entry `k` of local row `r` at `[k, r]`; padding column 0, slot
-    `nnz`)."""
-    D = len(lrows)
-    ks = []
-    for rows in lrows:
-        counts = np.bincount(rows, minlength=R)
-        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        ks.append(np.arange(len(rows)) - start[rows])
-    cols = np.zeros((D, W, R), np.int32)
-    slot = np.full((D, W, R), nnz, np.int32)
-    for d in range(D):
-        cols[d, ks[d], lrows[d]] = lcols[d]
-        slot[d, ks[d], lrows[d]] = lslot[d]
-    return cols, slot
-
-
-def _part(entries, local, mesh, data, R: int, nnz: int, W: int, compact: bool):
-    """The `Rows` of `entries` (per device: local rows, columns, CSR slots,
-    in CSR order). `compact` (ELL): one ELL column per row that has
-    entries (the edge rows, few), else one per local row."""
-    rows, cols, slots = (list(x) for x in zip(*entries))
-    if local == "csr":
-        L = max((len(r) for r in rows), default=0)
-        slot = _stack(slots, L, nnz, np.int32)
-        return Rows(
-            data=_put(mesh, data[slot]),
-            cols=_put(mesh, _stack(cols, L, 0, np.int32)),
-            slot=_put(mesh, slot),
-            rows=_put(mesh, _stack(rows, L, R, np.int32)),
-        )
-    which = None
-    width = R
-    if compact:
-        which = [np.unique(r) for r in rows]
-        width = max((len(u) for u in which), default=0) or 1
-        rows = [np.searchsorted(u, r) for u, r in zip(which, rows)]
-    ec, slot = _ell(rows, cols, slots, width, nnz, W)
-    return Rows(
-        data=_put(mesh, data[slot]),
-        cols=_put(mesh, ec),
-        slot=_put(mesh, slot),
-        rows=None if which is None else _put(mesh, _stack(which, width, R, np.int32)),
-    )
-
-
 def partition(
     indptr, cols, vals, shape, mesh: Mesh, choice_ptr=None, local: str = "csr"
 ) -> PartitionedCSR:
@@ -315,9 +252,12 @@ def partition(
     if local not in LOCAL:
         raise ValueError(f"local layout {local!r}: expected one of {LOCAL}")
     indptr = np.asarray(indptr, dtype=np.int64)
-    cols = np.asarray(cols, dtype=np.int64)
     m, n = int(shape[0]), int(shape[1])
     nnz = int(indptr[-1]) if len(indptr) else 0
+    # local indices fit int32 (the device arrays are int32): half the
+    # memory traffic of int64 on the host passes below
+    ix = np.int32 if max(m, n, nnz) < 2**31 - 1 else np.int64
+    cols = np.asarray(cols, dtype=ix)
     D = int(mesh.devices.size)
     B = max(-(-n // D), 1)
     if choice_ptr is None:
@@ -330,16 +270,17 @@ def partition(
     rstart, rend = choice_ptr[bounds[:-1]], choice_ptr[bounds[1:]]
     R = max(int((rend - rstart).max(initial=0)), 1)
     estart, eend = indptr[rstart], indptr[rend]
-    owner = cols // B
 
     lcols, lrows, lslot, remote = [], [], [], []
     for d in range(D):
-        e = np.arange(estart[d], eend[d])
-        c, o = cols[e], owner[e]
+        # a device's entries are one contiguous run of the CSR: views
+        e = slice(int(estart[d]), int(eend[d]))
+        c = cols[e]
         counts = np.diff(indptr[rstart[d] : rend[d] + 1])
-        lrows.append(np.repeat(np.arange(rend[d] - rstart[d]), counts))
-        lslot.append(e)
-        remote.append(np.unique(c[o != d]))
+        lrows.append(np.repeat(np.arange(rend[d] - rstart[d], dtype=ix), counts))
+        lslot.append(np.arange(e.start, e.stop, dtype=ix))
+        lo, hi = d * B, (d + 1) * B
+        remote.append(np.unique(c[(c < lo) | (c >= hi)]))
         lcols.append(c)
     needed = tuple(int(len(r)) for r in remote)
     neighbour = D > 1 and all(
@@ -356,24 +297,26 @@ def partition(
         SL = max((len(x) for x in right), default=0)
         sr = [left[d + 1] - d * B if d + 1 < D else [] for d in range(D)]
         sl = [right[d - 1] - d * B if d > 0 else [] for d in range(D)]
-        send_right = _put(mesh, _stack(sr, SR, 0, np.int32))
-        send_left = _put(mesh, _stack(sl, SL, 0, np.int32))
+        send_right = put_sharded(mesh, stack_padded(sr, SR, 0, np.int32))
+        send_left = put_sharded(mesh, stack_padded(sl, SL, 0, np.int32))
         SR = max(SR, 1)
         for d in range(D):
             c = lcols[d]
             loc = c - d * B
-            isl = c // B == d - 1
-            isr = c // B == d + 1
-            loc = np.where(isl, B + np.searchsorted(left[d], c), loc)
-            loc = np.where(isr, B + SR + np.searchsorted(right[d], c), loc)
+            isl = c < d * B
+            isr = c >= (d + 1) * B
+            loc[isl] = B + np.searchsorted(left[d], c[isl])
+            loc[isr] = B + SR + np.searchsorted(right[d], c[isr])
             lcols[d] = loc
     elif mode == "gather":
         H = max(needed)
-        index = _put(mesh, _stack(remote, H, 0, np.int32))
+        index = put_sharded(mesh, stack_padded(remote, H, 0, np.int32))
         for d in range(D):
             c = lcols[d]
-            lcols[d] = np.where(owner[lslot[d]] == d, c - d * B,
-                                B + np.searchsorted(remote[d], c))  # fmt: skip
+            loc = c - d * B
+            away = (c < d * B) | (c >= (d + 1) * B)
+            loc[away] = B + np.searchsorted(remote[d], c[away])
+            lcols[d] = loc
     else:
         lcols = [c - d * B for d, c in enumerate(lcols)]
 
@@ -391,7 +334,7 @@ def partition(
         e = at_edge[lrows[d]]
         edge.append((lrows[d][e], lcols[d][e], lslot[d][e]))
         inner.append((lrows[d][~e], lcols[d][~e], lslot[d][~e]))
-    parts = [_part(p, local, mesh, data, R, nnz, W, compact=p is edge)
+    parts = [local_rows(p, local, mesh, data, R, B, nnz, W, compact=p is edge)
              for p in (inner, edge)]  # fmt: skip
     return PartitionedCSR(
         inner=parts[0],

@@ -104,6 +104,39 @@ def _stored_rows(seg_ptr, seg_width, lanes, total, lane_info=None):
     return np.concatenate([rows, np.zeros(total - len(rows), np.int64)])
 
 
+def host_arrays(indptr, indices, shape, lanes=1, segs_per_block=None, sort_rows=False):
+    """Host (numpy) arrays of the warp-segment layout of the CSR structure
+    `(indptr, indices)` of `shape`: `cols`, `rows` (int32), `slot` (each
+    stored element's CSR entry, `nnz` for padding; int64), `pos` (each CSR
+    entry's stored index), `seg_ptr`, `seg_width`, `block_width` (int32),
+    `lane_info` and `segs_per_block`. The values are placed by `slot`."""
+    if lanes not in (1, 2):
+        raise ValueError(f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}")
+    spb = segs_per_block or (8 if lanes == 1 else 16)
+    indptr = np.asarray(indptr, dtype=np.int64)
+    nrows, ncols = int(shape[0]), int(shape[1])
+    nnz = int(indptr[-1]) if len(indptr) else 0
+    seg_ptr, seg_width, block_width, pos, total, lane_info = _placement(
+        indptr, nrows, lanes, spb, sort_rows
+    )
+    slot = np.full(total, nnz, dtype=np.int64)
+    slot[pos] = np.arange(nnz)
+    rows = _stored_rows(seg_ptr, seg_width, lanes, total, lane_info)
+    cols = np.minimum(rows, ncols - 1)  # padding reads nothing
+    cols[pos] = np.asarray(indices)
+    return {
+        "cols": cols.astype(np.int32),
+        "rows": np.minimum(rows, max(nrows - 1, 0)).astype(np.int32),
+        "slot": slot,
+        "pos": pos,
+        "seg_ptr": seg_ptr.astype(np.int32),
+        "seg_width": seg_width.astype(np.int32),
+        "block_width": block_width.astype(np.int32),
+        "lane_info": lane_info,
+        "segs_per_block": spb,
+    }
+
+
 class WarpELL(eqx.Module):
     """Warp-segment sliced ELL, full warp (`lanes=1`) or half warp
     (`lanes=2`). Flat arrays of `total` stored entries; see the module
@@ -150,32 +183,23 @@ class WarpELL(eqx.Module):
             raise ValueError(
                 f"`lanes` must be 1 (full warp) or 2 (half warp), not {lanes}"
             )
-        spb = segs_per_block or (8 if lanes == 1 else 16)
         indptr, indices, data = _host_csr(csr)
-        nrows = csr.shape[0]
-        seg_ptr, seg_width, block_width, pos, total, lane_info = _placement(
-            indptr, nrows, lanes, spb, sort_rows
-        )
-        slot = np.full(total, len(data), dtype=np.int64)
-        slot[pos] = np.arange(len(data))
-        rows = _stored_rows(seg_ptr, seg_width, lanes, total, lane_info)
-        cols = np.minimum(rows, csr.shape[1] - 1)  # padding reads nothing
-        cols[pos] = indices
-        vals = np.zeros(total, dtype=data.dtype if dtype is None else dtype)
-        vals[pos] = data
+        h = host_arrays(indptr, indices, csr.shape, lanes, segs_per_block, sort_rows)
+        vals = np.zeros(len(h["slot"]), dtype=data.dtype if dtype is None else dtype)
+        vals[h["pos"]] = data
         return cls(
             data=jnp.asarray(vals),
-            cols=jnp.asarray(cols, dtype=jnp.int32),
-            rows=jnp.asarray(np.minimum(rows, max(nrows - 1, 0)), dtype=jnp.int32),
-            slot=jnp.asarray(slot, dtype=jnp.int32),
-            seg_ptr=jnp.asarray(seg_ptr, dtype=jnp.int32),
-            seg_width=jnp.asarray(seg_width, dtype=jnp.int32),
-            block_width=jnp.asarray(block_width, dtype=jnp.int32),
+            cols=jnp.asarray(h["cols"]),
+            rows=jnp.asarray(h["rows"]),
+            slot=jnp.asarray(h["slot"], dtype=jnp.int32),
+            seg_ptr=jnp.asarray(h["seg_ptr"]),
+            seg_width=jnp.asarray(h["seg_width"]),
+            block_width=jnp.asarray(h["block_width"]),
             shape=(int(csr.shape[0]), int(csr.shape[1])),
             lanes=lanes,
-            segs_per_block=spb,
+            segs_per_block=h["segs_per_block"],
             nnz=len(data),
-            lane_info=None if lane_info is None else jnp.asarray(lane_info),
+            lane_info=None if h["lane_info"] is None else jnp.asarray(h["lane_info"]),
         )
 
     def with_segs_per_block(self, segs_per_block: int):

@@ -23,6 +23,7 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
+from ..layout import host_array
 from ..options import SolveOptions
 from .device import DeviceModel, device_model_for
 from .matrices import host_structure, layout_name, valued
@@ -81,7 +82,7 @@ def masked_steps(
             jnp.asarray(k, dtype=jnp.int32),
             opt or "max",
         )
-        return np.asarray(out)
+        return host_array(out)
 
 
 def _discrete(model):

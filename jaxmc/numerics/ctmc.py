@@ -32,6 +32,7 @@ from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..kernels.spmv import spmv
 from ..lang.ast import ModelType
+from ..layout import host_array
 from ..options import SolveOptions, check_options
 from .device import DeviceModel, device_model_for
 from .foxglynn import fox_glynn
@@ -196,7 +197,7 @@ def _uniformised_sum(
             jnp.asarray(left, jnp.int32),
             jnp.asarray(right, jnp.int32),
         )
-        out = np.asarray(out)
+        out = host_array(out)
         out = out if order is None else order.undo(out)
     info = {"left": left, "right": right, "q": q, "layout": layout_name(A)}
     # (and the rounding of `right + 1` steps, each a convex combination of

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..explore.model import ExplicitModel
 from ..layout import Sharded, SparseModel, layout_kind, lex_order, make_mesh
+from ..layout.partition import LOCAL
 from ..options import OptionsError, SolveOptions, check_options
 from ..solvers import Status
 from .matrices import HOST_BUILT, host_csr, on_gpu, sparse_model
@@ -52,27 +53,29 @@ class DeviceModel:
     - `precision`: "fp64" or "fp32".
     - `mesh`: the devices' `jax.sharding.Mesh` (several devices: `requested`
       and `kind` are then `Sharded(mesh, local)`, the devices' rows in
-      `local`: the layout asked for, "csr" or "ell"; for "auto" CSR on a
-      CPU and ELL on a GPU, where CSR's `segment_sum` is a scatter), or
-      None (one device).
+      `local`: the layout asked for, "csr", "ell" or "warp"; for "auto"
+      CSR on a CPU and the warp-segment layout on a GPU, each device's
+      inner rows multiplied by the single-device Pallas kernel), or None
+      (one device).
     """
 
     def __init__(
         self, model: ExplicitModel, layout: str = "auto", precision="fp64", mesh=None
     ):
         SolveOptions(layout=layout, precision=precision)  # validates both
-        if mesh is not None and layout not in ("auto", "csr", "ell"):
+        if mesh is not None and layout not in ("auto", *LOCAL):
             raise OptionsError(
                 f"layout {layout!r} is single-device; several devices hold "
-                "their rows in CSR or ELL",
-                hint="leave `layout` at 'auto' (or 'csr', 'ell') with `devices`",
+                "their rows in CSR, ELL or the warp-segment layout",
+                hint="leave `layout` at 'auto' (or 'csr', 'ell', 'warp') with "
+                "`devices`",
             )
         self.model = model
         self.layout = layout
         self.mesh = mesh
         self.requested = layout
         if mesh is not None:
-            local = layout if layout != "auto" else ("ell" if on_gpu() else "csr")
+            local = layout if layout != "auto" else ("warp" if on_gpu() else "csr")
             self.requested = Sharded(mesh, local)
         self.precision = precision
         self._sparse: SparseModel | None = None

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..explore.model import ExplicitModel
-from ..layout import SparseModel
+from ..layout import SparseModel, host_array
 from ..options import SolveOptions
 from ..solvers import (
     bicgstab,
@@ -223,7 +223,7 @@ def _solve_masked(
         sol, lo, hi = interval_iteration(
             A, vec(bb), vec(x0), vec(up), opt or "max", **kw
         )
-        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        lo, hi = host_array(lo, np.float64), host_array(hi, np.float64)
         extra["layout"] = layout_name(A)
         res = from_solution(sol, method, extra)
         with np.errstate(invalid="ignore"):  # inf - inf where both are inf

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..layout import host_array
 from ..solvers import Status
 
 
@@ -67,7 +68,7 @@ class NumericResult:
 def from_solution(sol, method, extra=None) -> NumericResult:
     """The `NumericResult` of a solver's `Solution`."""
     return NumericResult(
-        values=np.asarray(sol.value, dtype=np.float64),
+        values=host_array(sol.value, np.float64),
         status=Status(int(sol.status)),
         iterations=int(sol.iterations),
         residual=float(sol.residual),

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelCheckingError
+from ..layout import host_array
 from ..solvers import (
     Status,
     bicgstab,
@@ -172,8 +173,8 @@ def solve_sound(
     sol = check_solution(sol, kw["throw"], "Sound value iteration")
     extra.update(layout=layout_name(A), certificate="sound_value_iteration")
     out = _result(
-        np.asarray(sol.value, np.float64), np.asarray(lo, np.float64),
-        np.asarray(hi, np.float64), maybe, pre_iters + int(sol.iterations), name,
+        host_array(sol.value, np.float64), host_array(lo, np.float64),
+        host_array(hi, np.float64), maybe, pre_iters + int(sol.iterations), name,
         extra, attempts,
     )  # fmt: skip
     return NumericResult(

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import host_array
 from ..solvers import Status
 from .krylov import bicgstab_l, gmres as device_gmres
 from .steady_solve import GMRES_RESTART
@@ -142,7 +143,7 @@ class KrylovRun:
             if best is None or res < 0.5 * best[1]:
                 self.halved_at = self.total
             if best is None or res < best[1]:
-                self._best = (np.asarray(sol.value), res)
+                self._best = (host_array(sol.value), res)
             self.x = sol.value
             self.gaps.append((self.total, self.gap(self.best())))
             if self.gaps[-1][1] <= 1.0 or res <= KRYLOV_RTOL:

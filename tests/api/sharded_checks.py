@@ -30,7 +30,7 @@ def kernel_cases(D: int):
     import scipy.sparse as sp
 
     from jaxmc.kernels.spmv import spmv
-    from jaxmc.layout import CSR, ELL, make_mesh, partition
+    from jaxmc.layout import CSR, ELL, WarpELL, make_mesh, partition
 
     rng = np.random.default_rng(0)
     mesh = make_mesh(D)
@@ -59,6 +59,14 @@ def kernel_cases(D: int):
             "name": f"kernel-{name}-ell",
             "rel": _rel(spmv(ELL.from_csr(csr), x), spmv(Pe, x)),
             "mode": Pe.halo.mode,
+        }
+        # the warp-segment layout (its edge rows are ELL: another sum order)
+        Pw = partition(A.indptr, A.indices, A.data, A.shape, mesh, local="warp")
+        yield {
+            "name": f"kernel-{name}-warp",
+            "rel": _rel(spmv(WarpELL.from_csr(csr), x), spmv(Pw, x)),
+            "scipy-rel": _rel(A @ np.asarray(x), spmv(Pw, x)),
+            "mode": Pw.halo.mode,
         }
     # MDP: each state's choices stay on the device of the state
     ptr = np.concatenate([[0], np.cumsum(rng.integers(1, 4, size=60))])
@@ -128,8 +136,9 @@ def model_cases(D: int, models: Path, full: bool):
         for name, model, prop, kw in list(cases):
             if name in ("tandem-S-jacobi", "coin-value_iteration-Pmax"):
                 cases.append((name + "-ell", model, prop, dict(kw, layout="ell")))
+                cases.append((name + "-warp", model, prop, dict(kw, layout="warp")))
     for name, model, prop, kw in cases:
-        if not full and name not in QUICK and not name.endswith("-ell"):
+        if not full and name not in QUICK and not name.endswith(("-ell", "-warp")):
             continue
         kw.setdefault("layout", "csr")
         one = jaxmc.check(model, prop, **kw)

@@ -268,7 +268,7 @@ def _ltl_cases():
                 yield pytest.param(props.with_name(stem), props, id=props.name)
 
 
-@pytest.mark.parametrize("model_path, props_path", list(_ltl_cases()) or [None])
+@pytest.mark.parametrize("model_path, props_path", list(_ltl_cases()) or [(None, None)])
 def test_regression_models(model_path, props_path):
     if model_path is None or not model_path.exists():
         pytest.skip("shared models not available")
