@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,7 @@ def load_model(
     constants: ConstantsArg = None,
     *,
     parameters: tuple[str, ...] = (),
+    model_type: str | ast.ModelType | None = None,
     **build_options: Any,
 ) -> Model:
     """Parse and check a PRISM model file.
@@ -109,6 +110,10 @@ def load_model(
       [`jaxmc.check`][]), which report a name that none of them declares. A
       value for a constant the file defines is an error (as in PRISM).
     - `parameters`: constants to keep symbolic (for gradients).
+    - `model_type`: `"dtmc"`, `"ctmc"` or `"mdp"` to read the model as that
+      type whatever its keyword says (PRISM's `-dtmc`, `-ctmc`, `-mdp`): a
+      DTMC read as an MDP has a choice per enabled command, as a CTMC its
+      probabilities are rates.
     - `build_options`: passed to the builder when the model is built
       (`max_states`, `deadlocks="fix"|"error"`, `progress`).
 
@@ -117,7 +122,12 @@ def load_model(
     path = os.fspath(path)
     text = lang.read_source(path)
     return load_model_string(
-        text, constants, file=path, parameters=parameters, **build_options
+        text,
+        constants,
+        file=path,
+        parameters=parameters,
+        model_type=model_type,
+        **build_options,
     )
 
 
@@ -127,12 +137,15 @@ def load_model_string(
     *,
     file: str | None = None,
     parameters: tuple[str, ...] = (),
+    model_type: str | ast.ModelType | None = None,
     **build_options: Any,
 ) -> Model:
     """Like [`jaxmc.load_model`][] but from the model's text."""
     with api_hints():
         setting = constant_setting(constants)
         program = lang.parse_model(text, file=file)
+        if model_type is not None:
+            program = replace(program, model_type=_forced(model_type))
         checked = semantics.check_program(
             program,
             setting,
@@ -141,6 +154,21 @@ def load_model_string(
             parameters=parameters,
         )
     return Model(checked=checked, path=file, build_options=dict(build_options))
+
+
+def _forced(model_type: str | ast.ModelType) -> ast.ModelType:
+    """The type of `load_model(..., model_type=...)`."""
+    allowed = (ast.ModelType.DTMC, ast.ModelType.CTMC, ast.ModelType.MDP)
+    try:
+        t = ast.ModelType(model_type)
+    except ValueError:
+        t = None
+    if t not in allowed:
+        raise SemanticError(
+            f"cannot read a model as {model_type!r}",
+            hint="model_type is 'dtmc', 'ctmc' or 'mdp'",
+        )
+    return t
 
 
 def build(model: Model | ExplicitModel, **options: Any) -> ExplicitModel:

@@ -14,10 +14,11 @@ these pairs, ordered by model state then memory; its variables are the
 model's followed by `_memory`, its labels and reward structures are the
 model's (state rewards of the pair's model state, transition rewards of
 the model's entries taken), and its initial states are the pairs of the
-model's initial states with their initial memory. Every path of the chain
-projects to a path of the MDP under the scheduler with the same
-probability, so any property of paths checked on it (`jaxmc.induced_model`)
-has the scheduler's value.
+model's initial states with their initial memory (its label "init" marks
+those pairs only: another pair of an initial model state is not initial).
+Every path of the chain projects to a path of the MDP under the scheduler
+with the same probability, so any property of paths checked on it
+(`jaxmc.induced_model`) has the scheduler's value.
 """
 
 from __future__ import annotations
@@ -148,6 +149,11 @@ def induced_chain(
         axis=1,
     )
     memvar = StateVar("_memory", 0, max(memory_states - 1, 0))
+    labels = {name: np.asarray(v, bool)[state] for name, v in model.labels.items()}
+    # "init" is the chain's own initial states (the model's initial states
+    # with their initial memory), not every pair of an initial model state
+    labels["init"] = np.zeros(k, bool)
+    labels["init"][np.asarray(initial, np.int64)] = True
     return ExplicitModel(
         model_type=ModelType.DTMC,
         variables=model.variables + (memvar,),
@@ -157,7 +163,7 @@ def induced_chain(
         row_ptr=row_ptr.astype(np.int64),
         col=dest.astype(np.int64),
         val=np.asarray(model.val, np.float64)[entries],
-        labels={name: np.asarray(v, bool)[state] for name, v in model.labels.items()},
+        labels=labels,
         rewards=rewards,
         choice_action=chosen,
         entry_action=entry_action,

@@ -202,8 +202,9 @@ def parser() -> argparse.ArgumentParser:
     for kind in ("dtmc", "ctmc", "mdp"):
         mt.add_argument(f"-{kind}", f"--{kind}", dest="import_type",
                         action="store_const", const=kind,
-                        help=f"with -importmodel: the files hold a {kind.upper()} "
-                        "(default: from the .tra header)")  # fmt: skip
+                        help=f"read the model as a {kind.upper()}, whatever "
+                        "its type keyword (with -importmodel: the files hold "
+                        "one; default: from the .tra header)")  # fmt: skip
     add_switches(p, meth)
     return p
 

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
             )
             if model is None or key != model_key:
                 options = _build_options(args, show)
-                model = jaxmc.load_model(args.model, setting, **options)
+                model = jaxmc.load_model(
+                    args.model, setting, model_type=args.import_type, **options
+                )
                 model_key = {
                     k: v
                     for k, v in setting.items()

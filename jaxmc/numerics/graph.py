@@ -72,21 +72,35 @@ def _forall_reach(model, target, through) -> np.ndarray:
     hit = np.zeros(model.num_choices, dtype=bool)
     inside = target.copy()
     frontier = np.nonzero(target)[0]
+    # scratch for dropping repeats without sorting (`_distinct_in`)
+    slot_c = np.empty(model.num_choices, dtype=np.int64)
+    slot_s = np.empty(n, dtype=np.int64)
     while frontier.size:
         starts, ends = in_ptr[frontier], in_ptr[frontier + 1]
         lens = ends - starts
         if lens.sum() == 0:
             break
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
-        cs = np.unique(ch_sorted[idx])
-        cs = cs[~hit[cs]]
+        cs = ch_sorted[idx]
+        cs = _distinct_in(cs[~hit[cs]], slot_c)
         hit[cs] = True
-        ss, counts = np.unique(state_of_choice[cs], return_counts=True)
-        pending[ss] -= counts
+        ss = state_of_choice[cs]
+        np.subtract.at(pending, ss, 1)
         new = ss[(pending[ss] == 0) & through[ss] & ~inside[ss]]
+        new = _distinct_in(new, slot_s)
         inside[new] = True
         frontier = new
     return inside
+
+
+def _distinct_in(a: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """`a` without repeats (first occurrences, in order), using `slot` (an
+    int array indexable by `a`'s values) as scratch: an assignment with a
+    repeated index keeps the last value, so each value's slot names one
+    position, and exactly that position is kept. Linear, unlike sorting."""
+    pos = np.arange(a.size)
+    slot[a[::-1]] = pos[::-1]
+    return a[slot[a] == pos]
 
 
 def _exists(model, target, through) -> np.ndarray:

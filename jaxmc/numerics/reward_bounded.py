@@ -31,7 +31,9 @@ values, highest first, each of bounded size (`blocks_of`): a step into
 a block already solved goes to an absorbing `goal` with the probability of
 its known value and to a `sink` with the rest. One block is the whole
 product (one solve, the fewest); one counter value per block is Storm's
-epoch method (least memory). A CTMC is checked through
+epoch method (least memory). The blocks are built by
+`jaxmc.numerics.reward_unfold`, which builds the shape shared by the
+blocks between the top and the bottom once. A CTMC is checked through
 its embedded DTMC: with transition (impulse) rewards only, the accumulated
 reward does not depend on the sojourn times; a CTMC's state rewards are
 rates, accumulated continuously, and are refused.
@@ -46,11 +48,12 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..explore.model import ExplicitModel, RewardStructure, StateVar
+from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import ModelType
 from ..solvers import Status
 from .reach import until_probabilities
 from .result import NumericResult
+from .reward_unfold import Block, Shapes, Window, unfold
 from .transitions import exit_rates, state_of_entry
 
 
@@ -64,24 +67,6 @@ MIN_BLOCK_COUNTERS = 8
 MAX_PRODUCT_STATES = 20_000_000
 #: The most counter values (multiples of the rewards' common step) allowed.
 MAX_COUNTER = 10_000_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """The accumulated reward allowed, in multiples of the reward step:
-    `low <= c <= high` (`high` None: no upper bound)."""
-
-    low: int
-    high: int | None
-
-    @property
-    def cap(self) -> int:
-        """The counter's saturation value `C`."""
-        return self.low if self.high is None else self.high + 1
-
-    @property
-    def empty(self) -> bool:
-        return self.high is not None and (self.high < 0 or self.low > self.high)
 
 
 #: Rewards are read as fractions with denominators up to this where the
@@ -174,122 +159,6 @@ def _markov(model: ExplicitModel, reward: RewardStructure | None) -> ExplicitMod
     return dataclasses.replace(model, model_type=ModelType.DTMC, val=val)
 
 
-def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each i, the indices `start[i] .. start[i] + count[i] - 1`: the
-    owner `i` of each and the index itself, flattened."""
-    owner = np.repeat(np.arange(start.size), count)
-    local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    return owner, start[owner] + local
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    """Counter values `lo..hi` of the product, and the values already
-    computed for the counters above (`known[j]`: counter `hi + 1 + j`)."""
-
-    lo: int
-    hi: int
-    known: np.ndarray | None = None
-
-
-def unfold(
-    model: ExplicitModel,
-    phi: np.ndarray,
-    psi: np.ndarray,
-    steps: np.ndarray,
-    win: Window,
-    block: Block | None = None,
-) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
-    """The product of `model` with the reward counter (see the module) on
-    the counter values of `block` (all if None), and its `φ` and `ψ` masks.
-    `steps[e]` is the integer reward of entry `e`. Product state
-    `(c - lo) * n + s` is `(s, c)`; a step to a counter above the block goes
-    to two extra absorbing states, `goal` (a target) and `sink`, with the
-    probabilities that the known value of its state says."""
-    n = model.num_states
-    C = win.cap
-    block = block or Block(0, C)
-    lo, hi = block.lo, block.hi
-    width = hi - lo + 1
-    N = n * width
-    extra = 0 if hi == C else 2
-    goal, sink = N, N + 1
-    s = np.tile(np.arange(n, dtype=np.int64), width)
-    c = np.repeat(np.arange(lo, hi + 1, dtype=np.int64), n)
-    in_window = c >= win.low
-    alive = np.ones(N, dtype=bool) if win.high is None else c <= win.high
-    in_window &= alive
-    target = psi[s] & in_window
-    keep = phi[s] & alive & ~target  # states whose choices are kept
-    cp, rp = model.choice_ptr, model.row_ptr
-    has_entries = (rp[cp[1:]] - rp[cp[:-1]]) > 0
-    keep &= has_entries[s]
-    # choices: the model's for kept states, one self-loop otherwise
-    nch = np.concatenate([np.where(keep, cp[s + 1] - cp[s], 1), np.ones(extra)])
-    nch = nch.astype(np.int64)
-    choice_ptr = np.concatenate([[0], np.cumsum(nch)]).astype(np.int64)
-    kept = np.flatnonzero(keep)
-    owner, rows = _ranges(cp[s[kept]], nch[kept])
-    rlen = rp[rows + 1] - rp[rows]
-    row_owner, ents = _ranges(rp[rows], rlen)
-    p = kept[owner[row_owner]]  # product state of each kept entry
-    local_row = np.arange(rows.size) - np.repeat(
-        np.cumsum(nch[kept]) - nch[kept], nch[kept]
-    )
-    erow = choice_ptr[p] + local_row[row_owner]
-    c2 = np.minimum(c[p] + steps[ents], C)
-    succ = model.col[ents]
-    col = (c2 - lo) * n + succ
-    val = model.val[ents]
-    out = c2 > hi
-    if out.any():  # into counters already solved: to goal or sink
-        v = block.known[c2[out] - hi - 1, succ[out]]
-        erow = np.concatenate([erow[~out], erow[out], erow[out]])
-        col = np.concatenate([col[~out], np.full(v.size, goal), np.full(v.size, sink)])
-        val = np.concatenate([val[~out], val[out] * v, val[out] * (1.0 - v)])
-    loops = np.concatenate([np.flatnonzero(~keep), np.arange(N, N + extra)])
-    erow = np.concatenate([erow, choice_ptr[loops]])
-    col = np.concatenate([col, loops])
-    val = np.concatenate([val, np.ones(loops.size)])
-    # merge duplicate (row, col) entries (successors that differ only in a
-    # saturated counter, or that all go to goal or sink), keeping rows sorted
-    # by column; entries of probability 0 are no edges
-    key = erow * (N + extra) + col
-    if key.size > 1 and not np.all(key[1:] > key[:-1]):
-        order = np.argsort(key, kind="stable")
-        erow, col, val, key = erow[order], col[order], val[order], key[order]
-    first = np.ones(erow.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    val = np.bincount(np.cumsum(first) - 1, weights=val)
-    erow, col = erow[first], col[first]
-    nonzero = val > 0
-    erow, col, val = erow[nonzero], col[nonzero], val[nonzero]
-    m = int(choice_ptr[-1])
-    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(erow, minlength=m))])
-    s_all = np.concatenate([s, np.zeros(extra, dtype=np.int64)])
-    c_all = np.concatenate([c, np.full(extra, C, dtype=np.int64)])
-    states = np.concatenate(
-        [model.states[s_all], c_all[:, None].astype(model.states.dtype)], axis=1
-    )
-    init = np.zeros(N + extra, dtype=bool)
-    initial = np.asarray(model.initial_states, dtype=np.int64) if lo == 0 else s[:1]
-    init[initial] = True
-    product = ExplicitModel(
-        model_type=model.model_type,
-        variables=model.variables + (StateVar("_reward", 0, C),),
-        states=states,
-        initial_states=initial,
-        choice_ptr=choice_ptr,
-        row_ptr=row_ptr.astype(np.int64),
-        col=col.astype(np.int64),
-        val=val.astype(np.float64),
-        labels={"init": init, "deadlock": np.zeros(N + extra, dtype=bool)},
-    )
-    phi_p = np.concatenate([phi[s] & alive, np.zeros(extra, dtype=bool)])
-    psi_p = np.concatenate([target, np.arange(extra) == 0])
-    return product, phi_p, psi_p
-
-
 def blocks_of(n: int, win: Window) -> list[tuple[int, int]]:
     """The counter blocks `(lo, hi)` solved in turn, highest first: about
     `BLOCK_STATES` product states each, at least `MIN_BLOCK_COUNTERS`
@@ -354,12 +223,14 @@ def reward_bounded_until(
     steps = np.array([int(q) for q in multiples], dtype=np.int64)[where]
     kw.pop("device_model", None)
     known = None
+    shapes = Shapes(steps, win)
     bound: float | None = 0.0
     iterations = 0
     failed = None
     below: float | None = 0.0  # the error carried in from the blocks above
     for lo, hi in blocks_of(n, win):
-        product, phi_p, psi_p = unfold(base, phi, psi, steps, win, Block(lo, hi, known))
+        block = Block(lo, hi, known)
+        product, phi_p, psi_p = unfold(base, phi, psi, steps, win, block, shapes)
         res = until_probabilities(product, phi_p, psi_p, opt=opt, **kw)
         if failed is None and res.status != Status.CONVERGED:
             failed = res

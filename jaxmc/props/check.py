@@ -392,6 +392,8 @@ class _Checker:
             lo, hi = self.bounds
             self.bounds = (1.0 - hi, 1.0 - lo)
         self.last = 1.0 - values
+        if self.sched_ctx is not None and self.sched_ctx[0] == "until":
+            self.sched_ctx = ("dual",) + self.sched_ctx[1:]  # its scheduler's values
         return self.last
 
     def _solver_kwargs(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 
 Memoryless deterministic schedulers are optimal, and are computed, for
 `Pmin/Pmax` of unbounded `U`/`F` (and `G`, `W`, `R` through their duals:
-the scheduler of the dual's until is optimal for the original) and for
+the scheduler of the dual's until is optimal for the original, and its
+`values` are the original's, one minus the until's) and for
 `Rmin/Rmax [ F ]` (`jaxmc.numerics.scheduler`). The others are refused
 with an `UnsupportedError` saying why: step-bounded properties need a
 step counter (their optimal schedulers are not memoryless), and the
@@ -17,6 +18,7 @@ made from the product the property was checked on.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..automata.memory import MemoryScheduler
@@ -66,9 +68,13 @@ def optimal_scheduler(checker: Any, expr: ast.Expr) -> Scheduler | MemorySchedul
     if ctx[0] == "ltl":
         objective = _objective(operand)
         return ltl_scheduler(checker.model, ctx[1], objective, **kw)
-    if ctx[0] == "until":
+    if ctx[0] in ("until", "dual"):
         _, phi, psi, opt, res = ctx
-        return until_scheduler(checker.model, phi, psi, opt, res, **kw)
+        sched = until_scheduler(checker.model, phi, psi, opt, res, **kw)
+        if ctx[0] == "dual":  # G, W, R: the property's values are 1 - the until's
+            objective = f"{_objective(operand)} (as 1 - {sched.objective})"
+            sched = replace(sched, values=1.0 - sched.values, objective=objective)
+        return sched
     _, reward, target, opt, res = ctx
     return reach_reward_scheduler(checker.model, reward, target, opt, res, **kw)
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import jaxmc
@@ -334,3 +335,36 @@ def test_json_unaffected_by_notes(capsys):
     assert json.loads(out)["runs"][0]["properties"][0]["value"] == pytest.approx(
         1 / 6, rel=1e-5
     )
+
+
+#: Two commands enabled in s=0: a DTMC picks each with probability 1/2, an
+#: MDP chooses, a CTMC races them as rates (s=0 -> s=2 at rate 0.5 of 2).
+OVERLAP = """dtmc
+module m
+  s : [0..2] init 0;
+  [] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);
+  [] s=0 -> (s'=1);
+  [] s>0 -> true;
+endmodule
+"""
+
+
+def test_model_type_switches_read_a_prism_model_as_that_type(capsys, tmp_path):
+    """PRISM's -dtmc/-ctmc/-mdp on a PRISM model (not only on -importmodel)."""
+    path = tmp_path / "overlap.pm"
+    path.write_text(OVERLAP)
+    reach = "P=? [ F s=2 ]"
+    code, out, _ = run(capsys, path, "--prop", reach)
+    assert code == 0 and "Result: 0.25" in out
+    code, out, _ = run(capsys, path, "-mdp", "--prop", "Pmax=? [ F s=2 ]",
+                       "--prop", "Pmin=? [ F s=2 ]")  # fmt: skip
+    assert code == 0 and "Type:        MDP" in out
+    assert re.findall(r"Result: (\S+)", out) == ["0.5", "0.0"]
+    code, out, _ = run(capsys, path, "-ctmc", "--prop", "P=? [ F<=1 s=2 ]")
+    assert code == 0 and "Type:        CTMC" in out
+    value = float(re.search(r"Result: (\S+)", out).group(1))
+    assert value == pytest.approx(0.25 * (1 - np.exp(-2.0)), rel=1e-6)
+    model = jaxmc.load_model(str(path), model_type="mdp")
+    assert model.model_type.value == "mdp"
+    with pytest.raises(jaxmc.JaxmcError, match="cannot read a model as"):
+        jaxmc.load_model(str(path), model_type="pta")

@@ -120,10 +120,14 @@ def _cases_for(model: Path, props: Path) -> list[suite.Case]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(model: str, consts: str, prob_checks: bool = True):
+def _load(
+    model: str, consts: str, prob_checks: bool = True, model_type: str | None = None
+):
     import jaxmc
 
-    m = jaxmc.load_model(model, consts or None, prob_checks=prob_checks)
+    m = jaxmc.load_model(
+        model, consts or None, prob_checks=prob_checks, model_type=model_type
+    )
     m.build()
     return m
 
@@ -153,11 +157,11 @@ def run_case(case: suite.Case) -> tuple[str, str]:
             return "fail", f"expected an error, got {got!r}"
         return compare(got, expected)
     try:
-        model = _load(str(case.model), case.consts, case.config.prob_checks)
+        c = case.config
+        model = _load(str(case.model), case.consts, c.prob_checks, c.import_type)
         props = jaxmc.load_properties(
             case.props, model, case.consts or None, errors="keep"
         )
-        c = case.config
         kwargs = {"relative": c.relative, "criterion": suite.criterion()}
         if c.method:
             kwargs["method"] = c.method

@@ -222,9 +222,7 @@ def parse_args_line(line: str, model_keyword: str | None = None) -> Config:
         elif t in _METHODS:
             kw["method"] = _METHODS[t]
         elif t in _CONVERSIONS:
-            kw["import_type"] = t[1:]
-            if model_keyword is not None and model_keyword not in _CONVERSIONS[t]:
-                skip(f"model-type conversion: {t} on a {model_keyword} model")
+            kw["import_type"] = t[1:]  # (a PRISM model read as that type)
         elif t in _OUT_OF_SCOPE:
             skip(_OUT_OF_SCOPE[t])
         elif t in _EXPORTS:

@@ -20,9 +20,9 @@ if not suite.SUITE.is_dir():
 def _mdp_cases():
     out = []
     for case in all_cases():
-        if case.skip or case.index < 0 or suite.model_type_keyword(case.model) not in (
-            "mdp", "nondeterministic",
-        ):  # fmt: skip
+        # the model's type as the case reads it (`-dtmc`, `-ctmc`, `-mdp`)
+        kind = case.config.import_type or suite.model_type_keyword(case.model)
+        if case.skip or case.index < 0 or kind not in ("mdp", "nondeterministic"):
             continue
         expected = suite.parse_expected(case.expected)
         if isinstance(expected, float) and math.isfinite(expected):
@@ -42,7 +42,8 @@ def test_interval_iteration_certifies_the_exact_value(case, expected):
 
     from .cases import out_of_scope_reason
 
-    model = _load(str(case.model), case.consts, case.config.prob_checks)
+    c = case.config
+    model = _load(str(case.model), case.consts, c.prob_checks, c.import_type)
     props = jaxmc.load_properties(case.props, model, case.consts or None, errors="keep")
     prop = props[case.index]
     if prop.error is not None or not isinstance(prop.expr, (ast.ProbOp, ast.RewardOp)):

@@ -27,8 +27,10 @@ def test_skips_name_their_category():
     # results read back are compared as an export (tests/conformance/exports.py)
     c = suite.parse_args_line("-importresults r.csv -exportresults r.csv:dataframe")
     assert c.skip is None and c.exports[0] == "-importresults r.csv"
-    assert cat("-mdp", "dtmc") == "model-type conversion"
-    assert cat("-dtmc", "dtmc") == ""  # already a DTMC: nothing to convert
+    # a PRISM model read as another type (jaxmc.load_model(model_type=...))
+    c = suite.parse_args_line("-mdp -ex", "dtmc")
+    assert c.skip is None and c.import_type == "mdp"
+    assert cat("-dtmc", "dtmc") == ""
     assert cat("-frobnicate") == "unknown switch"
     c = suite.parse_args_line("-exportresults out.csv:csv -const x=1")
     assert c.skip is None and c.exports == ("-exportresults out.csv:csv",)

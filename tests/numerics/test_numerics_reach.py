@@ -53,6 +53,28 @@ def test_prob01_mdp_against_policies(seed):
     assert (nm.prob1A(m, phi, psi) == (by_policy(m, one, "min") == 1)).all()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_prob0e_attractor_against_a_naive_fixed_point(seed):
+    """prob0E is the complement of the attractor `Y = ψ ∪ {s ∈ φ : every
+    choice has a successor in Y}` (frontier rounds that count each choice
+    once, however many of its entries and rounds reach it), on MDPs large
+    enough for deep frontiers and choices hit by several entries at once."""
+    m, rng = random_model("mdp", 300, seed, absorbing=3, max_succ=4)
+    phi, psi = _masks(rng, 300)
+    P = dense(m) > 0
+    soc = m.state_of_choice()
+    y = psi.copy()
+    while True:
+        hits = (P & y[None, :]).any(axis=1)
+        every = np.ones(m.num_states, bool)
+        np.logical_and.at(every, soc, hits)
+        nxt = y | (phi & every)
+        if (nxt == y).all():
+            break
+        y = nxt
+    assert (nm.prob0E(m, phi, psi) == ~y).all()
+
+
 @pytest.mark.parametrize(
     "method", ["jacobi", "power", "bicgstab", "value_iteration", "interval_iteration"]
 )

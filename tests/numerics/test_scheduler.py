@@ -236,3 +236,27 @@ def test_step_bounded_and_dtmc_are_refused():
     dtmc = jaxmc.load_model_string(dtmc)
     with pytest.raises(jaxmc.UnsupportedError, match="only MDPs"):
         jaxmc.check(dtmc, "P=? [ F s=1 ]", scheduler=True)
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        'Pmax=? [ G !"goal" ]',
+        'Pmin=? [ G !"goal" ]',
+        'Pmax=? [ s<2 W "goal" ]',
+        'Pmin=? [ "goal" R s!=3 ]',
+    ],
+)
+def test_dual_properties_scheduler_values_are_the_propertys(prop):
+    """`G`, `W`, `R` are checked as 1 - an until: their scheduler is the
+    until's, but its `values` (and objective) are the property's, so the
+    scheduler's value at the initial state is the result's (it was the
+    until's, 1 - the result, before)."""
+    model = jaxmc.load_model_string(TIE, {"q": 0.5})
+    r = jaxmc.check(model, prop, scheduler=True, all_states=True)
+    np.testing.assert_allclose(r.scheduler.values, r.values, atol=1e-9)
+    assert r.scheduler.objective.startswith(prop.split("=?")[0])
+    induced = jaxmc.induced_model(model, r)
+    plain = prop.replace("max", "").replace("min", "")
+    got = jaxmc.check(induced, plain).value
+    assert got == pytest.approx(r.values[int(r.initial_states[0])], abs=1e-9)

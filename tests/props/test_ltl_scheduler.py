@@ -290,3 +290,18 @@ def test_regression_models(model_path, props_path):
         _agrees(model, prop.text)
         checked += 1
     assert checked, props_path.name
+
+
+def test_induced_chain_init_label_is_its_initial_states(tour, tmp_path):
+    """State 0 is met again with other memory (after a): those pairs are
+    not initial; the chain's "init" label and its exported `.lab` say so."""
+    r = jaxmc.check(tour, 'Pmax=? [ F ("a" & F "b") ]', scheduler=True)
+    chain = jaxmc.build(jaxmc.induced_model(tour, r))
+    assert np.sum(chain.states[:, 0] == 0) > 1  # s=0 with several memories
+    init = np.flatnonzero(chain.labels["init"])
+    assert init.tolist() == sorted(np.asarray(chain.initial_states).tolist())
+    jaxmc.export_model(chain, str(tmp_path / "chain.lab"))
+    lines = (tmp_path / "chain.lab").read_text().splitlines()
+    assert lines[1].startswith('0="init"')
+    marked = [ln for ln in lines[2:] if "0" in ln.split(":")[1].split()]
+    assert len(marked) == 1

@@ -271,3 +271,134 @@ def test_firewire_deadline_equals_prisms_unfolded_timer_model():
     got = jaxmc.check(model, f'Pmin=? [ F^{{rew{{"time"}}<=200}} {done} ]').value
     assert want == pytest.approx(0.5, abs=1e-6)
     assert got == pytest.approx(want, abs=1e-6)
+
+
+#: QVBS's reward-bounded properties in the style of eajs and firewire: a
+#: battery MDP with utility and time rewards, a properties file declaring
+#: its bounds as undefined constants (given with -const), a lower bound
+#: (`>=B`, eajs's `ProbUtil`) and firewire's unparenthesised target
+#: (`F^{...} (a) | (b)`, which is `F^{...} ((a) | (b))` as in Storm).
+BATTERY = """mdp
+const int cap;
+formula empty = battery=0;
+module proc
+  battery : [0..cap] init cap;
+  job : [0..2] init 0;
+  [work] battery>0 & job=0 -> 0.6:(job'=1)&(battery'=battery-1)
+                            + 0.4:(job'=2)&(battery'=battery-1);
+  [turbo] battery>1 & job=0 -> 0.9:(job'=1)&(battery'=battery-2)
+                             + 0.1:(job'=2)&(battery'=battery-2);
+  [done] job>0 -> (job'=0);
+  [] battery=0 & job=0 -> true;
+endmodule
+rewards "util"
+  [done] job=1 : 1;
+endrewards
+rewards "time"
+  [work] true : 2;
+  [turbo] true : 1;
+  [done] true : 1;
+endrewards
+"""
+
+BATTERY_PROPS = """const int B;
+const int D;
+"ExpUtil": R{"util"}max=? [ F empty ];
+"ProbUtil": Pmax=? [ F^{rew{"util"}>=B} empty ];
+"deadline": Pmin=? [ F^{rew{"time"}<=D} (job=1) | (battery=0)];
+"deadline2": Pmin=? [ F^{rew{"time"}<=D} ((job=1) | (battery=0))];
+"""
+
+
+def test_qvbs_style_properties_file(tmp_path, capsys):
+    """The properties parse with their constants from -const; the
+    unparenthesised disjunction is the target. By hand (cap=6, D=5): the
+    cheapest way to job=1 within time 5 is `work` twice (0.6 + 0.4 * 0.6);
+    the most utility before the battery is empty is 5 works' 0.6 (the sixth
+    empties the battery before its job is done)."""
+    from jaxmc.cli.command import main
+
+    model = tmp_path / "battery.prism"
+    model.write_text(BATTERY)
+    props = tmp_path / "battery.props"
+    props.write_text(BATTERY_PROPS)
+    code = main([str(model), str(props), "--const", "cap=6,B=3,D=5", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    import json
+
+    got = {p["name"]: p["value"] for p in json.loads(out)["runs"][0]["properties"]}
+    assert got["deadline"] == pytest.approx(0.84, abs=1e-12)
+    assert got["deadline2"] == got["deadline"]
+    assert got["ExpUtil"] == pytest.approx(3.0, abs=1e-9)
+    assert 0 < got["ProbUtil"] < 1
+    # a lower bound of 0 is reaching `empty` at all; a path goes on past
+    # the first `empty` state (the sixth job is done there, empty still
+    # holds), so 6 jobs done takes six works that all succeed, 7 none
+    m = jaxmc.load_model(str(model), "cap=6")
+    assert jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=0} empty ]').value == 1.0
+    six = jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=6} empty ]').value
+    assert six == pytest.approx(0.6**6, rel=1e-12)
+    assert jaxmc.check(m, 'Pmax=? [ F^{rew{"util"}>=7} empty ]').value == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['Pmin=? [ F^{rew{"t"}<=19} "done" ]', 'Pmax=? [ s<2 U^{rew{"t"}[4,17]} "done" ]',
+     'Pmin=? [ F^{rew{"t"}>=12} "done" ]'],
+)  # fmt: skip
+def test_blocks_from_a_cached_shape_are_the_blocks_built_afresh(tmp_path, text):
+    """`reward_unfold.Shapes` builds the shape of the blocks between the top
+    and the bottom once: every block it gives is the product built afresh,
+    array for array, whatever the known values above it (0 and 1 included,
+    which drop entries)."""
+    from jaxmc.lang import parse_expression
+    from jaxmc.numerics import reward_bounded as RB, reward_unfold as RU
+    from jaxmc.props.check import state_formulas
+
+    path = tmp_path / "m.nm"
+    path.write_text(MDP.replace("[c] true : 2;", "[c] true : 2;\n  s=1 : 0.5;"))
+    explicit = jaxmc.build(jaxmc.load_model(str(path)))
+    op = parse_expression(text)
+    b = op.path.bound
+    scalar = state_formulas(explicit)
+    low = None if b.low is None else float(np.asarray(scalar(b.low)).flat[0])
+    high = None if b.high is None else float(np.asarray(scalar(b.high)).flat[0])
+    inc = RB._increments(explicit, explicit.reward_structure("t"))
+    step = RB.reward_step(inc)
+    win = RB.window(step, low, high, b.kind.value == ">", b.kind.value == "<")
+    values, where = np.unique(inc, return_inverse=True)
+    steps = np.array([int(RB._fraction(v) / step) for v in values], np.int64)[where]
+    n = explicit.num_states
+    phi = np.ones(n, bool) if op.path.left is None else np.asarray(scalar(op.path.left))
+    psi = np.asarray(scalar(op.path.right), bool)
+    phi = np.broadcast_to(phi, (n,)).astype(bool)
+    rng = np.random.default_rng(0)
+    shapes = RU.Shapes(steps, win)
+    reused = 0
+    hi = win.cap
+    while hi >= 0:
+        lo = max(0, hi - 2)
+        known = rng.choice([0.0, 1.0, 0.25, 0.7], size=(int(steps.max()) + 3, n))
+        block = RU.Block(lo, hi, known)
+        cached = shapes.key(lo, hi) in shapes.cache
+        got = RU.unfold(explicit, phi, psi, steps, win, block, shapes)
+        want = RU.unfold(explicit, phi, psi, steps, win, block)
+        reused += cached
+        for a, b_ in zip(got[1:], want[1:]):
+            np.testing.assert_array_equal(a, b_)
+        for field in (
+            "states",
+            "initial_states",
+            "choice_ptr",
+            "row_ptr",
+            "col",
+            "val",
+        ):
+            np.testing.assert_array_equal(
+                getattr(got[0], field), getattr(want[0], field)
+            )
+        for name in ("init", "deadlock"):
+            np.testing.assert_array_equal(got[0].labels[name], want[0].labels[name])
+        hi = lo - 1
+    assert reused >= 2

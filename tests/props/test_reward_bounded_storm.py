@@ -147,3 +147,27 @@ def test_storms_printed_formulas_parse_to_the_same_values(tmp_path):
         assert "rew{" in printed
         want = jaxmc.check(model, prop).value
         assert jaxmc.check(model, printed).value == pytest.approx(want), printed
+
+
+@pytest.mark.parametrize("consts", ["cap=6,B=3,D=5", "cap=9,B=4,D=12"])
+def test_qvbs_style_properties_file_agrees_with_storm(tmp_path, consts):
+    """The QVBS-style properties file of `test_reward_bounded` (eajs's
+    `ProbUtil` lower bound, firewire's unparenthesised target), each named
+    property against Storm (the file's constants written into the text)."""
+    import re
+
+    from storm_oracle import storm_value
+    from test_reward_bounded import BATTERY, BATTERY_PROPS
+
+    path = tmp_path / "battery.prism"
+    path.write_text(BATTERY)
+    props_path = tmp_path / "battery.props"
+    props_path.write_text(BATTERY_PROPS)
+    model = jaxmc.load_model(str(path), consts)
+    props = jaxmc.load_properties(str(props_path), model)
+    values = dict(kv.split("=") for kv in consts.split(","))
+    for i, prop in enumerate(props):
+        text = re.sub(r"\b([BD])\b", lambda m: values[m.group(1)], prop.text)
+        want = storm_value(str(path), f"cap={values['cap']}", text)
+        got = jaxmc.check(model, i, properties=props).value
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), text
