@@ -8,21 +8,28 @@ almost surely (the 0/1 and infinite-reward precomputations make it so).
 
 - By default (`AUTO`): where the graph is nearly acyclic, Gauss-Seidel in
   topological order on the host (a back-substitution on the acyclic part)
-  and its result certified; otherwise sound value iteration on the Jacobi
-  splitting (`jaxmc.solvers.sound_value_iteration`), one fused device loop.
+  and its result certified; otherwise BiCGStab on the device to a residual
+  far below epsilon, certified by a second BiCGStab solve that bounds the
+  expected number of steps (below), and where that certificate is not good
+  enough, sound value iteration on the Jacobi splitting
+  (`jaxmc.solvers.sound_value_iteration`, one fused device loop) from its
+  iterate.
 - `jacobi` / `power` (`value_iteration`, the same on a DTMC): sound value
   iteration on that splitting (the method asked for, with a certified
   stopping rule).
-- `gauss_seidel` / `bicgstab`: the method as asked, its result then
-  certified.
+- `gauss_seidel` / `bicgstab`: the method as asked (BiCGStab to the tight
+  residual of `AUTO`), its result then certified.
 
 A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first on the
 host from its residual: the error `e = v - x` solves `e = r + P e` with
 `r = b + P x - x`, so `|e| <= max|r| * T` where `T` bounds the expected
-number of steps to leave `maybe` (the Baier et al. bound of
-`jaxmc.numerics.bounds` with reward 1 per step). Where that bound is not
-good enough, sound value iteration runs from `x` (its bounds close in a
-few steps when `x` is accurate).
+number of steps to leave `maybe`: the Baier et al. bound of
+`jaxmc.numerics.bounds` with reward 1 per step, or, after a BiCGStab
+solve, a super-solution `s >= 1 + P s` made from the solution `w` of
+`(I - P) w = 1` (`steps_supersolution`: `s = alpha w`, the inequality
+checked on the host with a rounding allowance; then `T <= s` per state,
+and the bound is per state too: `|e| <= max|r| s`). Where the bound is
+not good enough, sound value iteration runs from `x`.
 
 If sound value iteration reaches `max_iters` on a system small enough,
 a sparse direct solve (scipy's LU) takes over, certified the same way;
@@ -51,6 +58,15 @@ from .result import Attempt, NumericResult
 #: Systems of at most this many unknowns fall back to a sparse direct solve
 #: when sound value iteration runs out of iterations.
 DIRECT_MAX_STATES = 1 << 18
+
+#: The certified Krylov solve: BiCGStab stops at a residual of `epsilon`
+#: times `KRYLOV_TIGHT` (relative to max|b|; at least `KRYLOV_FLOOR`, near
+#: float64's floor), far below epsilon so that the residual certificate
+#: holds; each of its two solves gets at most `KRYLOV_MAX_ITERS` iterations
+#: (within `max_iters`) before sound value iteration takes over.
+KRYLOV_TIGHT = 1e-6
+KRYLOV_FLOOR = 1e-14
+KRYLOV_MAX_ITERS = 2000
 
 
 def _steps_bound(soc, rows, cols, probs, maybe) -> float:
@@ -105,10 +121,16 @@ def solve_sound(
     warm = None
     pre_iters = 0
     A_host = None
+    krylov = None
     if method == AUTO:
         A_host, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
         name = "sound_value_iteration"
-        if A_host is not None:
+        if A_host is None and precision == "fp64":
+            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
+                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
+            if krylov is not None:
+                warm, pre_iters = krylov[0], krylov[1]
+        elif A_host is not None:
             budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
             sol = gauss_seidel(
                 A_host,
@@ -124,25 +146,35 @@ def solve_sound(
         if method == "gauss_seidel":
             A_host = host_matrix(n, data, state_row, cols)
             sol = gauss_seidel(A_host, bb, fixed, **dict(kw, throw=False))
+            status = Status(int(sol.status))
+            warm, pre_iters = np.asarray(sol.value, np.float64), int(sol.iterations)
+            if status != Status.CONVERGED:
+                attempts.append(
+                    Attempt(method, status, pre_iters, float(sol.residual),
+                            note="its iterate is the start of sound value "
+                            "iteration")
+                )  # fmt: skip
+                name = "sound_value_iteration"
         else:
-            A_dev, order = square_matrix(M, kind, data, indptr, cols, rank)
-            at = (lambda v: v) if order is None else order.apply
-            sol = bicgstab(
-                mat(A_dev), vec(np.ones(n)), vec(at(bb)), vec(at(fixed)),
-                **dict(kw, throw=False),
-            )  # fmt: skip
-            sol = undo_order(sol, order)
-        status = Status(int(sol.status))
-        warm, pre_iters = np.asarray(sol.value, np.float64), int(sol.iterations)
-        if status != Status.CONVERGED:
-            attempts.append(
-                Attempt(method, status, pre_iters, float(sol.residual), note="its "
-                        "iterate is the start of sound value iteration")
-            )  # fmt: skip
+            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
+                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
             name = "sound_value_iteration"
+            if krylov is not None:
+                warm, pre_iters = krylov[0], krylov[1]
     if warm is not None and not np.all(np.isfinite(warm)):
         warm = None
     extra = {"precision": precision, "criterion": "sound"}
+    if krylov is not None and krylov[2] is not None and warm is not None:
+        A_host = krylov[4]
+        res = _certify_steps(A_host, bb, warm, maybe, krylov[2], kw)
+        if res is not None:
+            extra.update(layout=krylov[3], certificate="residual")
+            return _result(warm, *res, maybe, pre_iters, "bicgstab", extra, attempts)
+        attempts.append(
+            Attempt("bicgstab", Status.CONVERGED, pre_iters, 0.0, note="its residual "
+                    "bound is above epsilon; its iterate is the start of sound "
+                    "value iteration")
+        )  # fmt: skip
     if warm is not None:
         res = _certify_host(
             A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
@@ -181,6 +213,100 @@ def solve_sound(
         out.values, Status(int(sol.status)), out.iterations, float(sol.residual),
         out.method, out.extra, out.attempts, out.bound, out.lower, out.upper,
     )  # fmt: skip
+
+
+def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, mat,
+            rank, attempts):  # fmt: skip
+    """BiCGStab on the device for `x` (`(I - P) x = bb`, to the tight
+    residual) and, where its residual leaves room for a certificate, for
+    `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it).
+    `(x, iterations, w or None, layout, host matrix)`, or None where the
+    first solve gave no finite iterate; a solve that stops short is
+    recorded in `attempts` (and `w` is then None)."""
+    n = M.n_states
+    A_dev, order = square_matrix(M, kind, data, indptr, cols, rank)
+    at = (lambda v: v) if order is None else order.apply
+    budget = min(int(kw["max_iters"]), KRYLOV_MAX_ITERS)
+    tight = max(float(kw["epsilon"]) * KRYLOV_TIGHT, KRYLOV_FLOOR)
+    A, ones, lay = mat(A_dev), vec(np.ones(n)), layout_name(A_dev)
+
+    def solve(rhs, start, tol):
+        sol = bicgstab(A, ones, vec(at(rhs)), vec(at(start)), epsilon=tol,
+                       relative=True, max_iters=budget, throw=False)  # fmt: skip
+        sol = undo_order(sol, order)
+        return (host_array(sol.value, np.float64), int(sol.iterations),
+                Status(int(sol.status)), float(sol.residual))  # fmt: skip
+
+    x, iters, status, res = solve(bb, fixed, tight)
+    if not np.all(np.isfinite(x)):
+        attempts.append(Attempt("bicgstab", status, iters, res, note="no "
+                                "finite iterate; sound value iteration"))  # fmt: skip
+        return None
+    x = np.where(maybe, x, fixed)  # (exact outside `maybe`)
+    if status != Status.CONVERGED:
+        attempts.append(Attempt("bicgstab", status, iters, res, note="its iterate "
+                                "is the start of sound value iteration"))  # fmt: skip
+        return x, iters, None, lay, None
+    H = host_matrix(n, data, state_row, cols)
+    # (every state needs at least one step: where even that cannot meet
+    # the criterion, the expected steps are not worth a solve)
+    rho = _residual_max(H, bb, x, maybe)
+    room = float(kw["epsilon"]) * (np.abs(x[maybe]) if kw["relative"] else 1.0)
+    if not np.all(rho <= room):
+        return x, iters, None, lay, H
+    w, w_iters, w_status, w_res = solve(maybe.astype(np.float64), np.zeros(n), 1e-8)
+    iters += w_iters
+    if w_status != Status.CONVERGED or not np.all(np.isfinite(w)):
+        attempts.append(Attempt("bicgstab", w_status, w_iters, w_res, note="the "
+                                "expected steps did not converge"))  # fmt: skip
+        w = None
+    return x, iters, w, lay, H
+
+
+def _residual_max(A, bb, x, maybe) -> float:
+    """An upper bound on `max |bb + A x - x|` over `maybe`, the rounding of
+    its computation included."""
+    eps = float(np.finfo(np.float64).eps)
+    k = np.diff(A.indptr).astype(np.float64)
+    r = bb + A @ x - x
+    slack = (k + 4.0) * eps * (np.abs(bb) + abs(A) @ np.abs(x) + np.abs(x))
+    return float(np.max(np.where(maybe, np.abs(r) + slack, 0.0), initial=0.0))
+
+
+def steps_supersolution(A, maybe, w):
+    """Per-state upper bounds `s` on the expected number of steps to leave
+    `maybe` (`A`: the host matrix of the masked system), from a candidate
+    `w` (e.g. a solution of `(I - P) w = 1`), or None: `s = alpha w` with
+    `s >= 1 + P s` on `maybe` checked with an allowance for the rounding of
+    the product; then every solution `T` of `T = 1 + P T` is at most `s`."""
+    eps = float(np.finfo(np.float64).eps)
+    w = np.where(maybe, np.maximum(np.nan_to_num(w, nan=0.0), 0.0), 0.0)
+    Pw = A @ w
+    k = np.diff(A.indptr).astype(np.float64)
+    gap = (w - Pw) - (k + 8.0) * eps * (w + Pw)
+    if not np.all(gap[maybe] > 0):
+        return None
+    alpha = float(np.max(1.0 / gap[maybe], initial=0.0)) * (1.0 + 16.0 * eps)
+    return np.where(maybe, alpha * w, 0.0) * (1.0 + 16.0 * eps)
+
+
+def _certify_steps(A, bb, x, maybe, w, kw):
+    """Per-state residual bounds on `x` from the expected steps' super-
+    solution made of `w` (`steps_supersolution`), if they meet the
+    criterion, else None: the error `e` of `x` solves `e = r + P e` with `r`
+    the residual, so `|e| <= max|r| s`."""
+    s = steps_supersolution(A, maybe, w)
+    if s is None:
+        return None
+    err = _residual_max(A, bb, x, maybe) * s * (1.0 + 1e-9)
+    if not np.all(np.isfinite(err)):
+        return None
+    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
+    hi = np.maximum(x + err, np.nextafter(x, np.inf))
+    lo, hi = np.where(maybe, lo, x), np.where(maybe, hi, x)
+    if not _within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
+        return None
+    return lo, hi
 
 
 def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw):

@@ -149,6 +149,12 @@ def model_cases(D: int, models: Path, full: bool):
             "iters": [one.iterations, several.iterations],
             "layout": several.layout,
             "attempts": [a.note for a in several.attempts],
+            # BiCGStab ran (asked for, or the sound default's certified
+            # Krylov solve): dot products reduced in another order
+            "krylov": any(
+                "bicgstab" in [r.method, *(a.method for a in r.attempts)]
+                for r in (one, several)
+            ),
         }
 
 

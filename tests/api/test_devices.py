@@ -63,6 +63,11 @@ def _check_cases(recs: dict):
             # absolute at epsilon 1e-6, on values of 1e-5), not to 1e-12,
             # and the stopping test can hold an iteration earlier or later.
             assert abs(one - several) <= 2 and r["rel"] <= 1e-1, r
+        elif r.get("krylov"):
+            # the sound default's certified BiCGStab (reordered dot products;
+            # its certificate may hold on one side only, sound value
+            # iteration finishing the other): both within epsilon per state
+            assert r["rel"] <= 2.5e-6, r
         else:
             assert one == several, r  # same method, same iteration count
             assert r["rel"] <= 1e-12, r
@@ -94,7 +99,10 @@ def test_methods_on_conformance_models(four):
         "tandem-S-jacobi-warp", "coin-value_iteration-Pmax-warp",
     ):  # fmt: skip
         assert four[name]["layout"] == "sharded", four[name]
-        assert four[name]["attempts"] == [], four[name]
+        # (nothing but the sound default's certified Krylov solve handing
+        # over to sound value iteration)
+        notes = [n for n in four[name]["attempts"] if "residual bound" not in n]
+        assert notes == [], four[name]
     # Gauss-Seidel runs on the host: never silently
     gs = four["brp-gauss_seidel"]
     assert gs["layout"] == "host"
@@ -210,8 +218,9 @@ def test_check_across_two_processes():
         scale = np.maximum(np.abs(ref), 1e-300)
         rel = float(np.max(np.abs(got - ref) / scale, initial=0.0))
         # fixed-point methods: the same iterates (1e-12); a steady state's
-        # normalisation and Krylov dot products are reduced in another order
-        assert rel <= 1e-9, (a["case"], rel)
+        # normalisation and Krylov dot products (also the sound default's)
+        # are reduced in another order: within the solve's epsilon
+        assert rel <= 2e-6, (a["case"], rel)
 
 
 @pytest.mark.skipif(not MODELS.is_dir(), reason="shared models not available")
@@ -302,6 +311,8 @@ def test_same_values_on_two_gpus(monkeypatch):
             one, several = r["iters"]
             if "bicgstab" in name:  # (as on the CPU: dot products reordered)
                 ok = abs(one - several) <= 2 and r["rel"] <= 1e-1
+            elif r.get("krylov"):  # (the sound default's certified Krylov)
+                ok = r["rel"] <= 2.5e-6
             elif one == several:  # same iterations: rounding only
                 ok = r["rel"] <= (1e-5 if "fp32" in name else 1e-9)
             else:

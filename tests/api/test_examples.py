@@ -55,7 +55,7 @@ def test_example(name, capsys):
         # convergence criterion, which bounds the change, not the error.
         assert values[key] == pytest.approx(expected, rel=1e-5, abs=1e-12), key
         # printed, not just returned (with the script's number of decimals)
-        shown = {f"{values[key]:.{d}f}" for d in range(4, 10)}
+        shown = {f"{values[key]:.{d}f}" for d in range(4, 11)}
         assert any(t in printed for t in shown), key
     if name == "herman":
         assert values["stabilises"] is True

@@ -193,7 +193,7 @@ def test_cli_prints_the_fallback_and_json_has_it(capsys):
     at = next(i for i, line in enumerate(lines) if line.startswith("Result:"))
     fallback = [line for line in lines[at:] if line.startswith("Fallback:")]
     assert fallback == [
-        "Fallback: sound_value_iteration on dia: refused "
+        "Fallback: bicgstab on dia: refused "
         "(layout dia cannot hold this system; ran on compact)"
     ]
     code = main([DIE, "--prop", SIX, "--layout", "dia", "--json"])

@@ -91,9 +91,10 @@ def test_slowly_mixing_change_stops_early_sound_does_not():
 
 
 @pytest.mark.parametrize(
-    "method", ["jacobi", "power", "value_iteration", "gauss_seidel", "bicgstab"]
+    "method", ["jacobi", "power", "value_iteration", "gauss_seidel", "bicgstab", None]
 )
 def test_explicit_methods_still_certify(method):
+    # (and the default: BiCGStab certified by the expected steps)
     m = jaxmc.load_model_string(GAMBLER)
     exact = _gambler_exact()
     r = jaxmc.check(m, "P=? [ F x=20 ]", method=method)
@@ -101,17 +102,20 @@ def test_explicit_methods_still_certify(method):
 
 
 def test_out_of_iterations_falls_back_to_a_certified_direct_solve():
+    # (Jacobi's sound value iteration: the default's BiCGStab needs fewer
+    # than 100 iterations here)
     m = jaxmc.load_model_string(_walk(40))
-    r = jaxmc.check(m, "P=? [ F x=0 ]", max_iters=100)
+    r = jaxmc.check(m, "P=? [ F x=0 ]", max_iters=100, method="jacobi")
     exact = 0.75
     assert r.method == "direct" and abs(r.value - exact) <= r.bound <= 1e-6 * exact
     e = jaxmc.build(m)
     psi = e.labels.get("x0") if "x0" in e.labels else e.states[:, 0] == 0
     res = nm.until_probabilities(
-        e, np.ones(e.num_states, bool), psi, options=SolveOptions(max_iters=100)
-    )
+        e, np.ones(e.num_states, bool), psi,
+        options=SolveOptions(max_iters=100, method="jacobi"),
+    )  # fmt: skip
     assert [a.status for a in res.attempts] == [Status.MAX_ITERS]
-    assert res.attempts[0].method == "sound_value_iteration"
+    assert res.attempts[0].method == "jacobi"  # (its sound value iteration)
 
 
 def _check_sound(res, ref, eps, relative=True):
@@ -283,3 +287,40 @@ def test_criterion_is_validated():
     m = jaxmc.load_model_string(GAMBLER)
     with pytest.raises(ValueError, match="criterion"):
         jaxmc.check(m, "P=? [ F x=20 ]", criterion="exact")
+
+
+def test_steps_supersolution_bounds_the_expected_steps():
+    """`steps_supersolution` on a symmetric walk on 0..n absorbed at both
+    ends, whose expected steps are `T_i = i (n - i)`: from the exact `T`
+    and from a perturbed one, `s >= T` (and close to it); a candidate that
+    is no super-solution after scaling (zero somewhere) is refused."""
+    import scipy.sparse as sp
+
+    from jaxmc.numerics.sound import steps_supersolution
+
+    n = 50
+    i = np.arange(n + 1)
+    maybe = (i > 0) & (i < n)
+    rows = np.concatenate([i[maybe], i[maybe]])
+    cols = np.concatenate([i[maybe] + 1, i[maybe] - 1])
+    A = sp.csr_matrix((np.full(len(rows), 0.5), (rows, cols)), shape=(n + 1, n + 1))
+    T = (i * (n - i)).astype(float)
+    rng = np.random.default_rng(0)
+    for w in (T, T * (1 + 1e-6 * rng.standard_normal(n + 1))):
+        s = steps_supersolution(A, maybe, w)
+        assert s is not None
+        assert np.all(s[maybe] >= T[maybe]) and np.all(s[maybe] <= 1.01 * T[maybe])
+    assert steps_supersolution(A, maybe, np.where(i == 7, 0.0, T)) is None
+
+
+def test_default_is_certified_krylov_on_a_slow_chain():
+    """The default on a slowly mixing chain: BiCGStab certified by its
+    residual and the expected steps, far fewer iterations than Jacobi's
+    sound value iteration, the exact value inside the bound."""
+    m = jaxmc.load_model_string(_walk(60))
+    exact = 1.0 - 15 / 60
+    r = jaxmc.check(m, "P=? [ F x=0 ]")
+    j = jaxmc.check(m, "P=? [ F x=0 ]", method="jacobi")
+    assert r.method == "bicgstab" and r.attempts == ()
+    assert abs(r.value - exact) <= r.bound <= 1e-6 * exact
+    assert r.iterations * 10 < j.iterations
