@@ -12,6 +12,7 @@ program with constants instantiated), plus jaxmc's parse+check time.
     python benchmarks/build.py --quick --explorer host,device --no-storm
     python benchmarks/build.py --set gpu --explorer device --no-storm
     python benchmarks/build.py --set gpu --explorer device --no-storm --cache DIR
+    python benchmarks/build.py --repeat 3      # best of 3 fresh processes each
 
 `--explorer` names jaxmc's explorer(s) (`host`: numpy; `device`: jitted on
 the JAX backend, `jaxmc.explore.device`, its time including compilation;
@@ -24,8 +25,11 @@ every model, in `JAXMC_MODELS`, `.bench/models` (filled by
 `benchmarks/accuracy.py prepare`) and `../shared/models/prism-examples`.
 
 Prints a markdown table: states, transitions, times (jaxmc's compile time
-of the build apart: tracing, lowering and backend compilation), states/s,
-peak RSS.
+of the build apart: tracing, lowering and backend compilation), the build's
+CPU seconds (`time.process_time`, all threads of the process), states/s,
+peak RSS. `--repeat N` runs each build in N fresh processes and keeps the
+fastest (wall clock) of each tool; a shared machine's noise only ever adds
+time. The first line names the machine, the date and the versions.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _peers import run_child
+from _peers import environment, run_child
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,10 +106,10 @@ def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
     checked = check_program(
         parse_model(text, path), consts or None, source=text, file=path
     )
-    t1 = time.perf_counter()
+    t1, p1 = time.perf_counter(), time.process_time()
     c1 = compile_totals()
     m = build(checked, explorer=explorer)
-    t2 = time.perf_counter()
+    t2, p2 = time.perf_counter(), time.process_time()
     c2 = compile_totals()
     return {
         "compile_s": c2[0] - c1[0],
@@ -115,6 +119,7 @@ def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
         "choices": m.num_choices,
         "front_s": t1 - t0,
         "build_s": t2 - t1,
+        "cpu_s": p2 - p1,
     }
 
 
@@ -128,14 +133,15 @@ def _one_storm(path: str, consts: str) -> dict:
     )
     if use:
         prog, _ = stormpy.instantiate_constants(prog, use)
-    t1 = time.perf_counter()
+    t1, p1 = time.perf_counter(), time.process_time()
     m = stormpy.build_model(prog)
-    t2 = time.perf_counter()
+    t2, p2 = time.perf_counter(), time.process_time()
     return {
         "states": m.nr_states,
         "transitions": m.nr_transitions,
         "choices": m.nr_choices,
         "build_s": t2 - t1,
+        "cpu_s": p2 - p1,
     }
 
 
@@ -148,9 +154,17 @@ def _child(tool: str, path: str, consts: str) -> None:
     print(json.dumps(out))
 
 
-def _run(tool: str, path: Path, consts: str, timeout: float) -> dict:
+def _run(tool: str, path: Path, consts: str, timeout: float, repeat: int = 1) -> dict:
+    """The fastest of `repeat` fresh-process builds (or the first error)."""
     cmd = [sys.executable, __file__, "--child", tool, str(path), consts]
-    return run_child(cmd, timeout, 60)
+    best: dict = {}
+    for _ in range(max(1, repeat)):
+        out = run_child(cmd, timeout, 60)
+        if "build_s" not in out:
+            return best or out
+        if not best or out["build_s"] < best["build_s"]:
+            best = out
+    return best
 
 
 def main(argv=None) -> int:
@@ -164,6 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="rows whose name contains this")
     ap.add_argument("--no-storm", action="store_true")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--repeat", type=int, default=1, help="best of N processes")
     ap.add_argument(
         "--explorer", default="host",
         help="jaxmc explorer(s), comma-separated: host, device, auto",
@@ -185,25 +200,31 @@ def main(argv=None) -> int:
         and (args.only is None or args.only in c[0])
     ]
     head = (
-        "| model | states | transitions | jaxmc build s | of it compile s (n) "
-        "| jaxmc states/s "
-        "| jaxmc RSS MB | Storm build s | Storm states/s | Storm RSS MB "
+        "| model | states | transitions | jaxmc build s | CPU s "
+        "| of it compile s (n) | jaxmc states/s "
+        "| jaxmc RSS MB | Storm build s | CPU s | Storm states/s | Storm RSS MB "
         "| parse+check s |"
     )
+    env = environment()
+    print(
+        f"{env['date']}, {env['cpu']}, {env['cores']} cores, Python {env['python']}, "
+        f"JAX {env['jax']} ({env['device']}), stormpy {env.get('stormpy', '-')}, "
+        f"best of {max(1, args.repeat)}"
+    )
     print(head)
-    print("|" + "|".join("---" for _ in range(11)) + "|")
+    print("|" + "|".join("---" for _ in range(13)) + "|")
     explorers = args.explorer.split(",")
     for (name, rel, consts), explorer in (
         (c, e) for c in cases for e in explorers
     ):  # fmt: skip
         path = _model(rel)
-        j = _run(f"jaxmc:{explorer}", path, consts, args.timeout)
+        j = _run(f"jaxmc:{explorer}", path, consts, args.timeout, args.repeat)
         if len(explorers) > 1:
             name = f"{name} [{explorer}]"
         s = (
             {"error": "skipped"}
             if args.no_storm or (explorer != explorers[0])
-            else _run("storm", path, consts, args.timeout)
+            else _run("storm", path, consts, args.timeout, args.repeat)
         )
 
         def cell(d, key, fmt):
@@ -225,11 +246,12 @@ def main(argv=None) -> int:
         ref = j if "states" in j else s
         print(
             f"| {name} | {ref.get('states', '-')} | {ref.get('transitions', '-')} "
-            f"| {cell(j, 'build_s', '{:.2f}')} "
+            f"| {cell(j, 'build_s', '{:.2f}')} | {cell(j, 'cpu_s', '{:.2f}')} "
             f"| {cell(j, 'compile_s', '{:.2f}')} ({j.get('compiles', '-')}) "
             f"| {rate(j)} | "
             f"{cell(j, 'peak_rss_mb', '{:.0f}')} "
-            f"| {cell(s, 'build_s', '{:.2f}')} | {rate(s)} | "
+            f"| {cell(s, 'build_s', '{:.2f}')} | {cell(s, 'cpu_s', '{:.2f}')} "
+            f"| {rate(s)} | "
             f"{cell(s, 'peak_rss_mb', '{:.0f}')} "
             f"| {cell(j, 'front_s', '{:.2f}')} |",
             flush=True,
