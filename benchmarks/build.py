@@ -27,9 +27,15 @@ every model, in `JAXMC_MODELS`, `.bench/models` (filled by
 Prints a markdown table: states, transitions, times (jaxmc's compile time
 of the build apart: tracing, lowering and backend compilation), the build's
 CPU seconds (`time.process_time`, all threads of the process), states/s,
-peak RSS. `--repeat N` runs each build in N fresh processes and keeps the
-fastest (wall clock) of each tool; a shared machine's noise only ever adds
-time. The first line names the machine, the date and the versions.
+peak memory: "RSS MB" is the child's peak resident set (`VmHWM`; not
+`ru_maxrss`, which a child started by `subprocess` inherits from its parent
+at `exec`), "build MB" the build's own: the peak during the build (the
+counter reset through `/proc/self/clear_refs` as it starts) less the
+resident set at its start, i.e. without the interpreter and the imports
+(jaxmc's imports, JAX among them, take ~225 MB; stormpy's ~56 MB).
+`--repeat N` runs each build in N fresh processes and keeps the fastest
+(wall clock) of each tool; a shared machine's noise only ever adds time.
+The first line names the machine, the date and the versions.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -106,6 +111,7 @@ def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
     checked = check_program(
         parse_model(text, path), consts or None, source=text, file=path
     )
+    rss0 = _reset_peak()
     t1, p1 = time.perf_counter(), time.process_time()
     c1 = compile_totals()
     m = build(checked, explorer=explorer)
@@ -120,7 +126,28 @@ def _one_jaxmc(path: str, consts: str, explorer: str = "host") -> dict:
         "front_s": t1 - t0,
         "build_s": t2 - t1,
         "cpu_s": p2 - p1,
+        "build_mb": _memory()[1] - rss0,
     }
+
+
+def _memory() -> tuple[float, float]:
+    """This process's resident set and its peak (`VmRSS`, `VmHWM`), MB."""
+    got = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                got[line[:5]] = int(line.split()[1]) / 1024
+    return got.get("VmRSS", 0.0), got.get("VmHWM", 0.0)
+
+
+def _reset_peak() -> float:
+    """Reset the peak resident set to the current one (Linux); returns it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return _memory()[0]
 
 
 def _one_storm(path: str, consts: str) -> dict:
@@ -133,6 +160,7 @@ def _one_storm(path: str, consts: str) -> dict:
     )
     if use:
         prog, _ = stormpy.instantiate_constants(prog, use)
+    rss0 = _reset_peak()
     t1, p1 = time.perf_counter(), time.process_time()
     m = stormpy.build_model(prog)
     t2, p2 = time.perf_counter(), time.process_time()
@@ -142,6 +170,7 @@ def _one_storm(path: str, consts: str) -> dict:
         "choices": m.nr_choices,
         "build_s": t2 - t1,
         "cpu_s": p2 - p1,
+        "build_mb": _memory()[1] - rss0,
     }
 
 
@@ -150,7 +179,7 @@ def _child(tool: str, path: str, consts: str) -> None:
         out = _one_jaxmc(path, consts, tool.partition(":")[2] or "host")
     else:
         out = _one_storm(path, consts)
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = _memory()[1]
     print(json.dumps(out))
 
 
@@ -183,6 +212,7 @@ def main(argv=None) -> int:
         "--explorer", default="host",
         help="jaxmc explorer(s), comma-separated: host, device, auto",
     )  # fmt: skip
+    ap.add_argument("--env", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--set", choices=("default", "gpu"), default="default")
     ap.add_argument(
         "--cache", default=None, help="JAX's persistent compilation cache directory"
@@ -193,6 +223,9 @@ def main(argv=None) -> int:
     if args.child:
         _child(*args.child)
         return 0
+    if args.env:
+        print(json.dumps(environment()))
+        return 0
     cases = [
         c
         for c in (GPU_CASES if args.set == "gpu" else CASES)
@@ -202,17 +235,18 @@ def main(argv=None) -> int:
     head = (
         "| model | states | transitions | jaxmc build s | CPU s "
         "| of it compile s (n) | jaxmc states/s "
-        "| jaxmc RSS MB | Storm build s | CPU s | Storm states/s | Storm RSS MB "
-        "| parse+check s |"
+        "| jaxmc RSS MB | build MB | Storm build s | CPU s | Storm states/s "
+        "| Storm RSS MB | build MB | parse+check s |"
     )
-    env = environment()
+    # In a child: importing JAX here would raise every child's `ru_maxrss`.
+    env = run_child([sys.executable, __file__, "--env"], 300)
     print(
         f"{env['date']}, {env['cpu']}, {env['cores']} cores, Python {env['python']}, "
         f"JAX {env['jax']} ({env['device']}), stormpy {env.get('stormpy', '-')}, "
         f"best of {max(1, args.repeat)}"
     )
     print(head)
-    print("|" + "|".join("---" for _ in range(13)) + "|")
+    print("|" + "|".join("---" for _ in range(15)) + "|")
     explorers = args.explorer.split(",")
     for (name, rel, consts), explorer in (
         (c, e) for c in cases for e in explorers
@@ -249,10 +283,10 @@ def main(argv=None) -> int:
             f"| {cell(j, 'build_s', '{:.2f}')} | {cell(j, 'cpu_s', '{:.2f}')} "
             f"| {cell(j, 'compile_s', '{:.2f}')} ({j.get('compiles', '-')}) "
             f"| {rate(j)} | "
-            f"{cell(j, 'peak_rss_mb', '{:.0f}')} "
+            f"{cell(j, 'peak_rss_mb', '{:.0f}')} | {cell(j, 'build_mb', '{:.0f}')} "
             f"| {cell(s, 'build_s', '{:.2f}')} | {cell(s, 'cpu_s', '{:.2f}')} "
             f"| {rate(s)} | "
-            f"{cell(s, 'peak_rss_mb', '{:.0f}')} "
+            f"{cell(s, 'peak_rss_mb', '{:.0f}')} | {cell(s, 'build_mb', '{:.0f}')} "
             f"| {cell(j, 'front_s', '{:.2f}')} |",
             flush=True,
         )
