@@ -1,6 +1,11 @@
 """The `ExplicitModel` of a finished exploration: the per-batch arrays joined
 into CSR form, the states decoded, labels and state rewards evaluated on all
-states, warnings, and the `Provenance` of every transition entry."""
+states, warnings, and the `Provenance` of every transition entry.
+
+Memory: the states are decoded once (int32) and the visited-state table is
+released before the transition arrays are joined; each array is joined into
+its final type with its chunks freed as they are copied (`rows.join`), so
+the peak holds the chunks plus one array, not two copies of everything."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from . import memory
 from .expand import as_float
 from .model import ExplicitModel, RewardStructure, StateVar
 from .provenance import Provenance
+from .rows import all_fill, join
 
 
 if TYPE_CHECKING:
@@ -29,17 +35,32 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     # (the device explorer hands its states over decoded)
     states = getattr(bfs, "states", None)
     if states is None:
-        states = comp.enc.decode(bfs.table.keys[:n])
-    cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
-    n_choices = (
-        np.concatenate(bfs.n_choices) if bfs.n_choices else np.zeros(0, np.int64)
-    )
-    choice_ptr = np.concatenate([[0], np.cumsum(n_choices)]).astype(np.int64)
-    row_len = np.concatenate(bfs.row_len)
-    row_ptr = np.concatenate([[0], np.cumsum(row_len)]).astype(np.int64)
-    col = np.concatenate(bfs.cols).astype(np.int64)
-    val = np.concatenate(bfs.vals).astype(np.float64)
-    deadlock = np.concatenate(bfs.deadlock)
+        keys = bfs.table.keys
+        states = np.empty((n, len(comp.vars)), dtype=np.int32)
+        for a in range(0, n, CHUNK):
+            b = min(n, a + CHUNK)
+            for i, c in enumerate(comp.enc.decode_columns(keys[a:b])):
+                states[a:b, i] = c
+        del keys
+        bfs.table.release()
+    else:
+        states = states.astype(np.int32, copy=False)
+    if all_fill(bfs.n_choices):
+        choice_ptr = np.arange(n + 1, dtype=np.int64)
+        bfs.n_choices.clear()
+    else:
+        choice_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(join(bfs.n_choices, np.int32), dtype=np.int64, out=choice_ptr[1:])
+    n_rows = int(choice_ptr[-1])
+    if all_fill(bfs.row_len):
+        row_ptr = np.arange(n_rows + 1, dtype=np.int64)
+        bfs.row_len.clear()
+    else:
+        row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(join(bfs.row_len, np.int32), dtype=np.int64, out=row_ptr[1:])
+    col = join(bfs.cols, np.int64)
+    val = join(bfs.vals, np.float64)
+    deadlock = join(bfs.deadlock, bool)
     warnings = list(comp.checked.warnings)
     if deadlock.any():
         first = int(np.argmax(deadlock))
@@ -55,43 +76,54 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     init = np.zeros(n, dtype=bool)
     init[init_ids] = True
     labels = {"init": init, "deadlock": deadlock}
-    for name, e in comp.checked.labels.items():
-        labels[name] = np.asarray(comp.lower(e).unchecked(cols, n), dtype=bool)
-    rewards = []
-    for ri, (r, items) in enumerate(zip(comp.checked.rewards, comp.rewards)):
-        state_r = None
-        if any(not x.transition for x in items):
-            state_r = np.zeros(n)
+    lowered = {name: comp.lower(e) for name, e in comp.checked.labels.items()}
+    for name in lowered:
+        labels[name] = np.empty(n, dtype=bool)
+    state_items = [
+        [x for x in items if not x.transition] if any(not x.transition for x in items)
+        else None
+        for items in comp.rewards
+    ]  # fmt: skip
+    state_rs = [None if x is None else np.zeros(n) for x in state_items]
+    for a, cols in _column_chunks(states):
+        m = cols.n
+        for name, f in lowered.items():
+            labels[name][a : a + m] = f.unchecked(cols, m)
+        for ri, items in enumerate(state_items):
+            if items is None:
+                continue
+            state_r = state_rs[ri][a : a + m]
             for item in items:
-                if item.transition:
-                    continue
-                g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)
+                g = np.asarray(item.guard.unchecked(cols, m), dtype=bool)
                 if g.any():
-                    v = np.where(g, as_float(item.value.unchecked(cols, n, g)), 0.0)
+                    v = np.where(g, as_float(item.value.unchecked(cols, m, g)), 0.0)
                     state_r += v
                     if (v < 0).any():
-                        bfs.negative_at.setdefault(ri, []).append(np.flatnonzero(v < 0))
+                        neg = np.flatnonzero(v < 0) + a
+                        bfs.negative_at.setdefault(ri, []).append(neg)
+    rewards = []
+    for ri, r in enumerate(comp.checked.rewards):
         trans_r = None
         if ri in bfs.trew_structs:
-            trans_r = np.concatenate(bfs.trews[bfs.trew_structs.index(ri)])
+            trans_r = join(bfs.trews[bfs.trew_structs.index(ri)], np.float64)
         negative = None
         if ri in bfs.negative_at:
             negative = np.zeros(n, dtype=bool)
             negative[np.concatenate(bfs.negative_at[ri])] = True
-        rewards.append(RewardStructure(r.name, state_r, trans_r, negative))
+        rewards.append(RewardStructure(r.name, state_rs[ri], trans_r, negative))
     choice_action = entry_action = None
     if bfs.nd:
         names = np.array(bfs.label_names + [None], dtype=object)
-        choice_action = tuple(names[np.concatenate(bfs.actions)].tolist())
+        choice_action = tuple(names[join(bfs.actions, np.int64)].tolist())
     elif bfs.actions:
-        ids = np.concatenate(bfs.actions)
+        ids = join(bfs.actions, np.min_scalar_type(len(bfs.label_names)), 0)
         if ids.any():
-            entry_action = ids.astype(np.min_scalar_type(len(bfs.label_names)))
+            entry_action = ids
     variables = tuple(StateVar(v.name, v.low, v.high, v.is_bool) for v in comp.vars)
     return ExplicitModel(
         model_type=mt,
         variables=variables,
-        states=states.astype(np.int32),
+        states=states,
         initial_states=np.asarray(init_ids, dtype=np.int64),
         choice_ptr=choice_ptr,
         row_ptr=row_ptr,
@@ -107,22 +139,50 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     )
 
 
+#: States whose labels and state rewards are evaluated at a time.
+CHUNK = 1 << 20
+
+
+class _Columns:
+    """int64 columns of states `a:a+n` of int32 `states`, made on first use."""
+
+    def __init__(self, states: np.ndarray, a: int, n: int):
+        self.states, self.a, self.n, self.cache = states, a, n, {}
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        c = self.cache.get(i)
+        if c is None:
+            c = self.states[self.a : self.a + self.n, i].astype(np.int64)
+            self.cache[i] = c
+        return c
+
+
+def _column_chunks(states: np.ndarray):
+    """`(start, columns)` of the states, `CHUNK` at a time."""
+    n = states.shape[0]
+    for a in range(0, max(n, 1), CHUNK):
+        yield a, _Columns(states, a, min(CHUNK, n - a))
+
+
 def provenance(bfs: Builder, nnz: int) -> Provenance:
     comp = bfs.comp
-    counts = (
-        np.concatenate(bfs.contrib_per_entry)
-        if bfs.contrib_per_entry
-        else np.zeros(0, np.int32)
-    )
-    assert counts.size == nnz
-    entry_ptr = np.zeros(nnz + 1, dtype=np.int64)
-    np.cumsum(counts, dtype=np.int64, out=entry_ptr[1:])
+    counts = None  # None: one contribution per entry
+    if not all_fill(bfs.contrib_per_entry):
+        counts = join(bfs.contrib_per_entry, np.int32)
+        assert counts.size == nnz
+    bfs.contrib_per_entry.clear()
+    weight = None
+    if bfs.contrib_weight and not all_fill(bfs.contrib_weight):
+        weight = join(bfs.contrib_weight, np.float64)
+    bfs.contrib_weight.clear()
     return Provenance(
         updates=np.array(comp.updates, dtype=np.int64).reshape(-1, 2),
-        entry_ptr=entry_ptr,
-        weight=np.concatenate(bfs.contrib_weight) if bfs.contrib_weight else None,
-        codes=np.concatenate(bfs.contrib_code),
+        entry_ptr=None,
+        weight=weight,
+        codes=join(bfs.contrib_code, comp.code_dtype),
         radix=comp.radix,
         module_offset=comp.module_offset,
         n_module_updates=list(comp.n_module_updates),
+        counts=counts,
+        nnz=nnz,
     )

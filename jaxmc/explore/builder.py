@@ -57,7 +57,8 @@ from .compose import Composer
 from .expand import expand
 from .growth import BuildProgress, Growth, describe
 from .model import ExplicitModel
-from .statetable import StateTable
+from .rows import all_fill, join
+from .statetable import table_for
 
 
 #: Per-batch output arrays are joined every this many batches (`compact`).
@@ -66,6 +67,8 @@ COMPACT_EVERY = 1024
 PROGRESS_INTERVAL = 0.5
 #: Largest number of valuations enumerated for an `init ... endinit` block.
 MAX_INIT_ENUMERATION = 1 << 27
+#: States are numbered in int32 (the table's slots, the columns' chunks).
+MAX_STATES = 1 << 31
 
 
 def _init_bounds(pred: ast.Expr, comp: Compiled) -> tuple[list[int], list[int]]:
@@ -240,9 +243,14 @@ class Builder:
         self.prob_checks = prob_checks
         self.max_states, self.deadlocks = max_states, deadlocks
         self.progress, self.chunk_size, self.t0 = progress, max(1, chunk_size), t0
-        self.table = StateTable(comp.enc.n_words)
+        self.table = table_for(comp.enc)
         self.composer = Composer(comp)
         self.nd = mt == ModelType.MDP
+        # Chunk types: successor ids (< 2**31, see `before_add`), the
+        # actions of DTMC/CTMC entries, the provenance codes.
+        self.col_dtype = np.int32
+        self.action_dtype = np.min_scalar_type(len(self.composer.vectors) + 1)
+        self.code_dtype = comp.code_dtype
         self.trew_structs = [
             i
             for i, items in enumerate(comp.rewards)
@@ -266,8 +274,14 @@ class Builder:
         self.label_names: list[str | None] = [None]
         self.label_id: dict[str | None, int] = {None: 0}
         self.dead_examples: list[np.ndarray] = []  # deadlocks="error": the first few
-        self.growth = Growth(len(comp.vars))
+        self.growth = Growth(len(comp.vars), self._decode)
         self.done = 0  # states expanded (the queue is [done, len(table)))
+        self.batch_end = 0  # the end of the batch being expanded
+        self._merged = 0  # chunks of each per-batch list already joined
+        self.held = 0  # bytes of the per-entry chunks (`held_bytes`)
+
+    def _decode(self, lo: int, hi: int) -> np.ndarray:
+        return self.comp.enc.decode(self.table.keys[lo:hi])
 
     # -------------------------------------------------------------- initial
     def initial(self) -> np.ndarray:
@@ -319,6 +333,7 @@ class Builder:
 
     def too_many(self) -> ExplorationError:
         found = len(self.table)
+        self.growth.upto(max(self.done, self.batch_end))
         why, var = describe(self.growth, self.comp.vars, found, found - self.done)
         span = self.comp.vars[var].span if var is not None else None
         return self.comp.error(
@@ -329,36 +344,50 @@ class Builder:
             "(--max-states; None for no limit)",
         )
 
-    def add_states(self, keys: np.ndarray) -> np.ndarray:
-        if (
-            self.max_states is not None
-            and len(self.table) + keys.shape[0] > self.max_states
-        ):
+    def before_add(self, count: int) -> None:
+        """Checks before `count` new states are added to the table."""
+        size = len(self.table)
+        if self.max_states is not None and size + count > self.max_states:
             raise self.too_many()
-        need = self.table.growth_bytes(keys.shape[0])
-        at = f"at {len(self.table):,} states"
-        memory.ensure(need, "the table of visited states", at)
+        if size + count >= MAX_STATES:
+            raise self.comp.error(
+                f"more than {MAX_STATES - 1:,} states: too many to number", None
+            )
+        need = self.table.growth_bytes(count)
+        memory.ensure(need, "the table of visited states", f"at {size:,} states")
+
+    def add_states(self, keys: np.ndarray) -> np.ndarray:
+        self.before_add(keys.shape[0])
         return self.table.add(keys)
 
+    def _lists(self) -> list[list]:
+        names = ("n_choices", "row_len", "cols", "vals", "actions", "deadlock",
+                 "contrib_per_entry", "contrib_code", "contrib_weight")  # fmt: skip
+        return [getattr(self, name) for name in names] + self.trews
+
     def compact(self) -> None:
-        """Join the per-batch arrays: a model explored one state per batch (a
-        long chain) would otherwise hold a dozen small numpy arrays per state,
-        whose headers outweigh their data many times."""
-        names = ("n_choices", "row_len", "cols", "vals", "actions", "deadlock")
-        for name in names + ("contrib_per_entry", "contrib_code", "contrib_weight"):
-            lst = getattr(self, name)
-            if len(lst) > 1:
-                lst[:] = [np.concatenate(lst)]
-        for lst in self.trews:
-            if len(lst) > 1:
-                lst[:] = [np.concatenate(lst)]
+        """Join the chunks appended since the last call into one per list: a
+        model explored one state per batch (a long chain) would otherwise
+        hold a dozen small numpy arrays per state, whose headers outweigh
+        their data many times. Earlier chunks stay as they are (joining
+        them again would copy everything at every call)."""
+        m = self._merged
+        for lst in self._lists():
+            tail = lst[m:]
+            if len(tail) < 2:
+                continue
+            if all_fill(tail):
+                lst[m:] = [sum(tail)]
+            else:
+                dtype = next(c.dtype for c in tail if not isinstance(c, int))
+                fill = 0 if lst is self.actions else 1
+                lst[m:] = [join(tail, dtype, fill)]
+        self._merged += 1
 
     def held_bytes(self) -> int:
         """Bytes of the per-batch transition arrays so far (assembling the
-        model copies them once more)."""
-        return sum(a.nbytes for lst in (self.cols, self.vals, self.contrib_code,
-                                        self.contrib_weight, self.contrib_per_entry)
-                   for a in lst)  # fmt: skip
+        model copies them once more; `rows.add_rows` counts them)."""
+        return self.held
 
     def report(self, done: bool = False) -> None:
         found = len(self.table)
@@ -378,13 +407,13 @@ class Builder:
         level_end = len(self.table)  # the queue [done, level_end) is one BFS level
         last_report = time.perf_counter()
         while self.done < len(self.table):
-            hi = min(level_end, self.done + self.chunk_size)
+            hi = self.batch_end = min(level_end, self.done + self.chunk_size)
             expand(self, self.done, hi)
             self.done = hi
-            if len(self.cols) >= COMPACT_EVERY:
+            if len(self.cols) - self._merged >= COMPACT_EVERY:
                 self.compact()
             if hi == level_end:
-                self.growth.level_done()
+                self.growth.level_done(hi)
                 level_end = len(self.table)
             now = time.perf_counter()
             if now - last_report >= PROGRESS_INTERVAL:

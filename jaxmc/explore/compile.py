@@ -114,6 +114,11 @@ class Compiled:
             prod *= cnt + 1
         self.code_fits = prod < (1 << 62)
         self.radix = np.array(radix, dtype=np.int64) if self.code_fits else None
+        #: The type of a provenance code (`Provenance`): the smallest that
+        #: holds every code (int64 global update ids where none fits).
+        self.code_dtype = np.dtype(
+            np.min_scalar_type(prod - 1) if self.code_fits else np.int64
+        )
         self.rewards = [
             [
                 RewardItem(i.transition, i.action, low(i.guard), low(i.value))

@@ -62,16 +62,70 @@ def sync_vectors(comp: Compiled, node) -> tuple[frozenset[str], list[_Vector]]:
 def _product(
     sa: np.ndarray, cols_a: list[np.ndarray], sb: np.ndarray, cb: np.ndarray, n: int
 ):
-    """Per-state cross product of enabled command sets (synchronisation)."""
+    """Per-state cross product of enabled pair sets (synchronisation): the
+    rows of `(sa, cols_a)` times the rows of `(sb, cb)` with the same state,
+    in the order of `a`, then `b`."""
     ob = np.argsort(sb, kind="stable")
     cnt_b = np.bincount(sb, minlength=n)
     start_b = np.cumsum(cnt_b) - cnt_b
     rep = cnt_b[sa]
     total = int(rep.sum())
+    if total == sa.size and (rep == 1).all():  # one partner each: no repeat
+        ib = ob[start_b[sa]]
+        return sa, cols_a + [cb[ib]]
     ia = np.repeat(np.arange(sa.size), rep)
     within = np.arange(total) - np.repeat(np.cumsum(rep) - rep, rep)
     ib = ob[start_b[sa[ia]] + within]
     return sa[ia], [c[ia] for c in cols_a] + [cb[ib]]
+
+
+class Pairs:
+    """The enabled (state, command) pairs of one module in a batch, numbered
+    per module: the pairs of each (module, action) used by the system are
+    contiguous, command by command, states ascending within a command.
+
+    - `src[p]`: the state of pair `p`; `blocks`: `(command index, start,
+      stop)` of each command's pairs;
+    - `used`: bool per pair, or None where every pair takes part in some
+      choice (a pair of a synchronised action whose partners are not
+      enabled in its state takes part in none: its updates are not
+      evaluated, as the builder evaluates updates only where they fire).
+    """
+
+    __slots__ = ("src", "blocks", "used", "size", "synced", "_parts", "_full")
+
+    def __init__(self):
+        self._parts: list[np.ndarray] = []
+        self.blocks: list[tuple[int, int, int]] = []
+        self.size = 0
+        self.used: np.ndarray | None = None
+        self.synced = False  # some pairs are of a synchronised action
+        self._full: list[tuple[int, int]] = []  # ranges used by 1-part vectors
+
+    def add(self, ci: int, src: np.ndarray) -> np.ndarray:
+        start = self.size
+        self.size += src.size
+        self._parts.append(src)
+        self.blocks.append((ci, start, self.size))
+        return np.arange(start, self.size, dtype=np.int64)
+
+    def finish(self, partial: list[np.ndarray]) -> None:
+        """Join the states; `partial`: the pair columns of products."""
+        parts = self._parts
+        self.src = (
+            parts[0] if len(parts) == 1 else
+            np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        )  # fmt: skip
+        if self.synced:
+            full = self._full
+            if len(full) == 1 and full[0] == (0, self.size):
+                return
+            used = np.zeros(self.size, dtype=bool)
+            for a, b in full:
+                used[a:b] = True
+            for col in partial:
+                used[col] = True
+            self.used = used
 
 
 class Composer:
@@ -90,39 +144,57 @@ class Composer:
                 self.members.setdefault((m, c.action), []).append(c.index)
 
     def run(self, masks: dict[int, np.ndarray], n: int):
-        """Choices of the batch: `(src, cmds [nc, K], label)`, unsorted."""
+        """Choices of the batch: `(pairs, blocks)`, `pairs` a `Pairs` per
+        module and `blocks` `(label, src, modules, pair columns)` per
+        non-empty vector, in vector order (choices unsorted)."""
+        pairs = [Pairs() for _ in range(self.k)]
+        partial: list[list[np.ndarray]] = [[] for _ in range(self.k)]
         enabled: dict[tuple[int, str | None], tuple[np.ndarray, np.ndarray]] = {}
 
-        def pairs(key):
+        def get(key):
             got = enabled.get(key)
             if got is None:
-                srcs, cmds = [], []
+                pm = pairs[key[0]]
+                start = pm.size
+                srcs, ids = [], []
                 for ci in self.members.get(key, ()):
-                    src = np.flatnonzero(masks[ci])
+                    src = masks[ci].nonzero()[0]
                     if src.size:
                         srcs.append(src)
-                        cmds.append(np.full(src.size, ci, dtype=np.int64))
+                        ids.append(pm.add(ci, src))
                 if not srcs:
                     got = (np.zeros(0, np.int64), np.zeros(0, np.int64))
                 elif len(srcs) == 1:
-                    got = (srcs[0], cmds[0])
+                    got = (srcs[0], ids[0])
                 else:
-                    got = (np.concatenate(srcs), np.concatenate(cmds))
+                    got = (np.concatenate(srcs), np.arange(start, pm.size))
                 enabled[key] = got
             return got
 
         blocks = []
         for label, parts in self.vectors:
-            src, c0 = pairs(parts[0])
+            src, c0 = get(parts[0])
             if src.size == 0:
                 continue
+            if len(parts) == 1:
+                m = parts[0][0]
+                pairs[m]._full.append((int(c0[0]), int(c0[-1]) + 1))
+                blocks.append((label, src, [m], [c0]))
+                continue
+            for m, _ in parts:
+                pairs[m].synced = True
             cols = [c0]
             for key in parts[1:]:
-                sb, cb = pairs(key)
+                sb, cb = get(key)
                 if sb.size == 0:
                     src = sb
                     break
                 src, cols = _product(src, cols, sb, cb, n)
             if src.size:
-                blocks.append((label, src, [m for m, _ in parts], cols))
-        return blocks
+                mods = [m for m, _ in parts]
+                for m, col in zip(mods, cols):
+                    partial[m].append(col)
+                blocks.append((label, src, mods, cols))
+        for m in range(self.k):
+            pairs[m].finish(partial[m])
+        return pairs, blocks

@@ -1,7 +1,15 @@
 """One BFS batch expanded: guards, choices, update combinations, successors
 (numbered as they are found) and the batch's merged transition rows, which
 are appended to the `Builder`'s per-batch outputs (steps 1-5 of
-`jaxmc.explore.builder`)."""
+`jaxmc.explore.builder`).
+
+The updates of a command are evaluated once per (state, command) pair that
+takes part in a choice (`compose.Pairs`), into one flat table per module:
+the probability and key delta of update `j` of pair `p` at `uoff[p] + j *
+ustride[p]`. A choice holds one pair per module (a sentinel pair, factor 1
+and delta 0, where the module does not take part), so that the expansion
+into update combinations is a few gathers per module, without masks.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ from ..errors import ExplorationError
 from ..lang.ast import ModelType
 from . import memory
 from .compile import Command, Update
+from .rows import add_rows
 
 
 if TYPE_CHECKING:
@@ -42,244 +51,236 @@ def as_float(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def _first_occurrence_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of `keys` in order of first occurrence, and the inverse."""
-    if keys.shape[1] == 1:
-        u, first, inv = np.unique(keys[:, 0], return_index=True, return_inverse=True)
-        u = u[:, None]
+class _Table:
+    """One module's evaluated updates (see the module docstring): per pair
+    (plus the sentinel, last) `uoff`, `ustride`, `nup` (updates) and `fl`
+    (first local update index + 1; 0 for the sentinel); per flat slot the
+    probability `prob` and the key delta `delta` (`[slots]` for one-word
+    keys, else `[slots, W]`)."""
+
+    __slots__ = ("uoff", "ustride", "nup", "fl", "prob", "delta", "cmd", "max_up")
+
+
+def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
+    comp = bfs.comp
+    blocks = pairs.blocks
+    size = pairs.size
+    t = _Table()
+    cis = [b[0] for b in blocks]
+    lens = np.array([b[2] - b[1] for b in blocks], dtype=np.int64)
+    pos = comp.cmd_pos[cis] if cis else np.zeros(0, np.int64)
+    nup_c = comp.n_upd[pos]
+    base = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(nup_c * lens, out=base[1:])
+    total = int(base[-1])
+    # per pair, then the sentinel
+    cmd_of = np.repeat(np.arange(len(blocks)), lens)
+    first = np.array([b[1] for b in blocks], dtype=np.int64)
+    t.uoff = np.empty(size + 1, dtype=np.int64)
+    t.uoff[:size] = base[:-1][cmd_of] + np.arange(size) - first[cmd_of]
+    t.uoff[size] = total
+    t.ustride = np.empty(size + 1, dtype=np.int64)
+    t.ustride[:size] = lens[cmd_of]
+    t.ustride[size] = 0
+    t.nup = np.empty(size + 1, dtype=np.int64)
+    t.nup[:size] = nup_c[cmd_of]
+    t.nup[size] = 1
+    t.fl = np.empty(size + 1, dtype=np.int64)
+    t.fl[:size] = comp.first_local[pos][cmd_of] + 1
+    t.fl[size] = 0
+    t.max_up = int(nup_c.max()) if len(blocks) else 1
+    t.cmd = np.empty(size + 1, dtype=np.int64)
+    t.cmd[:size] = np.asarray(cis, dtype=np.int64)[cmd_of]
+    t.cmd[size] = -1
+    prob = t.prob = np.empty(total + 1)
+    prob[total] = 1.0
+    if n_words == 1:
+        delta = t.delta = np.empty(total + 1, dtype=np.int64)
     else:
-        u, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    perm = np.argsort(first, kind="stable")
-    rank = np.empty_like(perm)
-    rank[perm] = np.arange(perm.size)
-    return u[perm], rank[inv]
+        delta = t.delta = np.empty((total + 1, n_words), dtype=np.int64)
+    delta[total] = 0
+    used = pairs.used
+    src = pairs.src
+    for b, (ci, a, z) in enumerate(blocks):
+        active = None
+        if used is not None:
+            active = used[a:z]
+            if active.all():
+                active = None
+            elif not active.any():
+                continue
+        cmd = comp.by_index[ci]
+        rows = src[a:z]
+        gat = _Gather(cols, rows)
+        ln = z - a
+        at = int(base[b])
+        for u in cmd.updates:
+            p, d, bad, new = u.fused(gat, active, ln)
+            if bad is not False:
+                if active is not None:
+                    bad = bad & active
+                if bad.any():
+                    locate_range_error(bfs, cmd, u, new, rows, active, states)
+            prob[at : at + ln] = p
+            if n_words == 1:
+                delta[at : at + ln] = d[0]
+            else:
+                for w, dw in enumerate(d):
+                    delta[at : at + ln, w] = dw
+            at += ln
+    return t
 
 
 def expand(bfs: Builder, lo: int, hi: int) -> None:
-    comp, mt = bfs.comp, bfs.mt
+    comp = bfs.comp
     n = hi - lo
+    W = comp.enc.n_words
     keys = bfs.table.keys[lo:hi]
-    states = comp.enc.decode(keys)
-    bfs.growth.expanded(states)
-    cols = [np.ascontiguousarray(states[:, i]) for i in range(states.shape[1])]
+    cols = comp.enc.decode_columns(keys)
 
     # 1. guards
     masks = {
         c.cmd.index: np.asarray(c.guard.unchecked(cols, n), dtype=bool)
         for c in comp.commands
     }
-    # 2. composition into choices
-    blocks = bfs.composer.run(masks, n)
+    # 2. composition into choices (pair indices per module)
+    pairs, blocks = bfs.composer.run(masks, n)
     k = bfs.composer.k
-    c_src_l, c_cmds_l, c_lab_l = [], [], []
-    for a, src, mods, cmd_cols in blocks:
-        if a not in bfs.label_id:
-            bfs.label_id[a] = len(bfs.label_names)
+    sentinel = [p.size for p in pairs]
+    c_src_l, c_pair_l, c_lab_l = [], [], []
+    for a, src, mods, pcols in blocks:
+        lab = bfs.label_id.get(a)
+        if lab is None:
+            lab = bfs.label_id[a] = len(bfs.label_names)
             bfs.label_names.append(a)
-        cmds = np.full((src.size, k), -1, dtype=np.int64)
-        for m, c in zip(mods, cmd_cols):
-            cmds[:, m] = c
+        cp = np.empty((k, src.size), dtype=np.int64)
+        if len(mods) < k:
+            cp[:] = np.array(sentinel, dtype=np.int64)[:, None]
+        for m, c in zip(mods, pcols):
+            cp[m] = c
         c_src_l.append(src)
-        c_cmds_l.append(cmds)
-        c_lab_l.append(np.full(src.size, bfs.label_id[a], dtype=np.int64))
+        c_pair_l.append(cp)
+        c_lab_l.append(np.full(src.size, lab, dtype=np.int64))
     has = np.zeros(n, dtype=bool)
-    for s in c_src_l:
-        has[s] = True
-    dead = np.flatnonzero(~has)
+    for src in c_src_l:
+        has[src] = True
+    dead = (~has).nonzero()[0]
     room = MAX_DEADLOCK_EXAMPLES - len(bfs.dead_examples)
     if dead.size and bfs.deadlocks == "error" and room > 0:
+        states = comp.enc.decode(keys)
         bfs.dead_examples += [states[i] for i in dead[:room]]
     bfs.deadlock.append(~has)
-    # Deadlock states get a synthetic choice with no command: a self-loop.
-    c_src_l.append(dead)
-    c_cmds_l.append(np.full((dead.size, k), -1, dtype=np.int64))
-    c_lab_l.append(np.full(dead.size, -1, dtype=np.int64))
-    c_src = np.concatenate(c_src_l)
-    order = np.argsort(c_src, kind="stable")
-    c_src = c_src[order]
-    c_cmds = np.concatenate(c_cmds_l)[order]
-    c_lab = np.concatenate(c_lab_l)[order]
-    nc = c_src.size
-    per_state = np.bincount(c_src, minlength=n)
-
-    # 3. update combinations of each choice. Probabilities and key deltas
-    # are evaluated once per (choice, update) on the choice's source state,
-    # then gathered into the expanded rows (one row per combination).
-    reps = np.ones((k, nc), dtype=np.int64)
-    tables = []  # per module: (P [nc, U], D [nc, U, W], local [nc]) or None
-    for m in range(k):
-        cm = c_cmds[:, m]
-        part = np.flatnonzero(cm >= 0)
-        if part.size == 0:
-            tables.append(None)
-            continue
-        pos = comp.cmd_pos[cm[part]]
-        reps[m, part] = comp.n_upd[pos]
-        width = int(reps[m].max())
-        P = np.ones((nc, width))
-        D = np.zeros((nc, width, comp.enc.n_words), dtype=np.int64)
-        local = np.full(nc, -1, dtype=np.int64)
-        local[part] = comp.first_local[pos]
-        order = np.argsort(pos, kind="stable")
-        ps = pos[order]
-        bounds = np.flatnonzero(np.diff(ps)) + 1
-        for a, b in zip(
-            np.concatenate([[0], bounds]).tolist(),
-            np.concatenate([bounds, [ps.size]]).tolist(),
-        ):
-            rows = part[order[a:b]]
-            cmd = comp.commands[int(ps[a])]
-            gat = _Gather(cols, c_src[rows])
-            for j, u in enumerate(cmd.updates):
-                p, d, bad, new = u.fused(gat)
-                if bad is not False and np.any(bad):
-                    locate_range_error(bfs, cmd, u, new, rows, c_src, states)
-                P[rows, j] = p
-                for w, dw in enumerate(d):
-                    D[rows, j, w] = dw
-        tables.append((P, D, local))
-    total = reps.prod(axis=0) if k else np.ones(nc, dtype=np.int64)
-    ne = int(total.sum())
-    # Per expanded entry: probability, choice, combination index, code,
-    # successor id, sort key, order (8 bytes each) and two key copies.
-    memory.ensure(ne * (56 + 16 * comp.enc.n_words), "the successors of a batch",
-                  f"at {len(bfs.table):,} states")  # fmt: skip
-    if ne == nc:  # one update per choice: no expansion
-        e_choice = np.arange(nc)
-        r = np.zeros(nc, dtype=np.int64)
+    if dead.size:
+        # Deadlock states get a choice with no command: a self-loop.
+        c_src_l.append(dead)
+        c_pair_l.append(np.repeat(np.array(sentinel, np.int64)[:, None], dead.size, 1))
+        c_lab_l.append(np.full(dead.size, -1, dtype=np.int64))
+    # Choices by state, in vector order within a state (a stable sort).
+    if len(c_src_l) == 1:
+        c_src, c_pair, c_lab = c_src_l[0], c_pair_l[0], c_lab_l[0]
+        if c_src.size > 1 and not (c_src[1:] >= c_src[:-1]).all():
+            order = np.argsort(c_src, kind="stable")
+            c_src, c_pair, c_lab = c_src[order], c_pair[:, order], c_lab[order]
     else:
+        c_src = np.concatenate(c_src_l)
+        order = np.argsort(c_src, kind="stable")
+        c_src = c_src[order]
+        c_pair = np.concatenate(c_pair_l, axis=1)[:, order]
+        c_lab = np.concatenate(c_lab_l)[order]
+    nc = c_src.size
+    # None: one choice per state, in state order
+    per_state = np.bincount(c_src, minlength=n) if nc != n else None
+
+    # 3. updates of the pairs, then the update combinations of each choice
+    tables = [_evaluate(bfs, pairs[m], cols, keys, W) for m in range(k)]
+    reps = [t.nup[c_pair[m]] if t.max_up > 1 else None for m, t in enumerate(tables)]
+    total = None
+    for r in reps:
+        if r is not None:
+            total = r.copy() if total is None else total * r
+    if total is None:
+        ne = nc
+        e_choice = None  # the identity
+    else:
+        ne = int(total.sum())
         e_choice = np.repeat(np.arange(nc), total)
-        r = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
-    prob = np.ones(ne)
-    delta = np.zeros((ne, comp.enc.n_words), dtype=np.int64)
-    code = np.zeros(ne, dtype=np.int64)
-    gids = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
-    stride = np.ones(nc, dtype=np.int64)
+        r_in = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+    memory.ensure(ne * (56 + 16 * W), "the successors of a batch",
+                  f"at {len(bfs.table):,} states")  # fmt: skip
+    prob = delta = None
+    code = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
+    stride = None
     for m in range(k - 1, -1, -1):
-        if tables[m] is None:
+        t = tables[m]
+        if t.prob.size == 1:  # the module takes part in no choice
             continue
-        P, D, local = tables[m]
-        if P.shape[1] == 1:
-            digit = 0
-            if ne == nc:
-                prob *= P[:, 0]
-                delta += D[:, 0]
+        pm = c_pair[m] if e_choice is None else c_pair[m][e_choice]
+        flat = t.uoff[pm]
+        g = t.fl[pm]
+        if reps[m] is not None:
+            rm = reps[m][e_choice]
+            digit = r_in // stride % rm if stride is not None else r_in % rm
+            stride = rm if stride is None else stride * rm
+            flat += digit * t.ustride[pm]
+            g += digit
+        if prob is None:
+            prob = t.prob[flat]
+            delta = t.delta[flat]
+        else:
+            prob *= t.prob[flat]
+            delta += t.delta[flat]
+        if comp.code_fits:
+            g *= comp.radix[m]
+            if code is None:
+                code = g
             else:
-                prob *= P[e_choice, 0]
-                delta += D[e_choice, 0]
+                code += g
         else:
-            digit = (r // stride[e_choice]) % reps[m][e_choice]
-            stride = stride * reps[m]
-            prob *= P[e_choice, digit]
-            delta += D[e_choice, digit]
-        lu = local if ne == nc else local[e_choice]
-        inside = lu >= 0
-        if gids is None:
-            code += np.where(inside, lu + digit + 1, 0) * comp.radix[m]
-        else:
-            gids[:, m] = np.where(inside, comp.module_offset[m] + lu + digit, -1)
+            code[:, m] = np.where(g > 0, comp.module_offset[m] + g - 1, -1)
+    if prob is None:  # only deadlocks
+        prob = np.ones(ne)
+        delta = np.zeros(ne if W == 1 else (ne, W), dtype=np.int64)
+    if code is None:
+        code = np.zeros(ne, dtype=np.int64)
+    e_src = c_src if e_choice is None else c_src[e_choice]
+
+    def cmds_of(choice: int) -> list[int]:
+        return [int(tables[m].cmd[c_pair[m][choice]]) for m in range(k)]
+
     positive = bool((prob > 0).all())
     if not positive:
-        check_signs(bfs, prob, e_choice, c_cmds, c_src, states)
-    check_sums(bfs, prob, e_choice, c_cmds, c_src, states, nc)
+        check_signs(bfs, prob, e_choice, cmds_of, c_src, keys)
+    check_sums(bfs, prob, e_choice, cmds_of, c_src, keys, nc)
     # Zero-probability updates do not make their successors reachable.
-    keep = None if positive else prob != 0
-    if keep is not None and not keep.all():
-        e_choice, prob, delta = e_choice[keep], prob[keep], delta[keep]
-        code = code[keep] if gids is None else gids[keep]
-        ne = e_choice.size
-    elif gids is not None:
-        code = gids
-    e_src = c_src[e_choice]
+    if not positive:
+        keep = prob != 0
+        if not keep.all():
+            if e_choice is None:
+                e_choice = np.arange(nc)
+            e_choice, prob, delta = e_choice[keep], prob[keep], delta[keep]
+            code, e_src = code[keep], e_src[keep]
+            ne = e_choice.size
 
     # 4. successors → ids
-    succ = keys[e_src] + delta
-    ids = bfs.table.find(succ)
-    miss = np.flatnonzero(ids < 0)
-    if miss.size:
-        uniq, inv = _first_occurrence_unique(succ[miss])
-        ids[miss] = bfs.add_states(uniq)[inv]
+    succ = keys[e_src] + (delta[:, None] if W == 1 else delta)
+    ids = bfs.table.find_or_add(succ, bfs.before_add)
 
     # 5. rows, merging duplicates
-    if mt == ModelType.DTMC:
-        many = per_state > 1
-        bfs.nondet_states += int(many.sum())
-        if bfs.prob_checks:
-            weight = 1.0 / per_state[e_src]
-        else:
-            weight = (
-                1.0 / np.bincount(c_src[e_choice], weights=prob, minlength=n)[e_src]
-            )
-        row = e_src
-    else:
-        weight = np.ones(ne)
-        row = e_choice if bfs.nd else e_src
-    val = prob * weight
-    sort_key = (row << 32) | ids
-    order = np.argsort(sort_key, kind="stable")
-    sk = sort_key[order]
-    start = np.ones(ne, dtype=bool)
-    start[1:] = sk[1:] != sk[:-1]
-    starts = np.flatnonzero(start)
-    merged = np.add.reduceat(val[order], starts) if ne else val[:0]
-    bfs.cols.append(ids[order][starts])
-    bfs.vals.append(merged)
-    n_rows = nc if bfs.nd else n
-    bfs.row_len.append(np.bincount(row[order][starts], minlength=n_rows))
-    bfs.n_choices.append(per_state if bfs.nd else np.ones(n, dtype=np.int64))
-    if bfs.nd:
-        bfs.actions.append(c_lab)
-    elif ne:
-        # a DTMC/CTMC entry has the action of its commands where they
-        # agree on one (PRISM writes it in .tra files), else none
-        if (c_lab > 0).any():
-            lab = np.maximum(c_lab[e_choice][order], 0).astype(np.int32)
-            low = np.minimum.reduceat(lab, starts)
-            same = low == np.maximum.reduceat(lab, starts)
-            bfs.actions.append(np.where(same, low, 0))
-        else:  # no labelled command in this batch
-            bfs.actions.append(np.zeros(starts.size, dtype=np.uint8))
-    bfs.contrib_per_entry.append(np.diff(np.append(starts, ne)).astype(np.int32))
-    if mt == ModelType.DTMC:  # weights are 1 otherwise (made on demand)
-        bfs.contrib_weight.append(weight[order])
-    bfs.contrib_code.append(code[order])
-    # transition rewards: per choice, then per merged entry (weighted mean)
-    for slot, ri in enumerate(bfs.trew_structs):
-        r_choice = np.zeros(nc)
-        for item in comp.rewards[ri]:
-            if not item.transition:
-                continue
-            lab = bfs.label_id.get(item.action)
-            if lab is None:
-                continue
-            match = c_lab == lab
-            if not match.any():
-                continue
-            g = np.asarray(item.guard.unchecked(cols, n), dtype=bool)[c_src]
-            hit = match & g
-            if hit.any():
-                active = np.zeros(n, dtype=bool)
-                active[c_src[hit]] = True
-                v = as_float(item.value.unchecked(cols, n, active))[c_src]
-                r_choice[hit] += v[hit]
-                if (v[hit] < 0).any():
-                    bad = hit & (v < 0)
-                    bfs.negative_at.setdefault(ri, []).append(lo + c_src[bad])
-        contrib = (val * r_choice[e_choice])[order]
-        num = np.add.reduceat(contrib, starts) if ne else contrib[:0]
-        with np.errstate(all="ignore"):
-            bfs.trews[slot].append(np.where(merged != 0, num / merged, 0.0))
+    add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
+             per_state)  # fmt: skip
 
 
-def locate_range_error(bfs: Builder, cmd, u, new, rows, c_src, states) -> None:
+def locate_range_error(bfs: Builder, cmd, u, new, rows, active, keys) -> None:
     comp = bfs.comp
     for (vi, _), vals in zip(u.assigns, new):
         vals = np.broadcast_to(vals, rows.shape)
         bad = (vals < comp.lows[vi]) | (vals > comp.highs[vi])
+        if active is not None:
+            bad &= active
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            range_error(bfs, cmd, u, vi, int(vals[r]), states[c_src[rows[r]]])
+            state = comp.enc.decode(keys[rows[r] : rows[r] + 1])[0]
+            range_error(bfs, cmd, u, vi, int(vals[r]), state)
 
 
 def range_error(
@@ -297,35 +298,43 @@ def range_error(
 
 
 def fail(
-    bfs: Builder, choice: int, what: str, c_cmds, c_src, states
+    bfs: Builder, choice: int, what: str, cmds_of, c_src, keys
 ) -> ExplorationError:
     comp = bfs.comp
-    cmds = tuple(comp.by_index[int(c)].cmd for c in c_cmds[choice] if c >= 0)
+    cmds = tuple(comp.by_index[c].cmd for c in cmds_of(choice) if c >= 0)
     span = cmds[0].span if cmds else None
     names = ", ".join(
         f"`{c.module}`" + (f" [{c.action}]" if c.action else "") for c in cmds
     )
+    s = int(c_src[choice])
+    state = comp.enc.decode(keys[s : s + 1])[0]
     return comp.error(
-        f"{what} in state {comp.witness(states[c_src[choice]])} "
-        f"(command(s) of module(s) {names})",
+        f"{what} in state {comp.witness(state)} (command(s) of module(s) {names})",
         span,
     )
 
 
-def check_signs(bfs: Builder, prob, e_choice, c_cmds, c_src, states):
+def _choice(e_choice, e: int) -> int:
+    return e if e_choice is None else int(e_choice[e])
+
+
+def check_signs(bfs: Builder, prob, e_choice, cmds_of, c_src, keys):
     finite = np.isfinite(prob)
     if not finite.all():
-        c = int(e_choice[np.argmin(finite)])
-        raise fail(bfs, c, "probability/rate is not finite", c_cmds, c_src, states)
+        c = _choice(e_choice, int(np.argmin(finite)))
+        raise fail(bfs, c, "probability/rate is not finite", cmds_of, c_src, keys)
     if (prob < 0).any():
         word = "rate" if bfs.mt == ModelType.CTMC else "probability"
-        c = int(e_choice[np.argmax(prob < 0)])
-        raise fail(bfs, c, f"negative {word}", c_cmds, c_src, states)
+        c = _choice(e_choice, int(np.argmax(prob < 0)))
+        raise fail(bfs, c, f"negative {word}", cmds_of, c_src, keys)
 
 
-def check_sums(bfs: Builder, prob, e_choice, c_cmds, c_src, states, nc):
+def check_sums(bfs: Builder, prob, e_choice, cmds_of, c_src, keys, nc):
     if bfs.mt != ModelType.CTMC and bfs.prob_checks:
-        sums = np.bincount(e_choice, weights=prob, minlength=nc)
+        if e_choice is None:
+            sums = prob
+        else:
+            sums = np.bincount(e_choice, weights=prob, minlength=nc)
         bad = np.abs(sums - 1.0) > SUM_TOLERANCE
         if bad.any():
             c = int(np.argmax(bad))
@@ -333,7 +342,7 @@ def check_sums(bfs: Builder, prob, e_choice, c_cmds, c_src, states, nc):
                 bfs,
                 c,
                 f"probabilities sum to {float(sums[c])!r}, not 1",
-                c_cmds,
+                cmds_of,
                 c_src,
-                states,
+                keys,
             )

@@ -32,13 +32,23 @@ class BuildProgress:
 class Growth:
     """Per-variable ranges of the expanded states, snapshotted at BFS levels
     that are powers of two (so that memory stays logarithmic in the number of
-    levels)."""
+    levels).
 
-    def __init__(self, n_vars: int):
+    With `decode(lo, hi)` (the valuations `[hi - lo, n_vars]` of the states
+    numbered `lo..hi-1`) the ranges are read from the states themselves when
+    they are needed (`upto`): at the snapshots and when a message asks,
+    never per BFS level, so that the cost is one pass over the states."""
+
+    #: States decoded at a time by `upto`.
+    STEP = 1 << 20
+
+    def __init__(self, n_vars: int, decode=None):
         self.lo = np.full(n_vars, np.iinfo(np.int64).max, dtype=np.int64)
         self.hi = np.full(n_vars, np.iinfo(np.int64).min, dtype=np.int64)
         self.levels = 0
         self._snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._decode = decode
+        self._seen = 0  # states whose values `lo`/`hi` hold
 
     def expanded(self, states: np.ndarray) -> None:
         """Record the valuations `[n, n_vars]` of a batch being expanded."""
@@ -46,10 +56,18 @@ class Growth:
             np.minimum(self.lo, states.min(axis=0), out=self.lo)
             np.maximum(self.hi, states.max(axis=0), out=self.hi)
 
-    def level_done(self) -> None:
-        """A BFS level has been expanded completely."""
+    def upto(self, end: int) -> None:
+        """Record the states numbered below `end` (with `decode`)."""
+        while self._decode is not None and self._seen < end:
+            stop = min(end, self._seen + self.STEP)
+            self.expanded(self._decode(self._seen, stop))
+            self._seen = stop
+
+    def level_done(self, end: int = 0) -> None:
+        """A BFS level has been expanded completely (the states below `end`)."""
         self.levels += 1
         if self.levels & (self.levels - 1) == 0:  # 1, 2, 4, 8, ... levels done
+            self.upto(end)
             self._snapshots[self.levels] = (self.lo.copy(), self.hi.copy())
 
     def growing(self) -> tuple[np.ndarray, int]:

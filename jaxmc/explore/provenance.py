@@ -18,19 +18,28 @@ import numpy as np
 class Provenance:
     """Which updates produced each transition entry (see the module docstring).
 
-    `updates`, `entry_ptr` and `weight` are stored; `products` and `product`
-    (the table of distinct update tuples and each contribution's row in it)
-    are decoded on first access from one int64 code per contribution, so that
-    building does not pay for them when nobody asks.
+    `updates` is stored; `entry_ptr` is made on access from the number of
+    contributions of each entry (`counts`, None where every entry has one);
+    `weight` from the stored weights (None where all are 1); `products` and
+    `product` (the table of distinct update tuples and each contribution's
+    row in it) are decoded on first access from one code per contribution
+    (in the smallest unsigned type that holds them), so that building does
+    not pay for them when nobody asks.
     """
 
     def __init__(
-        self, updates, entry_ptr, weight, codes, radix, module_offset, n_module_updates
-    ):
+        self, updates, entry_ptr, weight, codes, radix, module_offset,
+        n_module_updates, counts=None, nnz=None,
+    ):  # fmt: skip
         self.updates = updates  # int64 [u, 2]: (command index, update index)
-        self.entry_ptr = entry_ptr  # int64 [nnz + 1]
+        if entry_ptr is not None:  # given as pointers
+            counts = np.diff(entry_ptr)
+            counts = None if (counts == 1).all() else counts
+            nnz = entry_ptr.shape[0] - 1
+        self._counts = counts  # int [nnz], or None when all ones
+        self._nnz = nnz
         self._weight = weight  # float64 [c], or None when all ones
-        self._codes = codes  # int64 [c] (mixed radix) or [c, n_modules] gids
+        self._codes = codes  # uint/int [c] (mixed radix) or int64 [c, n_modules]
         self._radix = radix
         self._offset = module_offset
         self._n_upd = n_module_updates
@@ -42,6 +51,7 @@ class Provenance:
                 products, inv = np.unique(self._codes, axis=0, return_inverse=True)
             else:
                 uniq, inv = np.unique(self._codes, return_inverse=True)
+                uniq = uniq.astype(np.int64)
                 k = len(self._n_upd)
                 products = np.full((uniq.size, k), -1, dtype=np.int64)
                 for m in range(k):
@@ -53,11 +63,21 @@ class Provenance:
         return self._decoded
 
     @property
+    def entry_ptr(self) -> np.ndarray:
+        """int64 [nnz + 1]: the contributions of entry `e` are
+        `entry_ptr[e]:entry_ptr[e+1]`."""
+        if self._counts is None:
+            return np.arange(self._nnz + 1, dtype=np.int64)
+        out = np.zeros(self._nnz + 1, dtype=np.int64)
+        np.cumsum(self._counts, dtype=np.int64, out=out[1:])
+        return out
+
+    @property
     def weight(self) -> np.ndarray:
         """float64 [c]: factor of each contribution (1/k for a DTMC state with
         k choices, PRISM's uniform resolution; 1 otherwise)."""
         if self._weight is None:
-            return np.ones(int(self.entry_ptr[-1]))
+            return np.ones(self._codes.shape[0])
         return self._weight
 
     @property

@@ -8,16 +8,22 @@ Packing makes an update a key *delta*: assigning `x := e` adds
 materialised as full state vectors.
 
 `StateTable` maps keys to dense state ids with a vectorised open-addressing
-hash table (linear probing, load factor at most 1/2). Batches are looked up and
-inserted with a handful of numpy passes per probe round, never a Python loop
-per state. Ids are handed out in insertion order, which the builder makes the
-BFS order.
+hash table (linear probing, load factor at most 1/2, int32 slots). Batches are
+looked up and inserted with a handful of numpy passes per probe round, never a
+Python loop per state. `DirectTable` is the same map for one-word keys whose
+whole range is small (`DIRECT_MAX_KEYS`): an int32 array indexed by the key
+itself (one gather per lookup, no hashing or probing); it is allocated zeroed
+by the operating system, so only the pages that reachable keys touch take
+memory. `table_for` picks one. Ids are handed out in insertion order, which
+the builder makes the BFS order: `find_or_add` numbers a batch's new keys in
+order of first occurrence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -69,15 +75,35 @@ class Encoding:
             ) * self.stride[i]
         return keys
 
-    def decode(self, keys: np.ndarray) -> np.ndarray:
-        """States `[n, nvars]` (int64) of keys `[n, n_words]`."""
+    def decode(self, keys: np.ndarray, dtype=np.int64) -> np.ndarray:
+        """States `[n, nvars]` (`dtype`) of keys `[n, n_words]`."""
         n = keys.shape[0]
-        out = np.empty((n, len(self.lows)), dtype=np.int64)
-        for i in range(len(self.lows)):
-            out[:, i] = (keys[:, self.word[i]] // self.stride[i]) % self.widths[
-                i
-            ] + self.lows[i]
+        out = np.empty((n, len(self.lows)), dtype=dtype)
+        for i, c in enumerate(self.decode_columns(keys)):
+            out[:, i] = c
         return out
+
+    def decode_columns(self, keys: np.ndarray) -> list[np.ndarray]:
+        """The values of each variable (int64 `[n]`) of keys `[n, n_words]`."""
+        top = self._top
+        out = []
+        for i in range(len(self.lows)):
+            c = keys[:, self.word[i]]
+            stride, low = int(self.stride[i]), int(self.lows[i])
+            if stride != 1:
+                c = c // stride
+            if not top[i]:
+                c = c % int(self.widths[i])
+            if low:
+                c = c + low
+            out.append(c)
+        return out
+
+    @cached_property
+    def _top(self) -> list[bool]:
+        """Whether each variable is the last (most significant) of its word."""
+        last = {int(w): i for i, w in enumerate(self.word)}
+        return [last[int(w)] == i for i, w in enumerate(self.word)]
 
 
 def _hash(keys: np.ndarray, bits: int) -> np.ndarray:
@@ -88,18 +114,152 @@ def _hash(keys: np.ndarray, bits: int) -> np.ndarray:
     return (h >> np.uint64(64 - bits)).astype(np.int64)
 
 
-class StateTable:
-    """Find-or-insert of packed state keys, giving dense ids in insertion order."""
+#: Largest key range (product of the variables' widths, one word) that
+#: `table_for` maps directly: 4 bytes of address space per possible key.
+DIRECT_MAX_KEYS = 1 << 25
+
+
+def table_for(enc: Encoding) -> StateTable | DirectTable:
+    """The visited-state table for keys of `enc`."""
+    if enc.n_words == 1:
+        span = int(np.prod([int(w) for w in enc.widths], dtype=object))
+        if span <= DIRECT_MAX_KEYS:
+            return DirectTable(span)
+    return StateTable(enc.n_words)
+
+
+def _first_occurrence(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of `keys` (`[b, W]`) in order of first occurrence, and
+    each row's index among them."""
+    if keys.shape[1] == 1:
+        u, first, inv = np.unique(keys[:, 0], return_index=True, return_inverse=True)
+        u = u[:, None]
+    else:
+        u, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    perm = np.argsort(first, kind="stable")
+    rank = np.empty_like(perm)
+    rank[perm] = np.arange(perm.size)
+    return u[perm], rank[inv]
+
+
+class _Keys:
+    """The keys in id order, in an array grown geometrically."""
 
     def __init__(self, n_words: int, capacity: int = 1 << 10):
         self.n_words = n_words
         self.size = 0
         self.keys = np.empty((capacity, n_words), dtype=np.int64)
-        self._bits = 11
-        self._slots = np.full(1 << self._bits, -1, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.size
+
+    def _key_growth(self, b: int) -> int:
+        cap = self.keys.shape[0]
+        while self.size + b > cap:
+            cap *= 2
+        return 0 if cap == self.keys.shape[0] else cap * self.n_words * 8
+
+    def _append(self, keys: np.ndarray) -> np.ndarray:
+        b = keys.shape[0]
+        if self.size + b > self.keys.shape[0]:
+            cap = self.keys.shape[0]
+            while self.size + b > cap:
+                cap *= 2
+            grown = np.empty((cap, self.n_words), dtype=np.int64)
+            grown[: self.size] = self.keys[: self.size]
+            self.keys = grown
+        self.keys[self.size : self.size + b] = keys
+        self.size += b
+        return np.arange(self.size - b, self.size, dtype=np.int64)
+
+    def find_or_add(
+        self, keys: np.ndarray, before_add: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Ids of `keys` (`[b, n_words]`); the absent ones are added, numbered
+        in order of first occurrence in `keys`. `before_add(count)` is called
+        with the number of new keys before they are added (it may raise)."""
+        ids = self.find(keys)
+        miss = np.flatnonzero(ids < 0)
+        if miss.size:
+            uniq, inv = _first_occurrence(keys[miss])
+            if before_add is not None:
+                before_add(uniq.shape[0])
+            ids[miss] = self.add(uniq)[inv]
+        return ids
+
+    def release(self) -> None:
+        """Drop the keys and the lookup structure (`len` stays)."""
+        self.keys = self.keys[:0].copy()
+
+
+class DirectTable(_Keys):
+    """One-word keys in `[0, span)` mapped by an int32 array indexed by the
+    key (`id + 1`; 0 = absent)."""
+
+    def __init__(self, span: int, capacity: int = 1 << 10):
+        super().__init__(1, capacity)
+        self.span = span
+        # calloc: the pages no key touches are never materialised
+        self._slot = np.zeros(span, dtype=np.int32)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """Ids of `keys` (`[b, 1]`), -1 where absent."""
+        return self._slot[keys[:, 0]].astype(np.int64) - 1
+
+    def find_or_add(
+        self, keys: np.ndarray, before_add: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        k = keys[:, 0]
+        slot = self._slot
+        got = slot[k]
+        miss = np.flatnonzero(got == 0)
+        if miss.size == 0:
+            return got.astype(np.int64) - 1
+        km = k[miss]
+        # The first occurrence of each new key: the smallest position that
+        # writes it (`minimum.at`, written over a marker larger than any).
+        pos = np.arange(miss.size, dtype=np.int32)
+        slot[km] = np.iinfo(np.int32).max
+        np.minimum.at(slot, km, pos)
+        first = slot[km]
+        is_first = first == pos
+        count = int(np.count_nonzero(is_first))
+        if before_add is not None:
+            try:
+                before_add(count)
+            except BaseException:
+                slot[km] = 0
+                raise
+        rank = np.cumsum(is_first, dtype=np.int64) - 1
+        new_ids = self._append(km[is_first][:, None])
+        slot[km[is_first]] = (new_ids + 1).astype(np.int32)
+        got = got.astype(np.int64) - 1
+        got[miss] = self.size - count + rank[first]
+        return got
+
+    def growth_bytes(self, b: int) -> int:
+        """Bytes that `add`ing `b` more keys allocates (0 when they fit)."""
+        return self._key_growth(b)
+
+    def add(self, keys: np.ndarray) -> np.ndarray:
+        """Insert distinct keys known to be absent; returns their new ids."""
+        ids = self._append(keys)
+        self._slot[keys[:, 0]] = (ids + 1).astype(np.int32)
+        return ids
+
+    def release(self) -> None:
+        super().release()
+        self._slot = None
+
+
+class StateTable(_Keys):
+    """Find-or-insert of packed state keys, giving dense ids in insertion order."""
+
+    def __init__(self, n_words: int, capacity: int = 1 << 10):
+        super().__init__(n_words, capacity)
+        self._bits = 11
+        self._slots = np.full(1 << self._bits, -1, dtype=np.int32)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """Ids of `keys` (`[b, n_words]`), -1 where absent."""
@@ -148,35 +308,25 @@ class StateTable:
     def growth_bytes(self, b: int) -> int:
         """Bytes that `add`ing `b` more keys allocates (a larger key array
         and/or a rebuilt slot table); 0 when they fit."""
-        need = 0
-        cap = self.keys.shape[0]
-        while self.size + b > cap:
-            cap *= 2
-        if cap != self.keys.shape[0]:
-            need += cap * self.n_words * 8
+        need = self._key_growth(b)
         bits = self._bits
         while 2 * (self.size + b) > (1 << bits):
             bits += 1
         if bits != self._bits:
-            need += (1 << bits) * 8
+            need += (1 << bits) * 4
         return need
 
     def add(self, keys: np.ndarray) -> np.ndarray:
         """Insert distinct keys known to be absent; returns their new ids."""
         b = keys.shape[0]
-        ids = np.arange(self.size, self.size + b, dtype=np.int64)
         if b == 0:
-            return ids
-        while self.size + b > self.keys.shape[0]:
-            grown = np.empty((2 * self.keys.shape[0], self.n_words), dtype=np.int64)
-            grown[: self.size] = self.keys[: self.size]
-            self.keys = grown
-        self.keys[self.size : self.size + b] = keys
-        self.size += b
+            return np.arange(self.size, self.size, dtype=np.int64)
+        ids = self._append(keys)
         if 2 * self.size > (1 << self._bits):
             while 2 * self.size > (1 << self._bits):
                 self._bits += 1
-            self._slots = np.full(1 << self._bits, -1, dtype=np.int64)
+            self._slots = None
+            self._slots = np.full(1 << self._bits, -1, dtype=np.int32)
             self._insert(np.arange(self.size, dtype=np.int64))
         else:
             self._insert(ids)
@@ -185,7 +335,7 @@ class StateTable:
     def _insert(self, ids: np.ndarray) -> None:
         mask = (1 << self._bits) - 1
         slot = _hash(self.keys[ids], self._bits)
-        pending = ids
+        pending = ids.astype(np.int32)
         while pending.size:
             free = self._slots[slot] < 0
             cand, cslot = pending[free], slot[free]
@@ -194,3 +344,7 @@ class StateTable:
             won[free] = self._slots[cslot] == cand
             pending = pending[~won]
             slot = (slot[~won] + 1) & mask
+
+    def release(self) -> None:
+        super().release()
+        self._slots = None

@@ -77,9 +77,10 @@ def test_max_states_without_a_growing_variable_says_so():
 def test_memory_check_stops_before_the_state_table_outgrows_the_machine(monkeypatch):
     monkeypatch.setattr(memory, "MIN_CHECKED_BYTES", 1)
     monkeypatch.setattr(memory, "available_bytes", lambda: 20_000)
+    # doubling the keys (2,048 x 8 bytes) and the int32 slots (4,096 x 4)
     with pytest.raises(
         ExplorationError,
-        match=r"would need ~48.0 KiB more for the table of "
+        match=r"would need ~32.0 KiB more for the table of "
         r"visited states at 1,024 states; the machine has 19.5 KiB available",
     ):
         _build(COUNTER)
