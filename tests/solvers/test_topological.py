@@ -89,7 +89,7 @@ label "goal" = s=20;
 def test_default_method_by_structure():
     """`jaxmc.check` without a method: topological Gauss-Seidel on an
     acyclic chain (exact in 2 sweeps, then certified in at most one trip of
-    sound value iteration), sound value iteration on a walk (one
+    sound value iteration), the certified BiCGStab solve on a walk (one
     component); PRISM's Jacobi with criterion "change"."""
     from jaxmc.solvers._sound import STEPS_PER_TRIP
 
@@ -102,7 +102,7 @@ def test_default_method_by_structure():
     np.testing.assert_allclose(r.value, jac.value, rtol=2e-6)
     walk = jaxmc.load_model_string(CYCLIC)
     w = jaxmc.check(walk, 'P=? [ F "goal" ]')
-    assert w.method == "sound_value_iteration"
+    assert w.method == "bicgstab"
     np.testing.assert_allclose(w.value, 0.5, rtol=1e-6)
     assert abs(w.value - 0.5) <= w.bound
     c = jaxmc.check(walk, 'P=? [ F "goal" ]', criterion="change")
