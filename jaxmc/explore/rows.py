@@ -39,7 +39,29 @@ def join(chunks: list, dtype, fill=1) -> np.ndarray:
         size = c if isinstance(c, int) else c.shape[0]
         out[at : at + size] = fill if isinstance(c, int) else c
         at += size
+    trim()
     return out
+
+
+def _malloc_trim():
+    """glibc's `malloc_trim(0)` (None elsewhere)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def trim() -> None:
+    """Give the heap's free pages back to the operating system: the chunks
+    that `join` frees are small arrays in the middle of the heap, which
+    glibc keeps (resident) otherwise."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def all_fill(chunks: list) -> bool:
