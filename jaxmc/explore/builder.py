@@ -51,10 +51,11 @@ from ..lang import ast
 from ..lang.ast import ModelType
 from ..semantics.program import CheckedProgram
 from . import memory
+from .actions import ActionOrder
 from .assemble import assemble
 from .compile import Compiled
 from .compose import Composer
-from .expand import expand
+from .expand import check, expand
 from .growth import BuildProgress, Growth, describe
 from .model import ExplicitModel
 from .rows import all_fill, join
@@ -69,6 +70,11 @@ PROGRESS_INTERVAL = 0.5
 MAX_INIT_ENUMERATION = 1 << 27
 #: States are numbered in int32 (the table's slots, the columns' chunks).
 MAX_STATES = 1 << 31
+#: Transition entries (before merging) a batch aims at: the batch's states
+#: follow the entries per state of the previous batch, between `MIN_BATCH`
+#: and `chunk_size` (its temporaries take ~100-200 bytes per entry).
+ENTRY_BUDGET = 1 << 19
+MIN_BATCH = 64
 
 
 def _init_bounds(pred: ast.Expr, comp: Compiled) -> tuple[list[int], list[int]]:
@@ -273,6 +279,9 @@ class Builder:
         self.nondet_states = 0
         self.label_names: list[str | None] = [None]
         self.label_id: dict[str | None, int] = {None: 0}
+        self.actions_order = ActionOrder()
+        self.last_entries = 0  # entries of the last batch (`expand`)
+        self.over = False  # whether `max_states` was exceeded
         self.dead_examples: list[np.ndarray] = []  # deadlocks="error": the first few
         self.growth = Growth(len(comp.vars), self._decode)
         self.done = 0  # states expanded (the queue is [done, len(table)))
@@ -331,8 +340,23 @@ class Builder:
             )
         return np.concatenate(found)
 
-    def too_many(self) -> ExplorationError:
-        found = len(self.table)
+    def as_one_batch(
+        self, err: ExplorationError, lo: int, hi: int, found: int
+    ) -> ExplorationError:
+        """The error of expanding the states `[lo, hi)` (a `chunk_size` slice
+        of a level, `found` states known before it) as one batch, where a
+        part of it raised `err`: the model's errors do not depend on how a
+        level is cut into batches."""
+        self.done, self.batch_end = lo, hi
+        check(self, lo, hi)  # a range, sign or sum error comes first
+        if self.over:  # the successors of the whole slice overflow too
+            return self.too_many(found)
+        return err
+
+    def too_many(self, found: int | None = None) -> ExplorationError:
+        """The error of `max_states` (`found` states known, default all)."""
+        self.over = True
+        found = len(self.table) if found is None else found
         self.growth.upto(max(self.done, self.batch_end))
         why, var = describe(self.growth, self.comp.vars, found, found - self.done)
         span = self.comp.vars[var].span if var is not None else None
@@ -404,17 +428,37 @@ class Builder:
         )
         # Distinct by construction (one valuation, or an enumeration).
         init_ids = self.add_states(init_keys)
-        level_end = len(self.table)  # the queue [done, level_end) is one BFS level
+        level_start, level_end = 0, len(self.table)  # the queue's BFS level
         last_report = time.perf_counter()
+        batch = self.chunk_size  # states per batch, adapted to ENTRY_BUDGET
         while self.done < len(self.table):
-            hi = self.batch_end = min(level_end, self.done + self.chunk_size)
-            expand(self, self.done, hi)
+            # A batch stays within one `chunk_size` slice of its level (the
+            # slices order the actions' names, `actions.ActionOrder`).
+            chunk = (self.done - level_start) // self.chunk_size
+            grid = level_start + (chunk + 1) * self.chunk_size
+            if self.done == grid - self.chunk_size:  # a slice begins
+                whole = (self.done, min(level_end, grid), len(self.table))
+            hi = self.batch_end = min(level_end, grid, self.done + batch)
+            self.actions_order.at(self.growth.levels, chunk)
+            try:
+                expand(self, self.done, hi)
+            except ExplorationError as e:
+                if (self.done, hi) == whole[:2]:
+                    raise
+                raise self.as_one_batch(e, *whole) from None
+            batch = max(
+                MIN_BATCH,
+                min(
+                    self.chunk_size,
+                    int(ENTRY_BUDGET * (hi - self.done) / max(1, self.last_entries)),
+                ),
+            )
             self.done = hi
             if len(self.cols) - self._merged >= COMPACT_EVERY:
                 self.compact()
             if hi == level_end:
                 self.growth.level_done(hi)
-                level_end = len(self.table)
+                level_start, level_end = level_end, len(self.table)
             now = time.perf_counter()
             if now - last_report >= PROGRESS_INTERVAL:
                 last_report = now
@@ -426,6 +470,7 @@ class Builder:
             self.report(done=True)
         if self.dead_examples:
             raise self.deadlock_error()
+        self.actions_order.finish(self)
         return assemble(self, init_ids)
 
     def deadlock_error(self) -> ExplorationError:

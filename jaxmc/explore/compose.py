@@ -146,7 +146,8 @@ class Composer:
     def run(self, masks: dict[int, np.ndarray], n: int):
         """Choices of the batch: `(pairs, blocks)`, `pairs` a `Pairs` per
         module and `blocks` `(label, src, modules, pair columns)` per
-        non-empty vector, in vector order (choices unsorted)."""
+        non-empty vector, in vector order (choices unsorted), each with its
+        vector's index first."""
         pairs = [Pairs() for _ in range(self.k)]
         partial: list[list[np.ndarray]] = [[] for _ in range(self.k)]
         enabled: dict[tuple[int, str | None], tuple[np.ndarray, np.ndarray]] = {}
@@ -172,14 +173,14 @@ class Composer:
             return got
 
         blocks = []
-        for label, parts in self.vectors:
+        for v, (label, parts) in enumerate(self.vectors):
             src, c0 = get(parts[0])
             if src.size == 0:
                 continue
             if len(parts) == 1:
                 m = parts[0][0]
                 pairs[m]._full.append((int(c0[0]), int(c0[-1]) + 1))
-                blocks.append((label, src, [m], [c0]))
+                blocks.append((v, label, src, [m], [c0]))
                 continue
             for m, _ in parts:
                 pairs[m].synced = True
@@ -194,7 +195,7 @@ class Composer:
                 mods = [m for m, _ in parts]
                 for m, col in zip(mods, cols):
                     partial[m].append(col)
-                blocks.append((label, src, mods, cols))
+                blocks.append((v, label, src, mods, cols))
         for m in range(self.k):
             pairs[m].finish(partial[m])
         return pairs, blocks

@@ -132,6 +132,31 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
 
 
 def expand(bfs: Builder, lo: int, hi: int) -> None:
+    """Expand the states `[lo, hi)`: their rows, their new successors."""
+    comp = bfs.comp
+    W = comp.enc.n_words
+    keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab, per_state = (
+        _choices(bfs, lo, hi)
+    )
+
+    # 4. successors → ids
+    succ = keys[e_src] + (delta[:, None] if W == 1 else delta)
+    ids = bfs.table.find_or_add(succ, bfs.before_add)
+
+    # 5. rows, merging duplicates
+    add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
+             per_state)  # fmt: skip
+
+
+def check(bfs: Builder, lo: int, hi: int) -> None:
+    """Raise the error (of a range, a sign or a sum) that expanding `[lo,
+    hi)` as one batch raises before its successors are numbered, if any."""
+    _choices(bfs, lo, hi)
+
+
+def _choices(bfs: Builder, lo: int, hi: int):
+    """Steps 1-3 of `expand`: the batch's choices and their update
+    combinations, checked."""
     comp = bfs.comp
     n = hi - lo
     W = comp.enc.n_words
@@ -148,11 +173,8 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
     k = bfs.composer.k
     sentinel = [p.size for p in pairs]
     c_src_l, c_pair_l, c_lab_l = [], [], []
-    for a, src, mods, pcols in blocks:
-        lab = bfs.label_id.get(a)
-        if lab is None:
-            lab = bfs.label_id[a] = len(bfs.label_names)
-            bfs.label_names.append(a)
+    for v, a, src, mods, pcols in blocks:
+        lab = bfs.actions_order.id(bfs, a, v)
         cp = np.empty((k, src.size), dtype=np.int64)
         if len(mods) < k:
             cp[:] = np.array(sentinel, dtype=np.int64)[:, None]
@@ -205,6 +227,7 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
         ne = int(total.sum())
         e_choice = np.repeat(np.arange(nc), total)
         r_in = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+    bfs.last_entries = ne
     memory.ensure(ne * (56 + 16 * W), "the successors of a batch",
                   f"at {len(bfs.table):,} states")  # fmt: skip
     prob = delta = None
@@ -259,15 +282,8 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
                 e_choice = np.arange(nc)
             e_choice, prob, delta = e_choice[keep], prob[keep], delta[keep]
             code, e_src = code[keep], e_src[keep]
-            ne = e_choice.size
-
-    # 4. successors → ids
-    succ = keys[e_src] + (delta[:, None] if W == 1 else delta)
-    ids = bfs.table.find_or_add(succ, bfs.before_add)
-
-    # 5. rows, merging duplicates
-    add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
-             per_state)  # fmt: skip
+    return (keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab,
+            per_state)  # fmt: skip
 
 
 def locate_range_error(bfs: Builder, cmd, u, new, rows, active, keys) -> None:
