@@ -70,11 +70,20 @@ PROGRESS_INTERVAL = 0.5
 MAX_INIT_ENUMERATION = 1 << 27
 #: States are numbered in int32 (the table's slots, the columns' chunks).
 MAX_STATES = 1 << 31
-#: Transition entries (before merging) a batch aims at: the batch's states
-#: follow the entries per state of the previous batch, between `MIN_BATCH`
-#: and `chunk_size` (its temporaries take ~100-200 bytes per entry).
+#: Transition entries (before merging) a batch aims at (its temporaries
+#: take ~100-200 bytes per entry), `_next_batch`.
 ENTRY_BUDGET = 1 << 19
 MIN_BATCH = 64
+
+
+def _next_batch(batch: int, n: int, entries: int, chunk_size: int) -> int:
+    """States of the next batch, after a batch of `n` states (`batch` asked
+    for) made `entries` entries: as many as `ENTRY_BUDGET` entries at the
+    same entries per state, at most 4x `batch` (the first batch, of
+    `MIN_BATCH` states, may be unlike the rest: herman's initial level is
+    its whole state space), between `MIN_BATCH` and `chunk_size`."""
+    fit = int(ENTRY_BUDGET * n / max(1, entries))
+    return max(MIN_BATCH, min(chunk_size, 4 * batch, fit))
 
 
 def _init_bounds(pred: ast.Expr, comp: Compiled) -> tuple[list[int], list[int]]:
@@ -430,7 +439,7 @@ class Builder:
         init_ids = self.add_states(init_keys)
         level_start, level_end = 0, len(self.table)  # the queue's BFS level
         last_report = time.perf_counter()
-        batch = self.chunk_size  # states per batch, adapted to ENTRY_BUDGET
+        batch = MIN_BATCH  # states per batch (`_next_batch`)
         while self.done < len(self.table):
             # A batch stays within one `chunk_size` slice of its level (the
             # slices order the actions' names, `actions.ActionOrder`).
@@ -446,12 +455,8 @@ class Builder:
                 if (self.done, hi) == whole[:2]:
                     raise
                 raise self.as_one_batch(e, *whole) from None
-            batch = max(
-                MIN_BATCH,
-                min(
-                    self.chunk_size,
-                    int(ENTRY_BUDGET * (hi - self.done) / max(1, self.last_entries)),
-                ),
+            batch = _next_batch(
+                batch, hi - self.done, self.last_entries, self.chunk_size
             )
             self.done = hi
             if len(self.cols) - self._merged >= COMPACT_EVERY:
