@@ -192,10 +192,13 @@ def solve_sound(
                     layout_name(A), note="a sparse direct solve took over")
         )  # fmt: skip
         pre_iters += int(sol.iterations)
-        x = _direct(n, data, state_row, cols, bb, maybe, fixed)
-        res = _certify_host(
-            None, n, data, state_row, cols, bb, x, maybe, host, probs, kw
-        )
+        x, w = _direct(n, data, state_row, cols, bb, maybe, fixed)
+        A_host = host_matrix(n, data, state_row, cols)
+        res = _certify_steps(A_host, bb, x, maybe, w, kw)
+        if res is None:
+            res = _certify_host(
+                A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw
+            )
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
@@ -295,7 +298,7 @@ def _certify_steps(A, bb, x, maybe, w, kw):
     solution made of `w` (`steps_supersolution`), if they meet the
     criterion, else None: the error `e` of `x` solves `e = r + P e` with `r`
     the residual, so `|e| <= max|r| s`."""
-    s = steps_supersolution(A, maybe, w)
+    s = None if w is None else steps_supersolution(A, maybe, w)
     if s is None:
         return None
     err = _residual_max(A, bb, x, maybe) * s * (1.0 + 1e-9)
@@ -322,6 +325,9 @@ def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, k
 
 
 def _direct(n, data, state_row, cols, bb, maybe, fixed):
+    """`x` by a sparse LU of the system on `maybe`, and `w` (the expected
+    steps to leave `maybe`, the certificate's candidate) from the same
+    factors."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
@@ -329,9 +335,15 @@ def _direct(n, data, state_row, cols, bb, maybe, fixed):
     P = host_matrix(n, data, state_row, cols)
     rhs = bb[idx] + P[idx][:, ~maybe] @ fixed[~maybe]
     S = sp.identity(len(idx), format="csc") - P[idx][:, idx].tocsc()
-    x = fixed.copy()
-    x[idx] = spla.spsolve(S, rhs)
-    return x
+    x, w = fixed.copy(), np.zeros(n)
+    try:
+        lu = spla.splu(S)
+    except RuntimeError:  # (exactly singular: no certificate from it)
+        x[idx] = spla.spsolve(S, rhs)
+        return x, None
+    x[idx] = lu.solve(rhs)
+    w[idx] = lu.solve(np.ones(len(idx)))
+    return x, w
 
 
 def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method, kw,

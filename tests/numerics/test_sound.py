@@ -118,6 +118,16 @@ def test_out_of_iterations_falls_back_to_a_certified_direct_solve():
     assert res.attempts[0].method == "jacobi"  # (its sound value iteration)
 
 
+def test_direct_fallback_certified_by_its_expected_steps():
+    # (a 400-state walk: the layered bound on the expected steps is far too
+    # loose to certify the direct solve; the expected steps solved with the
+    # same LU factors certify it)
+    m = jaxmc.load_model_string(_walk(400))
+    r = jaxmc.check(m, "P=? [ F x=0 ]", max_iters=100, method="jacobi")
+    assert r.method == "direct" and r.iterations == 100
+    assert abs(r.value - 0.75) <= r.bound <= 1e-9
+
+
 def _check_sound(res, ref, eps, relative=True):
     fin = np.isfinite(ref)
     assert (np.isinf(res.values) == ~fin).all()
