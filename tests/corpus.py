@@ -278,3 +278,35 @@ def merged_constants(
             if eq and name and name not in merged:
                 merged[name] = value.split(":")[0]
     return ",".join(f"{k}={v}" for k, v in merged.items())
+
+
+def _family(name: str) -> str:
+    return re.sub(r"\d+", "", name)
+
+
+def constants_for_property(model: Path, props: Path, index: int) -> str:
+    """The constants PRISM's `auto` script uses for property `index` (its
+    `-prop N` line for this model, else for a sibling of the same family —
+    herman3 is not in the script, herman7 is; ranges reduced to their first
+    value), else the merged settings for the file."""
+    commands = _auto_commands(model.parent)
+    for same_model in (True, False):
+        for cmd in commands:
+            models = [a for a in cmd if a.endswith(MODEL_SUFFIXES)]
+            if same_model and model.name not in models:
+                continue
+            if not same_model and not any(
+                _family(m) == _family(model.name) for m in models
+            ):
+                continue
+            if (
+                props.name in cmd
+                and "-prop" in cmd
+                and cmd[cmd.index("-prop") + 1] == str(index + 1)
+            ):
+                return ",".join(
+                    part.split(":")[0]
+                    for part in _consts_of(list(cmd)).split(",")
+                    if part
+                )
+    return merged_constants(model, props)

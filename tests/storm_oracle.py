@@ -91,12 +91,17 @@ def _storm_ref():
 
 
 def storm_values_by_valuation(
-    model_path: str, consts: str, prop_text: str, program_text: str | None = None
+    model_path: str,
+    consts: str,
+    prop_text: str,
+    program_text: str | None = None,
+    environment=None,
 ):
     """Storm's value of a (filter-free) property in every reachable state, as
     `{valuation: value}` with valuations as tuples of ints (bools as 0/1) in
     the order of the sorted variable names (the second result) — to compare
-    state by state with jaxmc, whose state numbering differs."""
+    state by state with jaxmc, whose state numbering differs. `environment`:
+    Storm's solver environment (default: `stormpy.environments.sound()`)."""
     import stormpy
 
     program, prop = _program_and_property(model_path, consts, prop_text, program_text)
@@ -105,7 +110,8 @@ def storm_values_by_valuation(
     options.set_build_state_valuations()
     options.set_build_all_labels()
     model = stormpy.build_model(program, options=options)
-    res = stormpy.model_checking(model, prop, environment=stormpy.environments.sound())
+    env = environment or stormpy.environments.sound()
+    res = stormpy.model_checking(model, prop, environment=env)
     qualitative = res.is_qualitative()
     truth = res.get_truth_values_vector() if qualitative else None
     names = sorted(

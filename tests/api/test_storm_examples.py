@@ -66,38 +66,6 @@ def _smallest_instances():
         yield from sorted(by_folder[folder], key=_natural)[:PER_FOLDER]
 
 
-def _family(name: str) -> str:
-    return re.sub(r"\d+", "", name)
-
-
-def _consts_for(model, props, index: int) -> str:
-    """The constants PRISM's `auto` script uses for property `index` (its
-    `-prop N` line for this model, else for a sibling of the same family —
-    herman3 is not in the script, herman7 is; ranges reduced to their first
-    value), else the merged settings for the file."""
-    commands = corpus._auto_commands(model.parent)
-    for same_model in (True, False):
-        for cmd in commands:
-            models = [a for a in cmd if a.endswith(corpus.MODEL_SUFFIXES)]
-            if same_model and model.name not in models:
-                continue
-            if not same_model and not any(
-                _family(m) == _family(model.name) for m in models
-            ):
-                continue
-            if (
-                props.name in cmd
-                and "-prop" in cmd
-                and cmd[cmd.index("-prop") + 1] == str(index + 1)
-            ):
-                return ",".join(
-                    part.split(":")[0]
-                    for part in corpus._consts_of(list(cmd)).split(",")
-                    if part
-                )
-    return corpus.merged_constants(model, props)
-
-
 @functools.cache
 def _storm_reads(model) -> bool:
     """Whether Storm's parser accepts the model file as it is."""
@@ -120,7 +88,7 @@ def _cases():
                 continue  # the parser tests list these files
             declared = _declared(model) | {c.name for c in pf.constants}
             for i, _ in enumerate(pf.properties):
-                consts = _consts_for(model, props, i)
+                consts = corpus.constants_for_property(model, props, i)
                 out.append((model, props, _only(consts, declared), i))
     return out
 
