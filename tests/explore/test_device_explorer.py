@@ -111,6 +111,13 @@ def test_features(kind):
     assert_same(_checked(FEATURES.format(kind=kind)))
 
 
+@pytest.mark.parametrize("kind", ["dtmc", "mdp"])
+def test_no_commands(kind):
+    """A program without commands (the regression suite's
+    boolean-constant-issue-232): every state deadlocks into a self-loop."""
+    assert_same(_checked(f"{kind}\nmodule M b : bool init false; endmodule"))
+
+
 def _setting(model) -> tuple[str, str]:
     """A model's path in the shared models and its first constant setting."""
     rel = str(model.relative_to(corpus.SHARED_MODELS))
