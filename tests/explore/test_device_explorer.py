@@ -1,10 +1,13 @@
 """The device explorer (`jaxmc.explore.device`, on JAX's CPU backend here)
 against the host builder: the same states in the same (BFS) order, the same
 rows, values, actions, labels, rewards and provenance, and the host's
-errors. A few models run in CI; every in-scope model up to 20,000 states
-runs under the `slow` marker."""
+errors. In CI: one in-scope model per folder of the shared models (the
+smallest file, `_per_folder`); under the `slow` marker: every in-scope model
+whose host build has at most 20,000 states."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import corpus
 import numpy as np
@@ -108,29 +111,38 @@ def test_features(kind):
     assert_same(_checked(FEATURES.format(kind=kind)))
 
 
-CI_MODELS = [
-    ("prism-examples/dtmcs/brp/brp.pm", "N=16,MAX=2"),
-    ("prism-examples/ctmcs/polling/poll3.sm", "T=50"),
-    ("prism-examples/mdps/csma/csma2_2.nm", "k=1"),
-]
+@pytest.mark.parametrize("kind", ["dtmc", "mdp"])
+def test_no_commands(kind):
+    """A program without commands (the regression suite's
+    boolean-constant-issue-232): every state deadlocks into a self-loop."""
+    assert_same(_checked(f"{kind}\nmodule M b : bool init false; endmodule"))
 
 
-@pytest.mark.parametrize("rel, consts", CI_MODELS, ids=[m[0] for m in CI_MODELS])
-def test_example_models(rel, consts):
-    assert_same(_file(rel, consts))
+def _setting(model) -> tuple[str, str]:
+    """A model's path in the shared models and its first constant setting."""
+    rel = str(model.relative_to(corpus.SHARED_MODELS))
+    return rel, (corpus.constant_settings(model) or [""])[0]
 
 
 def _in_scope():
-    if not corpus.available():
-        return []
-    return [(str(m.relative_to(corpus.SHARED_MODELS)),
-             (corpus.constant_settings(m) or [""])[0])
-            for m in corpus.in_scope_models()]  # fmt: skip
+    return [_setting(m) for m in corpus.in_scope_models()]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("rel, consts", _in_scope())
-def test_every_model(rel, consts):
+def _per_folder():
+    """One in-scope model per folder (every folder of prism-examples and of
+    the regression suite's in-scope folders that holds one): its smallest
+    file, ties by path. Chosen by this rule alone, whether or not the host
+    builds it."""
+    smallest = {}
+    for m in corpus.in_scope_models():
+        key = (m.stat().st_size, str(m))
+        smallest[m.parent] = min(smallest.get(m.parent, key), key)
+    return [_setting(Path(p)) for _, p in sorted(smallest.values(), key=lambda k: k[1])]
+
+
+def _compare(rel: str, consts: str) -> None:
+    """The device explorer against the host builder on one shared model;
+    skipped where the host builder does not build it in 20,000 states."""
     from jaxmc.errors import JaxmcError
 
     try:
@@ -139,6 +151,17 @@ def test_every_model(rel, consts):
     except JaxmcError as e:
         pytest.skip(f"the host builder does not build it: {type(e).__name__}")
     assert_same_model(host, build(checked, explorer="device"))
+
+
+@pytest.mark.parametrize("rel, consts", _per_folder())
+def test_model_per_folder(rel, consts):
+    _compare(rel, consts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel, consts", _in_scope())
+def test_every_model(rel, consts):
+    _compare(rel, consts)
 
 
 ERRORS = {

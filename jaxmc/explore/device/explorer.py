@@ -78,7 +78,10 @@ def _start(
     states = start.states
     bounded = valuations <= max(states, BOUNDED[kind])
     if bounded:
-        states = max(64, 1 << max(0, valuations - 1).bit_length())
+        # (never below the starting store: small programs then share the
+        # capacities, and with them the compilations of the program-free
+        # functions, `finish`'s and the store's)
+        states = max(states, 1 << max(0, valuations - 1).bit_length())
     while states < n_init:
         states *= STORE_GROWTH
     return start._replace(states=states), bounded

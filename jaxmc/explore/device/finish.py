@@ -11,7 +11,7 @@ stages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -43,12 +43,17 @@ class DeviceArrays:
     nnz: int = 0
 
 
-def bucket(size: int) -> int:
+#: The smallest padded length of the finish's arrays (`bucket`).
+MIN_BUCKET = 1 << 12
+
+
+def bucket(size: int, least: int = 8) -> int:
     """`size` rounded up to one of eight sizes per power of two (at most
-    12.5% more; 8 for the smallest): the padded length of the finish's
-    arrays, so that its compilations serve models of similar size."""
-    if size <= 8:
-        return 8
+    12.5% more; `least` for the smallest): the padded length of the
+    finish's arrays, so that its compilations serve models of similar
+    size."""
+    if size <= least:
+        return least
     step = 1 << max(int(size).bit_length() - 4, 0)
     return -(-int(size) // step) * step
 
@@ -268,15 +273,67 @@ def _transition_rewards(items_by_struct, consts, lab_c, h_src, c_choice, val, ou
     return result, negative, failed
 
 
-#: The jitted post passes of recent programs (see `explorer._LOOPS`).
+def _post_all(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec, vec,
+              dead_vec, unpack, counts, *, nd: bool, mode: int):  # fmt: skip
+    """The post pass's program-free part: the rows merged (`_merge`), the
+    provenance codes and weights in row order, the row pointers, and the
+    states decoded by `unpack` (per variable: word, shift, bit mask, lower
+    bound; padded variables have mask 0)."""
+    n, h = keys.shape[0], h_src.shape[0]
+    h_src = jnp.where(jnp.arange(h) < counts[2], h_src, n)
+    out = _merge(n, nd, mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
+                 vec, dead_vec, counts)  # fmt: skip
+    word, shift, mask, lows = unpack
+    fields = keys[:, word].astype(jnp.int64)
+    out["states"] = ((fields >> shift) & mask) + lows
+    out["code"] = c_code[out["order"]]
+    out["val"] = c_prob * out["weight"]
+    out["h_src_live"] = h_src
+    out["weight"] = out["weight"][out["order"]]
+    out["row_ptr"] = jnp.concatenate(
+        [jnp.zeros(1, jnp.int32), jnp.cumsum(out["row_len"], dtype=jnp.int32)]
+    )
+    return out
+
+
+@cache
+def _post_fn():
+    """The jitted `_post_all` (one per backend's compiler options; its
+    compilations are shared by every program with the same sizes)."""
+    return jax.jit(_post_all, static_argnames=("nd", "mode"),
+                   compiler_options=compiler_options())  # fmt: skip
+
+
+#: Variables of `_post_all`'s decoding, in multiples of this (so that
+#: programs of similar sizes share its compilation).
+VARS_BUCKET = 8
+
+
+def _unpack(prog: Program) -> tuple:
+    """`_post_all`'s `unpack` arrays of `prog`'s packing."""
+    pk = prog.pack
+    nv = len(pk.lows)
+    size = max(VARS_BUCKET, -(-nv // VARS_BUCKET) * VARS_BUCKET)
+    word = np.zeros(size, np.int32)
+    shift = np.zeros(size, np.int64)
+    mask = np.zeros(size, np.int64)
+    lows = np.zeros(size, np.int64)
+    word[:nv], shift[:nv] = pk.word, pk.shift
+    mask[:nv] = (np.int64(1) << pk.bits) - 1
+    lows[:nv] = pk.lows
+    return tuple(jax.device_put(x) for x in (word, shift, mask, lows))
+
+
+#: The jitted transition-reward passes of recent programs (see
+#: `explorer._LOOPS`).
 _POSTS: dict = {}
 POSTS_KEPT = 16
 
 
-def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
-    """The jitted post pass of a loop's arrays and the values it takes
-    (cached per program signature and sizes)."""
-    nd = prog.mt == ModelType.MDP
+def _rewards_pass(prog: Program, names: list, n: int, t: int, h: int):
+    """The jitted pass that evaluates `prog`'s transition rewards on the
+    merged rows, and the values it takes; None where there are none (cached
+    per program signature and sizes)."""
     index = {a: i for i, a in enumerate(names)}
     items_by_struct = [
         [(index[x.action], on_device(x.guard), on_device(x.value))
@@ -284,6 +341,8 @@ def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
         for items in prog.comp.rewards
         if any(x.transition for x in items)
     ]  # fmt: skip
+    if not items_by_struct:
+        return None, None
     values = {
         "lows": prog.values["lows"],
         "trews": [[(g.consts, v.consts) for _, g, v in items]
@@ -291,39 +350,23 @@ def _post(prog: Program, names: list, n: int, t: int, h: int, mode: int):
     }  # fmt: skip
     shape = tuple(tuple((a, g.source, v.source) for a, g, v in items)
                   for items in items_by_struct)  # fmt: skip
-    key = (prog.signature, shape, tuple(names), n, t, h, mode)
+    key = (prog.signature, shape, tuple(names), n, t, h)
     fn = _POSTS.get(key)
     if fn is not None:
         return fn, values
 
     @partial(jax.jit, compiler_options=compiler_options())
-    def post(keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec, vec, values,
-             counts):  # fmt: skip
-        h_src = jnp.where(jnp.arange(h) < counts[2], h_src, n)
-        out = _merge(n, nd, mode, c_src, c_dst, c_prob, c_choice, h_src, h_vec,
-                     vec, prog.n_vectors, counts)  # fmt: skip
+    def rewards(keys, out, c_choice, vec, h_vec, values, counts):
         cols = prog.pack.decode(keys, values["lows"])
-        out["states"] = (
-            jnp.stack(cols, axis=1) if cols else jnp.zeros((n, 0), jnp.int64)
-        )
-        out["code"] = c_code[out["order"]]
-        if items_by_struct:
-            val = c_prob * out["weight"]
-            tr, neg, bad = _transition_rewards(
-                items_by_struct, values["trews"], vec[h_vec], h_src, c_choice,
-                val, out, cols, n, jnp.arange(n) < counts[0],
-            )  # fmt: skip
-            out["trews"], out["negative"], out["failed"] = tr, neg, bad
-        out["weight"] = out["weight"][out["order"]]
-        out["row_ptr"] = jnp.concatenate(
-            [jnp.zeros(1, jnp.int32), jnp.cumsum(out["row_len"], dtype=jnp.int32)]
-        )
-        return out
+        return _transition_rewards(
+            items_by_struct, values["trews"], vec[h_vec], out["h_src_live"],
+            c_choice, out["val"], out, cols, n, jnp.arange(n) < counts[0],
+        )  # fmt: skip
 
     if len(_POSTS) >= POSTS_KEPT:
         _POSTS.pop(next(iter(_POSTS)))
-    _POSTS[key] = post
-    return post, values
+    _POSTS[key] = rewards
+    return rewards, values
 
 
 def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
@@ -335,7 +378,8 @@ def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
     n = int(s.table.size)
     t = sum(e.n_contrib for e in epochs)
     h = sum(e.n_choice for e in epochs)
-    big_n, big_t, big_h = s.keys.shape[0], bucket(t), bucket(h)
+    big_n = s.keys.shape[0]
+    big_t, big_h = bucket(t, MIN_BUCKET), bucket(h, MIN_BUCKET)
     contribs, (h_src, h_vec), first = _collect(
         tuple(tuple(e[:5]) for e in epochs),
         tuple(e.n_contrib for e in epochs),
@@ -343,20 +387,28 @@ def finish(prog: Program, s: Carry, epochs: list, init_ids: np.ndarray,
         tuple(e.n_choice for e in epochs),
         big_t,
         big_h,
-        prog.n_vectors + 1,
+        max(16, 1 << prog.n_vectors.bit_length()),  # > n_vectors, in buckets
     )
     c_src, c_dst, c_prob, c_choice, c_code = contribs
     nd = mt == ModelType.MDP
     names, vec = label_ids(prog, s, np.asarray(first), chunk_size)
     mode = 1 if mt == ModelType.DTMC else 0
-    post, values = _post(prog, names, big_n, big_t, big_h, mode)
     counts = np.asarray([n, t, h], np.int32)
-    out = post(s.keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
-               jax.device_put(vec), values, counts)  # fmt: skip
+    v1 = max(16, 1 << prog.n_vectors.bit_length())
+    vec = jax.device_put(np.concatenate([vec, np.zeros(v1 - vec.size, vec.dtype)]))
+    out = _post_fn()(s.keys, c_src, c_dst, c_prob, c_choice, c_code, h_src, h_vec,
+                     vec, np.int32(prog.n_vectors), _unpack(prog), counts,
+                     nd=nd, mode=mode)  # fmt: skip
     nnz = int(out["nnz"])
     if bool(out["long"]):  # merged out of numpy's order: the host's job
         return None, None, False
-    host = jax.device_get({k: v for k, v in out.items() if k not in ("order", "seg")})
+    rewards, values = _rewards_pass(prog, names, big_n, big_t, big_h)
+    if rewards is not None:
+        tr, neg, bad = rewards(s.keys, out, c_choice, vec, h_vec, values, counts)
+        out["trews"], out["negative"], out["failed"] = tr, neg, bad
+    inner = ("order", "seg", "val", "h_src_live", "first")
+    host = jax.device_get({k: v for k, v in out.items() if k not in inner})
+    host["states"] = host["states"][:, : len(prog.pack.lows)]
     trew_structs = [i for i, items in enumerate(comp.rewards)
                     if any(x.transition for x in items)]  # fmt: skip
     bfs = _Batches(comp, mt, _Table(n), nd, trew_structs, names)

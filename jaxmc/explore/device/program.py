@@ -145,10 +145,14 @@ class Program:
                 fn = update_function(cg, u.prob, u.assigns)
                 self.updates.append((p, fn, [index[n] for n, _ in u.assigns]))
         self.n_updates = len(self.updates)
+        if not cmds:  # a placeholder, never a candidate: the gathers' operand
+            first_gid, n_upd = [0], [0]
         self.first_gid = np.asarray(first_gid, np.int32)
         self.n_upd = np.asarray(n_upd, np.int32)
         self.first_local = comp.first_local.astype(np.int64)
-        self.module_of = np.asarray([c.module for c in cmds], np.int32)
+        if not cmds:
+            self.first_local = np.zeros(1, np.int64)
+        self.module_of = np.asarray([c.module for c in cmds] or [0], np.int32)
         self.radix = comp.radix.astype(np.int64)
         self._vectors(Composer(comp))
         self.values = {
@@ -210,7 +214,7 @@ class Program:
             g, bad = f(cols, None, b, consts)
             g_list.append(g & valid)
             gbad = gbad | (bad & valid)
-        G = jnp.stack(g_list, axis=1) if g_list else jnp.zeros((b, 0), bool)
+        G = jnp.stack(g_list, axis=1) if g_list else jnp.zeros((b, 1), bool)
         w = self.pack.n_words
         p_list, d_list, bad_list = [], [], []
         for (p, f, assigned), consts in zip(self.updates, values["updates"]):
@@ -226,7 +230,7 @@ class Program:
             d_list.append(jnp.stack(words, axis=1))
             bad_list.append(out & active)
         u = len(p_list)
-        P = jnp.stack(p_list, axis=1) if u else jnp.zeros((b, 0))
-        D = jnp.stack(d_list, axis=1) if u else jnp.zeros((b, 0, w), jnp.uint32)
-        B = jnp.stack(bad_list, axis=1) if u else jnp.zeros((b, 0), bool)
+        P = jnp.stack(p_list, axis=1) if u else jnp.zeros((b, 1))
+        D = jnp.stack(d_list, axis=1) if u else jnp.zeros((b, 1, w), jnp.uint32)
+        B = jnp.stack(bad_list, axis=1) if u else jnp.zeros((b, 1), bool)
         return G, P, D, B, gbad
