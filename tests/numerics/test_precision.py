@@ -134,10 +134,21 @@ def test_fp32_other_layouts(layout):
 
 def test_fp32_nonconvergence_reported():
     m = _model("dtmcs/brp/brp.pm", "N=16,MAX=2")
-    r = jaxmc.check(m, "P=? [ true U s=5 ]", precision="fp32", max_iters=4, throw=False)
+    prop = "P=? [ true U s=5 ]"
+    # PRISM's criterion: the fp32 iteration's running out is the answer
+    r = jaxmc.check(m, prop, precision="fp32", max_iters=4, throw=False,
+                    criterion="change")  # fmt: skip
     assert r.status == "max_iters" and r.precision == "fp32"
     with pytest.raises(jaxmc.ConvergenceError):
-        jaxmc.check(m, "P=? [ true U s=5 ]", precision="fp32", max_iters=4)
+        jaxmc.check(m, prop, precision="fp32", max_iters=4, criterion="change")
+    # the sound default: the fp32 run out of iterations is recorded and a
+    # certified sparse direct solve (in fp64, and said so) takes over
+    d = jaxmc.check(m, prop, precision="fp32", max_iters=4)
+    assert d.status == "converged" and d.method == "direct"
+    assert d.precision == "fp64"
+    assert [a.status.name for a in d.attempts] == ["MAX_ITERS"]
+    ref = jaxmc.check(m, prop)
+    assert abs(d.value - ref.value) <= d.bound + ref.bound
 
 
 def test_cli_fp32(capsys):
