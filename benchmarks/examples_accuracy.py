@@ -66,6 +66,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import corpus  # noqa: E402
 from _peers import (  # noqa: E402
     STORM_REF,
     environment,
@@ -224,11 +225,6 @@ def groups(only: list[str] | None):
     with the constants PRISM's scripts use for it
     (`corpus.constants_for_property`, as in `tests/api/test_storm_examples.py`)
     restricted to the names the model and the property file declare."""
-    import corpus
-
-    from jaxmc.errors import JaxmcError
-    from jaxmc.lang import parse_properties
-
     models = [m for m in corpus.in_scope_models() if corpus.EXAMPLES in m.parents]
     if only:
         models = [
@@ -237,37 +233,9 @@ def groups(only: list[str] | None):
             if any(o in str(m.relative_to(corpus.EXAMPLES)) for o in only)
         ]
     out = collections.defaultdict(list)
-    for model in models:
-        for props in corpus.props_for(model):
-            try:
-                pf = parse_properties(
-                    props.read_text(errors="replace"), file=str(props)
-                )
-            except JaxmcError:
-                continue  # the parser tests list these files
-            names = declared(model) | {c.name for c in pf.constants}
-            for i, _ in enumerate(pf.properties):
-                consts = only_declared(
-                    corpus.constants_for_property(model, props, i), names
-                )
-                out[(model, props, consts)].append(i)
+    for model, props, consts, i in corpus.property_cases(models):
+        out[(model, props, consts)].append(i)
     return out
-
-
-@functools.cache
-def declared(model: Path) -> frozenset[str]:
-    """The constants `model` declares."""
-    from jaxmc.lang import parse_model
-
-    program = parse_model(model.read_text(), file=str(model))
-    return frozenset(c.name for c in program.constants)
-
-
-def only_declared(consts: str, names) -> str:
-    """The settings of `consts` for `names` (the scripts' settings, merged
-    over several command lines, may name constants of sibling models)."""
-    parts = [p for p in consts.split(",") if p and p.split("=")[0].strip() in names]
-    return ",".join(parts)
 
 
 def run_jaxmc(model, tasks, max_states, timeout) -> dict:
@@ -343,7 +311,7 @@ def run_storm(
     storm_ref.py, or for a filter `storm_filter` (both in a child)."""
 
     path = storm_model(model)
-    use = only_declared(consts, declared(model))
+    use = corpus.only_declared(consts, corpus.declared_constants(model))
     if row.get("storm_filter"):
         cmd = [sys.executable, __file__, "storm-filter", str(path), use]
         cmd += row["storm_filter"] + [str(STORM_PRECISION)]
@@ -429,8 +397,6 @@ def ulps(b: float) -> float:
 
 
 def run(args) -> None:
-    import corpus
-
     cache = load_cache(REFERENCE)
     rows = load_cache(args.out)
     env = environment()

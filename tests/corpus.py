@@ -310,3 +310,42 @@ def constants_for_property(model: Path, props: Path, index: int) -> str:
                     if part
                 )
     return merged_constants(model, props)
+
+
+@cache
+def declared_constants(model: Path) -> frozenset[str]:
+    """The constants `model` declares."""
+    from jaxmc.lang import parse_model
+
+    program = parse_model(model.read_text(), file=str(model))
+    return frozenset(c.name for c in program.constants)
+
+
+def only_declared(consts: str, names) -> str:
+    """The settings of `consts` for `names`: the scripts' settings merged over
+    several command lines may name constants of sibling models, which jaxmc
+    (unlike PRISM, which ignores them) refuses."""
+    parts = [p for p in consts.split(",") if p and p.split("=")[0].strip() in names]
+    return ",".join(parts)
+
+
+def property_cases(models):
+    """`(model, props, consts, index)` for every property of every property
+    file `props_for` gives each of `models`, with the constants PRISM's
+    scripts use for it (`constants_for_property`) restricted to the names the
+    model and the file declare; files that do not parse are left out (the
+    parser tests list them)."""
+    from jaxmc.errors import JaxmcError
+    from jaxmc.lang import parse_properties
+
+    for model in models:
+        for props in props_for(model):
+            try:
+                text = props.read_text(errors="replace")
+                pf = parse_properties(text, file=str(props))
+            except JaxmcError:
+                continue
+            names = declared_constants(model) | {c.name for c in pf.constants}
+            for i in range(len(pf.properties)):
+                consts = constants_for_property(model, props, i)
+                yield model, props, only_declared(consts, names), i

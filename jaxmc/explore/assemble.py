@@ -24,6 +24,17 @@ if TYPE_CHECKING:
     from .builder import Builder
 
 
+def _pointers(counts: list, n: int) -> np.ndarray:
+    """The `n + 1` pointers of `n` items from the chunks of their counts
+    (`rows.join`'s; emptied), where every count is one: `0..n`."""
+    if all_fill(counts):
+        counts.clear()
+        return np.arange(n + 1, dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(join(counts, np.int32), dtype=np.int64, out=ptr[1:])
+    return ptr
+
+
 def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     comp, mt = bfs.comp, bfs.mt
     n = len(bfs.table)
@@ -45,19 +56,8 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
         bfs.table.release()
     else:
         states = states.astype(np.int32, copy=False)
-    if all_fill(bfs.n_choices):
-        choice_ptr = np.arange(n + 1, dtype=np.int64)
-        bfs.n_choices.clear()
-    else:
-        choice_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(join(bfs.n_choices, np.int32), dtype=np.int64, out=choice_ptr[1:])
-    n_rows = int(choice_ptr[-1])
-    if all_fill(bfs.row_len):
-        row_ptr = np.arange(n_rows + 1, dtype=np.int64)
-        bfs.row_len.clear()
-    else:
-        row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-        np.cumsum(join(bfs.row_len, np.int32), dtype=np.int64, out=row_ptr[1:])
+    choice_ptr = _pointers(bfs.n_choices, n)
+    row_ptr = _pointers(bfs.row_len, int(choice_ptr[-1]))
     col = join(bfs.cols, np.int64)
     val = join(bfs.vals, np.float64)
     deadlock = join(bfs.deadlock, bool)

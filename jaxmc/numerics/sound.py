@@ -192,8 +192,7 @@ def solve_sound(
                     layout_name(A), note="a sparse direct solve took over")
         )  # fmt: skip
         pre_iters += int(sol.iterations)
-        x, w = _direct(n, data, state_row, cols, bb, maybe, fixed)
-        A_host = host_matrix(n, data, state_row, cols)
+        x, w, A_host = _direct(n, data, state_row, cols, bb, maybe, fixed)
         res = _certify_steps(A_host, bb, x, maybe, w, kw)
         if res is None:
             res = _certify_host(
@@ -325,9 +324,9 @@ def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, k
 
 
 def _direct(n, data, state_row, cols, bb, maybe, fixed):
-    """`x` by a sparse LU of the system on `maybe`, and `w` (the expected
-    steps to leave `maybe`, the certificate's candidate) from the same
-    factors."""
+    """`x` by a sparse LU of the system on `maybe`, `w` (the expected
+    steps to leave `maybe`, the certificate's candidate, or None) from the
+    same factors, and the host matrix."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
@@ -340,10 +339,10 @@ def _direct(n, data, state_row, cols, bb, maybe, fixed):
         lu = spla.splu(S)
     except RuntimeError:  # (exactly singular: no certificate from it)
         x[idx] = spla.spsolve(S, rhs)
-        return x, None
+        return x, None, P
     x[idx] = lu.solve(rhs)
     w[idx] = lu.solve(np.ones(len(idx)))
-    return x, w
+    return x, w, P
 
 
 def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method, kw,

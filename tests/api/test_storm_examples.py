@@ -40,7 +40,7 @@ from jaxmc.errors import (  # noqa: E402
     SemanticError,
     UnsupportedError,
 )
-from jaxmc.lang import ast, parse_properties  # noqa: E402
+from jaxmc.lang import ast  # noqa: E402
 
 
 MAX_STATES = 60_000
@@ -77,37 +77,7 @@ def _storm_reads(model) -> bool:
 
 
 def _cases():
-    out = []
-    for model in _smallest_instances():
-        for props in corpus.props_for(model):
-            try:
-                pf = parse_properties(
-                    props.read_text(errors="replace"), file=str(props)
-                )
-            except JaxmcError:
-                continue  # the parser tests list these files
-            declared = _declared(model) | {c.name for c in pf.constants}
-            for i, _ in enumerate(pf.properties):
-                consts = corpus.constants_for_property(model, props, i)
-                out.append((model, props, _only(consts, declared), i))
-    return out
-
-
-@functools.cache
-def _declared(model) -> frozenset[str]:
-    from jaxmc.lang import parse_model
-
-    return frozenset(
-        c.name for c in parse_model(model.read_text(), file=str(model)).constants
-    )
-
-
-def _only(consts: str, names: set[str]) -> str:
-    """The settings of `consts` for `names`: the scripts' settings merged over
-    several command lines may name constants of sibling models, which jaxmc
-    (unlike PRISM, which ignores them) refuses."""
-    parts = [p for p in consts.split(",") if p and p.split("=")[0].strip() in names]
-    return ",".join(parts)
+    return list(corpus.property_cases(_smallest_instances()))
 
 
 CASES = _cases()
