@@ -64,6 +64,14 @@ def parse_properties(
     With `errors="keep"`, a property that fails its checks is kept with its
     error, which is raised when that property is checked (so one bad property
     does not hide the others of a file)."""
+    if not hasattr(model, "checked"):
+        raise TypeError(
+            f"a property given as text needs the model it refers to (its constants,"
+            f" formulas and labels), the `jaxmc.Model` of `jaxmc.load_model`, not"
+            f" {type(model).__name__}: pass that Model (it builds once and keeps"
+            f" the explicit model), or properties checked against it"
+            f" (`jaxmc.load_properties(path, model)`)"
+        )
     with api_hints():
         pf = lang.parse_properties(text, file=file)
         props = semantics.check_properties(

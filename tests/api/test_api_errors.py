@@ -12,6 +12,7 @@ import pytest
 
 import jaxmc
 from jaxmc.errors import JaxmcError, ModelCheckingError, SemanticError
+from jaxmc.props.resolve import parse_properties
 
 
 QUEUE = """ctmc
@@ -203,3 +204,14 @@ def test_cli_sweep_through_zero(queue):
         assert float(v) == pytest.approx(
             _checked(queue, EMPTY, **{"lambda": float(lam), "mu": 3.0}), rel=1e-6
         )
+
+
+def test_text_property_on_an_explicit_model():
+    """A property as text on an already built model: a TypeError that names
+    what to pass, not an AttributeError; checked properties still work."""
+    model = jaxmc.load_model_string(CHAIN, constants="p=0.5,q=0.25")
+    em = jaxmc.build(model)
+    with pytest.raises(TypeError, match="jaxmc.load_model"):
+        jaxmc.check(em, "P=? [ F s=1 ]")
+    prop = parse_properties("P=? [ F s=1 ]", model)[0]
+    assert abs(float(jaxmc.check(em, prop).value) - 2 / 3) < 1e-6

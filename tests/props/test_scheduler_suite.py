@@ -42,7 +42,9 @@ CASES = _suite_mdps()
 SEEN: collections.Counter = collections.Counter()
 
 
-@pytest.mark.parametrize("model_path, props_path, consts", CASES or [None])
+@pytest.mark.parametrize(
+    "model_path, props_path, consts", CASES or [(None, None, None)]
+)
 def test_suite_mdp_schedulers(model_path, props_path, consts):
     if model_path is None:
         pytest.skip("PRISM's regression suite is not in ../shared")
