@@ -92,15 +92,24 @@ def host_matrix(n, data, state_row, cols):
     )
 
 
-def auto_linear(n, data, state_row, cols, maybe, auto_ok):
+#: Systems with more entries than this are not decomposed even as the
+#: fallback of a Krylov solve that failed (`jaxmc.numerics.sound`).
+TOPOLOGICAL_FALLBACK_MAX_ENTRIES = 1 << 27
+
+
+def auto_linear(n, data, state_row, cols, maybe, auto_ok, fallback=False):
     """`(A, order)` for `AUTO`: the host matrix and its topological order
     if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
-    more than one state (Gauss-Seidel), else `(None, None)` (Jacobi)."""
+    more than one state (Gauss-Seidel), else `(None, None)` (Jacobi).
+    `fallback`: asked after the device's Krylov solve failed, up to
+    `TOPOLOGICAL_FALLBACK_MAX_ENTRIES` on any backend."""
     k = int(maybe.sum())
     # (on an accelerator only small systems: there Jacobi's loop is fast and
     # the host's decomposition would add to every property)
     cap = TOPOLOGICAL_MAX_ENTRIES
-    if jax.default_backend() != "cpu":
+    if fallback:
+        cap = TOPOLOGICAL_FALLBACK_MAX_ENTRIES
+    elif jax.default_backend() != "cpu":
         cap >>= 4
     if not auto_ok or data.size > cap or k == 0:
         return None, None

@@ -13,7 +13,9 @@ almost surely (the 0/1 and infinite-reward precomputations make it so).
   expected number of steps (below), and where that certificate is not good
   enough, sound value iteration on the Jacobi splitting
   (`jaxmc.solvers.sound_value_iteration`, one fused device loop) from its
-  iterate.
+  iterate. Where BiCGStab fails (it breaks down on long nearly acyclic
+  chains), Gauss-Seidel in topological order takes over on any backend if
+  the graph is nearly acyclic.
 - `jacobi` / `power` (`value_iteration`, the same on a DTMC): sound value
   iteration on that splitting (the method asked for, with a certified
   stopping rule).
@@ -37,6 +39,8 @@ the attempt is recorded in `NumericResult.attempts`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -130,7 +134,22 @@ def solve_sound(
                              bb, kw, vec, mat, rank, attempts)  # fmt: skip
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
-        elif A_host is not None:
+            if krylov is None or (attempts and attempts[-1].method == "bicgstab"):
+                # BiCGStab failed (no finite iterate, stalled, out of
+                # iterations; e.g. on long nearly acyclic chains, where it
+                # breaks down): Gauss-Seidel in topological order where the
+                # graph allows it, whatever the backend, before sound value
+                # iteration (which needs as many sweeps as the chains are long).
+                A_host, order = auto_linear(
+                    n, data, state_row, cols, maybe, auto_ok, fallback=True
+                )
+                if A_host is not None:
+                    krylov = None
+                    attempts[-1] = dataclasses.replace(
+                        attempts[-1], note="Gauss-Seidel in topological order "
+                        "took over (the graph is nearly acyclic)"
+                    )  # fmt: skip
+        if A_host is not None:
             budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
             sol = gauss_seidel(
                 A_host,

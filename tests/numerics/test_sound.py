@@ -128,6 +128,36 @@ def test_direct_fallback_certified_by_its_expected_steps():
     assert abs(r.value - 0.75) <= r.bound <= 1e-9
 
 
+def test_krylov_breakdown_on_a_long_chain_falls_back_to_topological(monkeypatch):
+    # (the GPU's path: no host decomposition up front, BiCGStab on the
+    # device; on a long nearly acyclic chain it breaks down (brp N=32768 on
+    # an H200 did), sound value iteration would need as many sweeps as the
+    # chain is long and the direct solve is beyond its size: Gauss-Seidel
+    # in topological order must take over)
+    from jaxmc.numerics import methods, sound
+
+    monkeypatch.setattr(methods, "TOPOLOGICAL_MAX_ENTRIES", 10)
+    monkeypatch.setattr(sound, "DIRECT_MAX_STATES", 10)
+    n = 20000
+    m = jaxmc.load_model_string(
+        f"""dtmc
+module m
+  x : [0..{n}] init 0;
+  f : bool init false;
+  [] x<{n} & !f -> 0.999 : (x'=x+1) + 0.001 : (f'=true);
+  [] x={n} | f -> true;
+endmodule
+"""
+    )
+    r = jaxmc.check(m, f"P=? [ F x={n} ]")
+    assert [a.method for a in r.attempts] == ["bicgstab"]
+    assert r.attempts[0].status != Status.CONVERGED
+    assert r.method == "gauss_seidel"
+    exact = 0.999**n
+    assert abs(r.value - exact) <= r.bound + 1e-12 * exact
+    assert r.bound <= 1e-6 * exact
+
+
 def _check_sound(res, ref, eps, relative=True):
     fin = np.isfinite(ref)
     assert (np.isinf(res.values) == ~fin).all()
