@@ -55,9 +55,23 @@ TOPOLOGICAL_MAX_CYCLIC = 0.1
 #: mix slowly would otherwise cost a host sweep's overhead per iteration).
 AUTO_GS_MAX_SWEEPS = 200
 
-#: Systems with more entries than this keep Jacobi without looking at their
-#: components (the host's decomposition would cost seconds).
+#: Systems with more entries than this are decomposed (`auto_linear`)
+#: only where the graph looks nearly acyclic (`BACK_EDGE_MAX_ROWS`) or as
+#: the fallback of a failed Krylov solve: on other graphs the host's
+#: decomposition would cost seconds for nothing. On an accelerator the
+#: bound is `TOPOLOGICAL_DEVICE_MAX_ENTRIES` (Jacobi's and BiCGStab's loops
+#: are fast there, and the host's work would add to every property).
 TOPOLOGICAL_MAX_ENTRIES = 1 << 24
+TOPOLOGICAL_DEVICE_MAX_ENTRIES = 1 << 20
+
+#: No system with more entries than this is decomposed on the host.
+TOPOLOGICAL_LIMIT_ENTRIES = 1 << 27
+
+#: A cheap hint of a nearly acyclic graph, read before paying for the
+#: decomposition of a large system: the share of the unknowns with an
+#: entry to an unknown numbered before them (states are numbered in BFS
+#: order, so an acyclic graph has few; benchmarks/RESULTS.md, session 16).
+BACK_EDGE_MAX_ROWS = 0.2
 
 
 def default_method(model, method, criterion="sound"):
@@ -82,6 +96,15 @@ def default_method(model, method, criterion="sound"):
     return method
 
 
+def back_edge_rows(n, data, state_row, cols, maybe) -> int:
+    """How many unknowns have an entry to an unknown numbered before them."""
+    back = (data != 0) & (cols < state_row)
+    back &= maybe[state_row] & maybe[cols]
+    rows = np.zeros(n, dtype=bool)
+    rows[state_row[back]] = True
+    return int(np.count_nonzero(rows))
+
+
 def host_matrix(n, data, state_row, cols):
     """The masked system as a scipy matrix (the host Gauss-Seidel's input)."""
     import scipy.sparse as scipy_sparse
@@ -92,27 +115,22 @@ def host_matrix(n, data, state_row, cols):
     )
 
 
-#: Systems with more entries than this are not decomposed even as the
-#: fallback of a Krylov solve that failed (`jaxmc.numerics.sound`).
-TOPOLOGICAL_FALLBACK_MAX_ENTRIES = 1 << 27
-
-
 def auto_linear(n, data, state_row, cols, maybe, auto_ok, fallback=False):
     """`(A, order)` for `AUTO`: the host matrix and its topological order
     if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
-    more than one state (Gauss-Seidel), else `(None, None)` (Jacobi).
-    `fallback`: asked after the device's Krylov solve failed, up to
-    `TOPOLOGICAL_FALLBACK_MAX_ENTRIES` on any backend."""
+    more than one state (Gauss-Seidel), else `(None, None)` (Krylov or
+    Jacobi). Systems above the backend's bound (`TOPOLOGICAL_MAX_ENTRIES`)
+    are decomposed only if they have few back edges, or with `fallback`
+    (asked after the device's Krylov solve failed)."""
     k = int(maybe.sum())
-    # (on an accelerator only small systems: there Jacobi's loop is fast and
-    # the host's decomposition would add to every property)
-    cap = TOPOLOGICAL_MAX_ENTRIES
-    if fallback:
-        cap = TOPOLOGICAL_FALLBACK_MAX_ENTRIES
-    elif jax.default_backend() != "cpu":
-        cap >>= 4
-    if not auto_ok or data.size > cap or k == 0:
+    if not auto_ok or data.size > TOPOLOGICAL_LIMIT_ENTRIES or k == 0:
         return None, None
+    small = TOPOLOGICAL_MAX_ENTRIES
+    if jax.default_backend() != "cpu":
+        small = TOPOLOGICAL_DEVICE_MAX_ENTRIES
+    if data.size > small and not fallback:
+        if back_edge_rows(n, data, state_row, cols, maybe) > BACK_EDGE_MAX_ROWS * k:
+            return None, None
     A = host_matrix(n, data, state_row, cols)
     scc = scc_labels(A)
     size = np.bincount(scc[1])

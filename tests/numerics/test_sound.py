@@ -137,18 +137,10 @@ def test_krylov_breakdown_on_a_long_chain_falls_back_to_topological(monkeypatch)
     from jaxmc.numerics import methods, sound
 
     monkeypatch.setattr(methods, "TOPOLOGICAL_MAX_ENTRIES", 10)
+    monkeypatch.setattr(methods, "BACK_EDGE_MAX_ROWS", -1.0)  # (a hint missed)
     monkeypatch.setattr(sound, "DIRECT_MAX_STATES", 10)
     n = 20000
-    m = jaxmc.load_model_string(
-        f"""dtmc
-module m
-  x : [0..{n}] init 0;
-  f : bool init false;
-  [] x<{n} & !f -> 0.999 : (x'=x+1) + 0.001 : (f'=true);
-  [] x={n} | f -> true;
-endmodule
-"""
-    )
+    m = jaxmc.load_model_string(_chain(n))
     r = jaxmc.check(m, f"P=? [ F x={n} ]")
     assert [a.method for a in r.attempts] == ["bicgstab"]
     assert r.attempts[0].status != Status.CONVERGED
@@ -156,6 +148,32 @@ endmodule
     exact = 0.999**n
     assert abs(r.value - exact) <= r.bound + 1e-12 * exact
     assert r.bound <= 1e-6 * exact
+
+
+def _chain(n):
+    return f"""dtmc
+module m
+  x : [0..{n}] init 0;
+  f : bool init false;
+  [] x<{n} & !f -> 0.999 : (x'=x+1) + 0.001 : (f'=true);
+  [] x={n} | f -> true;
+endmodule
+"""
+
+
+def test_large_systems_decomposed_where_few_back_edges(monkeypatch):
+    # (above the size where the decomposition is paid for every system,
+    # the chain, whose unknowns have no entry to an earlier one, still goes
+    # to Gauss-Seidel in topological order; the gambler's ruin, whose
+    # unknowns all have one, to the Krylov solve)
+    from jaxmc.numerics import methods
+
+    monkeypatch.setattr(methods, "TOPOLOGICAL_MAX_ENTRIES", 10)
+    r = jaxmc.check(jaxmc.load_model_string(_chain(300)), "P=? [ F x=300 ]")
+    assert r.method == "gauss_seidel" and not r.attempts
+    assert abs(r.value - 0.999**300) <= r.bound + 1e-15
+    r = jaxmc.check(jaxmc.load_model_string(GAMBLER), "P=? [ F x=20 ]")
+    assert r.method == "bicgstab"
 
 
 def _check_sound(res, ref, eps, relative=True):
