@@ -88,25 +88,30 @@ class Encoding:
 
     def decode_columns(self, keys: np.ndarray) -> list[np.ndarray]:
         """The values of each variable (int64 `[n]`) of keys `[n, n_words]`."""
-        top = self._top
-        out = []
-        for i in range(len(self.lows)):
-            c = keys[:, self.word[i]]
-            stride, low = int(self.stride[i]), int(self.lows[i])
-            if stride != 1:
-                c = c // stride
-            if not top[i]:
-                c = c % int(self.widths[i])
-            if low:
-                c = c + low
-            out.append(c)
+        out: list[np.ndarray] = [None] * len(self.lows)  # type: ignore[list-item]
+        for w, members in self._members:
+            # Successive quotients, the remainder by a multiply and subtract:
+            # keys are non-negative, and numpy's `%` (signed, Python's
+            # semantics) costs about three floor divisions.
+            q = keys[:, w]
+            for i, width, low in members[:-1]:
+                nxt = q // width
+                c = q - nxt * width
+                q = nxt
+                out[i] = c + low if low else c
+            i, _, low = members[-1]
+            out[i] = q + low if low else q
         return out
 
     @cached_property
-    def _top(self) -> list[bool]:
-        """Whether each variable is the last (most significant) of its word."""
-        last = {int(w): i for i, w in enumerate(self.word)}
-        return [last[int(w)] == i for i, w in enumerate(self.word)]
+    def _members(self) -> list[tuple[int, list[tuple[int, int, int]]]]:
+        """Per word, its variables `(index, width, low)` by increasing stride."""
+        words: dict[int, list[tuple[int, int, int]]] = {}
+        for i, w in enumerate(self.word):
+            words.setdefault(int(w), []).append(
+                (i, int(self.widths[i]), int(self.lows[i]))
+            )
+        return list(words.items())
 
 
 def _hash(keys: np.ndarray, bits: int) -> np.ndarray:
