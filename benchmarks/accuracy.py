@@ -22,6 +22,11 @@ For each instance (model file, constants, property) of a size:
   bound + 1e-6 |sound| (the sound value itself is certified to 1e-6
   relative only).
 
+`--share-build` checks the properties of one model and constants in one
+jaxmc process, the model built once (the first property's record is cold,
+the others' are warm checks of the same process): for device runs where
+builds dominate.
+
 Sizes: `small` (10^4-10^5 states, a quick CPU run), `cpu` (at most 2*10^6
 states), `gpu` (the issue's instances, mostly >= 10^6 states). Prints a
 markdown table; `--json FILE` writes every record, `--md FILE` the table.
@@ -341,30 +346,42 @@ def _plain(x):
     return x
 
 
-def jaxmc_one(path: str, consts: str, prop: str) -> dict:
-    """Check one property with jaxmc's defaults; the fields the table reads."""
+def jaxmc_one(path: str, consts: str, *props: str):
+    """Check properties of one model with jaxmc's defaults, the model built
+    once: a record per property (the fields the table reads), printed as it
+    is done. The first record carries the import and build times; the
+    others, `shared_build` and no build time."""
     t0 = time.perf_counter()
     import jax
     from _peers import environment
 
     import jaxmc
 
-    out: dict = {"import_s": time.perf_counter() - t0}
-    out["environment"] = environment()
-    out["device"] = str(jax.devices()[0])
+    head: dict = {"import_s": time.perf_counter() - t0}
+    head["environment"] = environment()
+    head["device"] = str(jax.devices()[0])
     t = time.perf_counter()
     model = jaxmc.load_model(path, consts or None)
     em = jaxmc.build(model)
-    out["build_s"] = time.perf_counter() - t
-    out["states"] = int(em.num_states)
-    out["transitions"] = int(em.num_transitions)
+    head["build_s"] = time.perf_counter() - t
+    head["states"] = int(em.num_states)
+    head["transitions"] = int(em.num_transitions)
+    for i, prop in enumerate(props):
+        out = dict(head)
+        if i:
+            out.update(import_s=0.0, build_s=0.0, shared_build=True)
+        _check_one(jaxmc, model, prop, out)
+        print(json.dumps(out, default=str), flush=True)
+
+
+def _check_one(jaxmc, model, prop: str, out: dict) -> None:
     t = time.perf_counter()
     try:
         r = jaxmc.check(model, prop)
     except jaxmc.JaxmcError as e:
         out["check_s"] = time.perf_counter() - t
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"[:300]
-        return out
+        return
     out["check_s"] = time.perf_counter() - t
     out["value"] = _plain(r.value)
     for k in ("method", "layout", "status", "iterations", "residual", "precision"):
@@ -374,26 +391,40 @@ def jaxmc_one(path: str, consts: str, prop: str) -> dict:
     out["lower"], out["upper"] = _initial_bounds(r)
     out["attempts"] = _plain(list(getattr(r, "attempts", None) or ()))
     out["timing"] = {k: float(v) for k, v in (r.timing or {}).items()}
-    return out
 
 
-def run_jaxmc(case: Case, timeout: float) -> dict:
-    """`jaxmc_one` in a fresh interpreter; wall time from the start."""
+def run_jaxmc(group: list[Case], timeout: float) -> list[dict]:
+    """`jaxmc_one` in a fresh interpreter on a group of cases of one model
+    and constants (one case unless `--share-build`): a record per case.
+    Wall time from the start for the first; the check's own for the rest."""
+    case = group[0]
     path = locate(case.model)
     if path is None:
-        return {"error": f"model not found: {case.model}"}
-    cmd = [sys.executable, __file__, "one", str(path), case.consts, case.prop]
+        return [{"error": f"model not found: {case.model}"} for _ in group]
+    cmd = [sys.executable, __file__, "one", str(path), case.consts]
+    cmd += [c.prop for c in group]
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s", "wall_s": timeout}
+        stdout, stderr, code = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        stderr, code = f"timeout after {timeout:.0f} s", None
     wall = time.perf_counter() - t
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {p.returncode}: {tail[:300]}", "wall_s": wall}
-    return dict(json.loads(lines[-1]), wall_s=wall)
+    recs = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith("{")]
+    for i, r in enumerate(recs):
+        if i:
+            r["wall_s"] = r["check_s"]
+        elif len(group) == 1:
+            r["wall_s"] = wall
+        else:  # (timed from inside: the process went on to the others)
+            r["wall_s"] = r["import_s"] + r["build_s"] + r["check_s"]
+    if code is None:
+        why = {"error": f"timeout after {timeout:.0f} s", "wall_s": timeout}
+    else:
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        why = {"error": f"exit {code}: {tail[:300]}", "wall_s": wall}
+    return recs + [dict(why) for _ in group[len(recs) :]]
 
 
 # ---- Storm and the reference cache ---------------------------------------
@@ -518,6 +549,8 @@ def table(rows: list[dict]) -> str:
             if "wall_s" in j
             else "—"
         )
+        if j.get("shared_build") and "check_s" in j:
+            jt = f"{_g(j['check_s'], '.1f')} (the model built above) [{split}]"
         jv = j.get("value", j.get("error"))
         stime = s.get("check_s")
         stime = None if stime is None else stime + (s.get("build_s") or 0.0)
@@ -600,6 +633,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--deadline", type=float, default=float("inf"), help="seconds")
     p.add_argument("--no-jaxmc", action="store_true")
+    p.add_argument(
+        "--share-build",
+        action="store_true",
+        help="check a model's properties in one jaxmc process, built once (the "
+        "first property's record is cold, the others' warm)",
+    )
     p.add_argument("--no-default", action="store_true", help="skip Storm's default")
     p.add_argument("--no-sound", action="store_true", help="cached sound values only")
     p.add_argument(
@@ -681,27 +720,43 @@ def main(argv=None) -> int:
         return {"environment": next(envs, {}), "meta": meta, "rows": rows}
 
     rows = []
-    for c in todo:
-        row = {"case": asdict(c), "jaxmc": {"error": "not run"}}
+    for group in _groups(todo, args.share_build):
+        recs = [{"error": "not run"} for _ in group]
         if not args.no_jaxmc:
             if left() > 1:
-                row["jaxmc"] = run_jaxmc(c, min(args.jaxmc_timeout, left()))
+                recs = run_jaxmc(group, min(args.jaxmc_timeout, left()))
             else:
-                row["jaxmc"] = {"error": "not run (deadline)"}
-            print(json.dumps({"case": c.key, "jaxmc": row["jaxmc"]}), flush=True)
-        if c not in futures:
-            futures[c] = (pool.submit(sound_job, c), pool.submit(default_job, c))
-        rows.append(row)
-        if args.storm_workers == 0:
-            collect(row, c)
-            if args.json:  # a run cut short still leaves its rows so far
-                args.json.write_text(json.dumps(document(rows), indent=1) + "\n")
+                recs = [{"error": "not run (deadline)"} for _ in group]
+        for c, rec in zip(group, recs):
+            row = {"case": asdict(c), "jaxmc": rec}
+            if not args.no_jaxmc:
+                print(json.dumps({"case": c.key, "jaxmc": rec}), flush=True)
+            if c not in futures:
+                futures[c] = (pool.submit(sound_job, c), pool.submit(default_job, c))
+            rows.append(row)
+            if args.storm_workers == 0:
+                collect(row, c)
+                if args.json:  # a run cut short still leaves its rows so far
+                    args.json.write_text(json.dumps(document(rows), indent=1) + "\n")
     for row, c in zip(rows, todo):
         if "sound" not in row:
             collect(row, c)
     pool.shutdown()
     report(document(rows), args.md, args.json)
     return 0
+
+
+def _groups(todo: list[Case], share: bool) -> list[list[Case]]:
+    """The cases run by one jaxmc process each: one case, or with `share`
+    the consecutive cases of one model and constants."""
+    groups: list[list[Case]] = []
+    for c in todo:
+        last = groups[-1][0] if groups else None
+        if share and last and (last.model, last.consts) == (c.model, c.consts):
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
 
 
 # ---- preparing a device run ----------------------------------------------
@@ -765,7 +820,7 @@ def prepare(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["one"]:
-        print(json.dumps(jaxmc_one(*sys.argv[2:5]), default=str), flush=True)
+        jaxmc_one(*sys.argv[2:])
     elif sys.argv[1:2] == ["table"]:
         sys.exit(retable(sys.argv[2:]))
     elif sys.argv[1:2] == ["prepare"]:
