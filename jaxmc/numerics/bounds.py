@@ -49,6 +49,7 @@ def reward_upper_bound(
     maybe: np.ndarray,
     fixed: np.ndarray,
     opt: str | None,
+    give_up: bool = False,
 ) -> float:
     """A scalar upper bound on the least solution of `x_s = opt_{c in s}
     (b_c + sum_t P(c,t) x_t)` on `maybe` (`x = fixed` elsewhere).
@@ -60,6 +61,10 @@ def reward_upper_bound(
       of a `min` problem).
     - `maybe`, `fixed`: the iterated states and the values of the others.
     - `opt`: `"min"`, `"max"` or `None` (a DTMC: every choice counts).
+    - `give_up`: return inf as soon as the bound is (on long chains the
+      layers' exit probabilities underflow, and the remaining layers, one
+      loop trip each, would cost time for nothing), without checking that
+      every state is reached.
     """
     n = len(maybe)
     m = len(soc)
@@ -133,6 +138,8 @@ def reward_upper_bound(
             total += float(np.sum(rew / low))
         done[ready] = True
         frontier = ready
+        if give_up and not total < np.inf:
+            return float(np.inf)
     if not done.all():
         raise ModelCheckingError(
             "no upper bound on the expected reward: some states cannot reach the "

@@ -30,7 +30,9 @@ number of steps to leave `maybe`: the Baier et al. bound of
 solve, a super-solution `s >= 1 + P s` made from the solution `w` of
 `(I - P) w = 1` (`steps_supersolution`: `s = alpha w`, the inequality
 checked on the host with a rounding allowance; then `T <= s` per state,
-and the bound is per state too: `|e| <= max|r| s`). Where the bound is
+and the bound is per state too: `|e| <= max|r| s`); after Gauss-Seidel,
+where the layered bound is too loose (it underflows on long chains), `w`
+by Gauss-Seidel in the same order. Where the bound is
 not good enough, sound value iteration runs from `x`.
 
 If sound value iteration reaches `max_iters` on a system small enough,
@@ -78,9 +80,18 @@ def _steps_bound(soc, rows, cols, probs, maybe) -> float:
     (inf if the layered bound does not reach every state)."""
     n = len(maybe)
     try:
-        return reward_upper_bound(
-            soc, rows, cols, probs, np.ones(len(soc)), maybe, np.zeros(n), None
-        )
+        with np.errstate(over="ignore", divide="ignore"):  # (inf: no bound)
+            return reward_upper_bound(
+                soc,
+                rows,
+                cols,
+                probs,
+                np.ones(len(soc)),
+                maybe,
+                np.zeros(n),
+                None,
+                give_up=True,
+            )
     except ModelCheckingError:
         return float(np.inf)
 
@@ -126,6 +137,7 @@ def solve_sound(
     pre_iters = 0
     A_host = None
     krylov = None
+    gs_order = None  # the order of a Gauss-Seidel solve that converged
     if method == AUTO:
         A_host, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
         name = "sound_value_iteration"
@@ -161,13 +173,16 @@ def solve_sound(
             warm, pre_iters = np.asarray(sol.value), int(sol.iterations)
             if Status(int(sol.status)) == Status.CONVERGED:
                 name = "gauss_seidel"  # (else it only gave the start)
+                gs_order = order
     elif method in ("gauss_seidel", "bicgstab"):
         if method == "gauss_seidel":
             A_host = host_matrix(n, data, state_row, cols)
             sol = gauss_seidel(A_host, bb, fixed, **dict(kw, throw=False))
             status = Status(int(sol.status))
             warm, pre_iters = np.asarray(sol.value, np.float64), int(sol.iterations)
-            if status != Status.CONVERGED:
+            if status == Status.CONVERGED:
+                gs_order = "topological"
+            else:
                 attempts.append(
                     Attempt(method, status, pre_iters, float(sol.residual),
                             note="its iterate is the start of sound value "
@@ -198,6 +213,12 @@ def solve_sound(
         res = _certify_host(
             A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
         )
+        zero = kw["relative"] and not np.all(warm[maybe])  # (no relative room)
+        if res is None and gs_order is not None and not zero:
+            # (the layered bound on the expected steps is loose on long
+            # chains; Gauss-Seidel in the same order solves them too)
+            w = _gs_steps(A_host, maybe, gs_order, kw)
+            res = _certify_steps(A_host, bb, warm, maybe, w, kw)
         if res is not None:
             lo, hi = res
             extra.update(layout="host", precision="fp64", certificate="residual")
@@ -328,6 +349,19 @@ def _certify_steps(A, bb, x, maybe, w, kw):
     if not _within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
         return None
     return lo, hi
+
+
+def _gs_steps(A, maybe, order, kw):
+    """The expected steps to leave `maybe` (`w = 1 + P w` there) by
+    Gauss-Seidel in `order`, the candidate of `_certify_steps`, or None if
+    it does not converge within the budget of `AUTO`'s Gauss-Seidel."""
+    budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
+    one = maybe.astype(np.float64)
+    sol = gauss_seidel(A, one, np.zeros_like(one), order=order, epsilon=1e-8,
+                       relative=True, max_iters=budget, throw=False)  # fmt: skip
+    if Status(int(sol.status)) != Status.CONVERGED:
+        return None
+    return np.asarray(sol.value, np.float64)
 
 
 def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw):

@@ -176,6 +176,30 @@ def test_large_systems_decomposed_where_few_back_edges(monkeypatch):
     assert r.method == "bicgstab"
 
 
+def test_gauss_seidel_certified_by_its_expected_steps():
+    # (a 20,000-step chain that stays put with probability 0.99: the
+    # layered bound on the expected steps underflows to infinity, sound
+    # value iteration would need more than max_iters sweeps and the direct
+    # solve stops at its size limit on larger models; the expected steps by
+    # Gauss-Seidel in the same order certify the result)
+    n = 20000
+    m = jaxmc.load_model_string(
+        f"""dtmc
+module m
+  x : [0..{n}] init 0;
+  [] x<{n} -> 0.01 : (x'=x+1) + 0.99 : true;
+  [] x={n} -> true;
+endmodule
+rewards "steps" x<{n} : 1; endrewards
+"""
+    )
+    r = jaxmc.check(m, f"R=? [ F x={n} ]")
+    assert r.method == "gauss_seidel" and not r.attempts and r.iterations <= 3
+    exact = n / 0.01
+    assert abs(r.value - exact) <= r.bound + 1e-12 * exact
+    assert r.bound <= 1e-6 * exact
+
+
 def _check_sound(res, ref, eps, relative=True):
     fin = np.isfinite(ref)
     assert (np.isinf(res.values) == ~fin).all()
