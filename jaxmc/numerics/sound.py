@@ -131,6 +131,15 @@ def solve_sound(
     precision = kw.pop("precision", "fp64")
     n = M.n_states
     state_row = soc[rows]
+    zero = _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed)
+    if zero.any():
+        # (exactly 0: no positive constant is reachable; as unknowns they
+        # would leave the relative criterion no room)
+        maybe = maybe & ~zero
+        data = np.where(maybe[state_row], data, 0.0)
+        if not maybe.any():
+            name = "gauss_seidel" if method == AUTO else method
+            return NumericResult(values=fixed.copy(), method=name, bound=0.0)
     attempts: list[Attempt] = []
     name = method
     warm = None
@@ -349,6 +358,37 @@ def _certify_steps(A, bb, x, maybe, w, kw):
     if not _within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
         return None
     return lo, hi
+
+
+def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed) -> np.ndarray:
+    """The unknowns whose value is exactly 0: no positive constant (`bb`,
+    per choice) and no entry into a known positive value (`fixed`) is
+    reachable from them through the unknowns (all False if a constant or
+    a known value is negative or NaN)."""
+    none = np.zeros(n, dtype=bool)
+    live = data != 0
+    out = live & ~maybe[cols]
+    if not (bb[maybe[soc]] >= 0).all() or not (fixed[cols[out]] >= 0).all():
+        return none  # (negative or NaN: errors are raised downstream)
+    src = np.zeros(n, dtype=bool)
+    src[soc[(bb > 0) & maybe[soc]]] = True
+    src[state_row[out & (fixed[cols] > 0)]] = True
+    src &= maybe
+    if src[maybe].all():
+        return none
+    import scipy.sparse as sp
+    from scipy.sparse import csgraph
+
+    inner = live & maybe[state_row] & maybe[cols]
+    # reversed edges, and a root (state n) pointing at every source
+    heads = np.concatenate([cols[inner], np.full(int(src.sum()), n)])
+    tails = np.concatenate([state_row[inner], np.flatnonzero(src)])
+    g = sp.csr_matrix(
+        (np.ones(heads.size, dtype=np.int8), (heads, tails)), shape=(n + 1, n + 1)
+    )
+    reached = np.zeros(n + 1, dtype=bool)
+    reached[csgraph.breadth_first_order(g, n, return_predecessors=False)] = True
+    return maybe & ~reached[:n]
 
 
 def _gs_steps(A, maybe, order, kw):

@@ -200,6 +200,32 @@ rewards "steps" x<{n} : 1; endrewards
     assert r.bound <= 1e-6 * exact
 
 
+ZERO_BRANCH = """dtmc
+module m
+  x : [0..3] init 0;
+  [] x=0 -> 0.5 : (x'=1) + 0.5 : (x'=2);
+  [] x=1 -> (x'=3);
+  [] x=2 -> 0.5 : (x'=2) + 0.5 : (x'=3);
+  [] x=3 -> true;
+endmodule
+rewards "r" x=1 : 1; endrewards
+rewards "none" x=3 : 1; endrewards
+"""
+
+
+def test_zero_valued_unknowns_are_exact():
+    # (x=2 earns nothing before the target: its value is exactly 0, which a
+    # relative certificate of the iterate cannot reach; it is taken out of
+    # the unknowns, and Gauss-Seidel's two sweeps are certified as they are)
+    m = jaxmc.load_model_string(ZERO_BRANCH)
+    r = jaxmc.check(m, 'R{"r"}=? [ F x=3 ]', all_states=True)
+    assert np.array_equal(r.values, [0.5, 1.0, 0.0, 0.0])
+    assert r.method == "gauss_seidel" and r.iterations == 2
+    assert r.lower[2] == r.upper[2] == 0.0
+    r = jaxmc.check(m, 'R{"none"}=? [ F x=3 ]', all_states=True)
+    assert np.array_equal(r.values, [0.0, 0.0, 0.0, 0.0]) and r.bound == 0.0
+
+
 def _check_sound(res, ref, eps, relative=True):
     fin = np.isfinite(ref)
     assert (np.isinf(res.values) == ~fin).all()
