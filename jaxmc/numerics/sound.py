@@ -222,8 +222,8 @@ def solve_sound(
         res = _certify_host(
             A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
         )
-        zero = kw["relative"] and not np.all(warm[maybe])  # (no relative room)
-        if res is None and gs_order is not None and not zero:
+        no_room = kw["relative"] and not np.all(warm[maybe])  # (a zero iterate)
+        if res is None and gs_order is not None and not no_room:
             # (the layered bound on the expected steps is loose on long
             # chains; Gauss-Seidel in the same order solves them too)
             w = _gs_steps(A_host, maybe, gs_order, kw)
