@@ -46,20 +46,21 @@ lark 1.3.1) into `.whl/` (both ignored by git):
     python benchmarks/accuracy.py prepare \\
         --prism-benchmarks /work/.mirror/prismmodelchecker+prism-benchmarks/repo
 
-The GPU run, in ONE device call from the repository root (after `prepare`;
-Storm in 4 worker processes on the host's CPU beside jaxmc on the GPU; the
-issue's seven failing rows first; a case starts only before the deadline,
-the rest are reported "not run (deadline)": run those in a second call with
-`--only`):
+The GPU run, in device calls from the repository root (after `prepare`;
+Storm in 4 worker processes on the host's CPU beside jaxmc on the GPU; a
+case starts only before the deadline, the rest are reported "not run
+(deadline)": run those in a later call with `--only`). The whole list
+takes more than one call's 600 s (brp's build alone is ~245 s on an H200's
+host, egl's ~126 s): split it by `--only`, and pass `--share-build` so that
+two-property models (consensus, csma, egl) build once:
 
     run(kind="nvidia-h200", timeout_s=600, carry=[".whl", ".bench"], command=
       "python3 -m pip install -q --no-index --no-deps --no-compile "
       "--no-cache-dir --upgrade --target /tmp/site .whl/*.whl && "
       "export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit; "
-      "python3 benchmarks/accuracy.py --size gpu --deadline 530 "
-      "--jaxmc-timeout 120 --storm-timeout 450 --storm-workers 4 "
-      "--only tandem consensus polling fms leader_sync brp herman kanban "
-      "cluster zeroconf wlan crowds nand egl firewire csma "
+      "python3 benchmarks/accuracy.py --size gpu --deadline 500 "
+      "--jaxmc-timeout 400 --storm-timeout 450 --storm-workers 4 "
+      "--share-build --only egl consensus tandem cluster "
       "--json $OUT/accuracy_gpu.json --md $OUT/accuracy_gpu.md "
       "--reference-out $OUT/accuracy_reference.json 2>&1 | tee $OUT/log")
 
