@@ -50,9 +50,9 @@ The GPU run, in device calls from the repository root (after `prepare`;
 Storm in 4 worker processes on the host's CPU beside jaxmc on the GPU; a
 case starts only before the deadline, the rest are reported "not run
 (deadline)": run those in a later call with `--only`). The whole list
-takes more than one call's 600 s (brp's build alone is ~245 s on an H200's
-host, egl's ~126 s): split it by `--only`, and pass `--share-build` so that
-two-property models (consensus, csma, egl) build once:
+does not fit one call's 600 s (the builds of brp and egl alone take much of
+it: benchmarks/RESULTS.md): split it by `--only`, and pass `--share-build`
+so that two-property models (consensus, csma, egl) build once:
 
     run(kind="nvidia-h200", timeout_s=600, carry=[".whl", ".bench"], command=
       "python3 -m pip install -q --no-index --no-deps --no-compile "

@@ -118,9 +118,9 @@ def _hash(keys: np.ndarray, bits: int) -> np.ndarray:
     """Slots of `keys` in a table of `2**bits`: the words combined, then
     mixed by splitmix64's finaliser before the top `bits` are taken. A
     multiplicative hash alone (the top bits of `k * _MULT`) leaves packed
-    keys that differ in a few fields in long runs of neighbouring slots:
-    on brp's keys its linear probes took 26 rounds per lookup of a batch
-    against ~4 with the mixing (benchmarks/RESULTS.md, host builder)."""
+    keys that differ in a few fields in long runs of neighbouring slots,
+    and linear probing then walks them (brp: benchmarks/RESULTS.md, "The
+    host builder's state table")."""
     k = keys.view(np.uint64)
     h = k[:, 0] * _MULT
     for j in range(1, k.shape[1]):

@@ -45,10 +45,16 @@ def _exists_reach(model, target, through, choice_ok=None) -> np.ndarray:
     keep = through[src]
     if choice_ok is not None:
         keep &= choice_ok[ch]
+    return backward_reach(n, src[keep], dst[keep], target)
+
+
+def backward_reach(n, src, dst, target) -> np.ndarray:
+    """The states with a path of edges `src -> dst` into `target` (`target`
+    included): a backward BFS from a super-source."""
     tgt = np.nonzero(target)[0]
     # Reverse edges dst -> src, plus super node n -> every target.
-    rows = np.concatenate([dst[keep], np.full(len(tgt), n)])
-    cols = np.concatenate([src[keep], tgt])
+    rows = np.concatenate([dst, np.full(len(tgt), n)])
+    cols = np.concatenate([src, tgt])
     g = sp.csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1)
     )

@@ -54,8 +54,10 @@ from ..solvers import (
     check_solution,
     gauss_seidel,
     sound_value_iteration,
+    topological_order,
 )
 from .bounds import reward_upper_bound
+from .graph import backward_reach
 from .matrices import layout_name, square_matrix, undo_order
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
 from .result import Attempt, NumericResult
@@ -138,7 +140,7 @@ def solve_sound(
         maybe = maybe & ~zero
         data = np.where(maybe[state_row], data, 0.0)
         if not maybe.any():
-            name = "gauss_seidel" if method == AUTO else method
+            name = "jacobi" if method == AUTO else method  # (as `solve_fixed`)
             return NumericResult(values=fixed.copy(), method=name, bound=0.0)
     attempts: list[Attempt] = []
     name = method
@@ -186,11 +188,12 @@ def solve_sound(
     elif method in ("gauss_seidel", "bicgstab"):
         if method == "gauss_seidel":
             A_host = host_matrix(n, data, state_row, cols)
-            sol = gauss_seidel(A_host, bb, fixed, **dict(kw, throw=False))
+            order = topological_order(A_host)
+            sol = gauss_seidel(A_host, bb, fixed, order=order, **dict(kw, throw=False))
             status = Status(int(sol.status))
             warm, pre_iters = np.asarray(sol.value, np.float64), int(sol.iterations)
             if status == Status.CONVERGED:
-                gs_order = "topological"
+                gs_order = order
             else:
                 attempts.append(
                     Attempt(method, status, pre_iters, float(sol.residual),
@@ -222,8 +225,7 @@ def solve_sound(
         res = _certify_host(
             A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
         )
-        no_room = kw["relative"] and not np.all(warm[maybe])  # (a zero iterate)
-        if res is None and gs_order is not None and not no_room:
+        if res is None and gs_order is not None:
             # (the layered bound on the expected steps is loose on long
             # chains; Gauss-Seidel in the same order solves them too)
             w = _gs_steps(A_host, maybe, gs_order, kw)
@@ -376,19 +378,8 @@ def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed) -> np.ndarray:
     src &= maybe
     if src[maybe].all():
         return none
-    import scipy.sparse as sp
-    from scipy.sparse import csgraph
-
     inner = live & maybe[state_row] & maybe[cols]
-    # reversed edges, and a root (state n) pointing at every source
-    heads = np.concatenate([cols[inner], np.full(int(src.sum()), n)])
-    tails = np.concatenate([state_row[inner], np.flatnonzero(src)])
-    g = sp.csr_matrix(
-        (np.ones(heads.size, dtype=np.int8), (heads, tails)), shape=(n + 1, n + 1)
-    )
-    reached = np.zeros(n + 1, dtype=bool)
-    reached[csgraph.breadth_first_order(g, n, return_predecessors=False)] = True
-    return maybe & ~reached[:n]
+    return maybe & ~backward_reach(n, state_row[inner], cols[inner], src)
 
 
 def _gs_steps(A, maybe, order, kw):

@@ -130,10 +130,10 @@ def test_direct_fallback_certified_by_its_expected_steps():
 
 def test_krylov_breakdown_on_a_long_chain_falls_back_to_topological(monkeypatch):
     # (the GPU's path: no host decomposition up front, BiCGStab on the
-    # device; on a long nearly acyclic chain it breaks down (brp N=32768 on
-    # an H200 did), sound value iteration would need as many sweeps as the
-    # chain is long and the direct solve is beyond its size: Gauss-Seidel
-    # in topological order must take over)
+    # device; on a long nearly acyclic chain it breaks down, as on brp's on
+    # the GPU (benchmarks/RESULTS.md); sound value iteration would need as
+    # many sweeps as the chain is long and the direct solve is beyond its
+    # size: Gauss-Seidel in topological order must take over)
     from jaxmc.numerics import methods, sound
 
     monkeypatch.setattr(methods, "TOPOLOGICAL_MAX_ENTRIES", 10)
