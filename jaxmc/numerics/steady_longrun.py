@@ -60,7 +60,7 @@ from ..solvers import Status
 from .krylov import Bordered, pair_jacobi, relative_value_iteration
 from .matrices import build_matrix, build_ordered, host_csr, layout_name
 from .result import Attempt
-from .steady import _aperiodic
+from .steady_bsccs import Bsccs, certify
 from .steady_krylov import KrylovRun
 from .steady_solve import canonical, system_kind
 
@@ -87,44 +87,7 @@ UNIFORM_FACTOR = 1.02
 
 _U = np.finfo(np.float64).eps
 
-
-class Bsccs:
-    """The non-trivial BSCCs' states (local indices `0..k-1`), their
-    off-diagonal entries `(src, dst, val)`, exit rates `d`, BSCC index
-    `lab` (`0..nb-1`) and representative `reps[b]` (a local state)."""
-
-    def __init__(self, k, src, dst, val, d, lab, reps):
-        self.k, self.src, self.dst, self.val, self.d = k, src, dst, val, d
-        self.lab, self.reps, self.nb = lab, reps, len(reps)
-        self.order = np.argsort(lab, kind="stable")
-        self.starts = np.searchsorted(lab[self.order], np.arange(self.nb))
-        self.deg = np.bincount(src, minlength=k)
-
-    def segment(self, ufunc, x):
-        if self.nb == 1:
-            return np.array([ufunc.reduce(x)])
-        return ufunc.reduceat(x[self.order], self.starts)
-
-
-def certify(B: Bsccs, r, h):
-    """`(lo, hi, floor)` per BSCC: the certified bracket `[min D, max D]` of
-    each gain, `D = r + Q h` evaluated in float64 with an allowance for its
-    rounding (`(m + 3) u` times the sum of the magnitudes of a row's
-    `m + 2` terms), and the largest allowance (what float64 can certify at
-    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`."""
-    if not np.all(np.isfinite(h)):
-        inf = np.full(B.nb, np.inf)
-        return -inf, inf, inf
-    terms = B.val * h[B.dst]
-    D = r + np.bincount(B.src, weights=terms, minlength=B.k) - B.d * h
-    mag = (
-        np.abs(r)
-        + np.bincount(B.src, weights=np.abs(terms), minlength=B.k)
-        + np.abs(B.d * h)
-    )
-    err = (B.deg + 3) * _U * 1.01 * mag
-    lo, hi = B.segment(np.minimum, D - err), B.segment(np.maximum, D + err)
-    return lo, hi, B.segment(np.maximum, err)
+__all__ = ["Bsccs", "budget_for", "certify", "chain", "gains"]
 
 
 def _poisson_matrix(B: Bsccs):
@@ -283,7 +246,7 @@ def _jacobi(dev: _Device, r, h0, epsilon, relative, max_iters, budget):
         relative=relative,
         max_iters=max_iters,
         window=_window(max_iters),
-        damped=not _aperiodic(B.lab, B.nb, B.src, B.dst),
+        damped=not B.aperiodic(),
         budget=budget,
     )
     h = back(np.asarray(sol.value, dtype=np.float64))
@@ -352,7 +315,10 @@ def gains(
     certified, only above `epsilon`)."""
     r = np.asarray(r, dtype=np.float64)
     budget = max(max_iters, max_iters if budget is None else int(budget))
-    dev = _Device(B, dm, rank)
+    # (the system's layout, built once per layout asked for: `Bsccs.device`;
+    # `rank` may be a function, called only when the layout is built)
+    key = None if dm is None else dm.requested
+    dev = B.device(key, lambda: _Device(B, dm, rank() if callable(rank) else rank))
     methods, note = chain(method, B.k, precision, dm is None, budget > max_iters)
     paused = None  # a stalled BiCGStab run, to go on with the budget
     attempts: list[Attempt] = []

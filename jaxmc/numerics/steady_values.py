@@ -13,6 +13,8 @@ established (its second solve failed).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -38,10 +40,24 @@ from .transitions import state_of_entry
 _U = np.finfo(np.float64).eps
 
 
+#: Each model's `_bsccs`, kept while the model lives: the decomposition and
+#: the BSCCs' system depend on the model alone, so a second long-run
+#: property (or the same one again) does no O(transitions) host work for
+#: them, and the system's device layout (`Bsccs.device`) is built once.
+_BSCCS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _bsccs(model):
     """`(labels, count, Bsccs or None, idx, uniq)`: the BSCC decomposition,
     the non-trivial BSCCs' system over their states `idx` (global), and
-    their labels `uniq` among all BSCCs."""
+    their labels `uniq` among all BSCCs (made once per model)."""
+    got = _BSCCS.get(model)
+    if got is None:
+        got = _BSCCS[model] = _make_bsccs(model)
+    return got
+
+
+def _make_bsccs(model):
     labels, count = graph.bsccs(model)
     inb = labels >= 0
     sizes = np.bincount(labels[inb], minlength=count)
@@ -119,7 +135,7 @@ def _long_run(model, r, options, device_model, device):
                 max_iters=max_iters,
                 throw=throw,
                 dm=dm if on_device else None,
-                rank=dm.dia_rank(idx) if on_device else None,
+                rank=(lambda: dm.dia_rank(idx)) if on_device else None,
                 precision=precision,
                 budget=budget_for(max_iters, options.max_iters_given),
             )

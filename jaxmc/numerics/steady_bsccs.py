@@ -1,0 +1,169 @@
+"""The non-trivial BSCCs of a DTMC or CTMC as one system (`Bsccs`), and the
+certificate of their long-run averages (`certify`; `steady_longrun`'s
+module docstring says what it bounds and why it holds).
+
+A `Bsccs` depends on the model alone (`steady_values._bsccs` keeps one per
+model), so what is derived from it once is kept on it: the system on each
+device layout (`device`), whether every BSCC is aperiodic (`aperiodic`),
+and its entries on the device for the certificate. `certify` runs on the
+device for large systems on an accelerator (`CERTIFY_ON_DEVICE`): the same
+float64 evaluation and rounding allowance as the host's, where the
+allowance covers any order of summation, so the bracket holds either way;
+the host's O(transitions) numpy passes (several per solve) would otherwise
+be most of a warm check's time on a GPU.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+
+_U = np.finfo(np.float64).eps
+
+#: Where `certify` evaluates: "auto" (the device for systems of at least
+#: `CERTIFY_DEVICE_MIN_ENTRIES` entries on an accelerator, else the host),
+#: "on" (the device: tests run it on the CPU) or "off".
+CERTIFY_ON_DEVICE = "auto"
+CERTIFY_DEVICE_MIN_ENTRIES = 1 << 20
+
+
+class Bsccs:
+    """The non-trivial BSCCs' states (local indices `0..k-1`), their
+    off-diagonal entries `(src, dst, val)`, exit rates `d`, BSCC index
+    `lab` (`0..nb-1`) and representative `reps[b]` (a local state)."""
+
+    def __init__(self, k, src, dst, val, d, lab, reps):
+        self.k, self.src, self.dst, self.val, self.d = k, src, dst, val, d
+        self.lab, self.reps, self.nb = lab, reps, len(reps)
+        self.order = np.argsort(lab, kind="stable")
+        self.starts = np.searchsorted(lab[self.order], np.arange(self.nb))
+        self.deg = np.bincount(src, minlength=k)
+        self._devices: dict = {}
+        self._aperiodic: bool | None = None
+        self._certifier = None
+
+    def segment(self, ufunc, x):
+        if self.nb == 1:
+            return np.array([ufunc.reduce(x)])
+        return ufunc.reduceat(x[self.order], self.starts)
+
+    def device(self, key, make):
+        """The system on a device layout, `make()` the first time for `key`
+        (the layout asked for), kept for later solves."""
+        got = self._devices.get(key)
+        if got is None:
+            got = self._devices[key] = make()
+        return got
+
+    def aperiodic(self) -> bool:
+        """Whether every BSCC is aperiodic (`steady._aperiodic`), once."""
+        if self._aperiodic is None:
+            from .steady import _aperiodic
+
+            self._aperiodic = _aperiodic(self.lab, self.nb, self.src, self.dst)
+        return self._aperiodic
+
+    def certify_on_device(self) -> bool:
+        if CERTIFY_ON_DEVICE != "auto":
+            return CERTIFY_ON_DEVICE == "on"
+        import jax
+
+        large = len(self.src) >= CERTIFY_DEVICE_MIN_ENTRIES
+        return large and jax.default_backend() != "cpu"
+
+
+def certify(B: Bsccs, r, h):
+    """`(lo, hi, floor)` per BSCC: the certified bracket `[min D, max D]` of
+    each gain, `D = r + Q h` evaluated in float64 with an allowance for its
+    rounding (`(m + 3) u` times the sum of the magnitudes of a row's
+    `m + 2` terms), and the largest allowance (what float64 can certify at
+    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`."""
+    h = np.asarray(h, dtype=np.float64)
+    if not np.all(np.isfinite(h)):
+        inf = np.full(B.nb, np.inf)
+        return -inf, inf, inf
+    if B.certify_on_device():
+        return _certify_device(B, np.asarray(r, dtype=np.float64), h)
+    terms = B.val * h[B.dst]
+    D = r + np.bincount(B.src, weights=terms, minlength=B.k) - B.d * h
+    mag = (
+        np.abs(r)
+        + np.bincount(B.src, weights=np.abs(terms), minlength=B.k)
+        + np.abs(B.d * h)
+    )
+    err = (B.deg + 3) * _U * 1.01 * mag
+    lo, hi = B.segment(np.minimum, D - err), B.segment(np.maximum, D + err)
+    return lo, hi, B.segment(np.maximum, err)
+
+
+def _bucket(n: int) -> int:
+    """`n` rounded up to a size bucket (powers of two and their 1.5-fold), so
+    that systems of similar size share one compilation."""
+    p = 1 << max(4, (max(n, 1) - 1).bit_length())
+    return p * 3 // 4 if p * 3 // 4 >= n else p
+
+
+def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
+    """`certify` on the device: the system's entries are moved there once
+    (padded to size buckets: the padding is a dummy state `k` with no
+    entries, in a dummy BSCC `nb`, dropped from the result)."""
+    import jax.numpy as jnp
+
+    if B._certifier is None:
+        k, nnz = B.k, len(B.src)
+        kp, ep = _bucket(k + 1), _bucket(nnz)
+
+        def padded(x, fill, size, dtype):
+            out = np.full(size, fill, dtype=dtype)
+            out[: len(x)] = x
+            return jnp.asarray(out)
+
+        B._certifier = (
+            padded(B.src, k, ep, np.int32),
+            padded(B.dst, k, ep, np.int32),
+            padded(B.val, 0.0, ep, np.float64),
+            padded(B.d, 0.0, kp, np.float64),
+            padded(B.deg, 0, kp, np.int32),
+            padded(B.lab, B.nb, kp, np.int32),
+            kp,
+        )
+    src, dst, val, d, deg, lab, kp = B._certifier
+    rp = np.zeros(kp)
+    rp[: B.k] = r
+    hp = np.zeros(kp)
+    hp[: B.k] = h
+    lo, hi, floor = _certify_kernel(
+        src, dst, val, d, deg, lab, jnp.asarray(rp), jnp.asarray(hp), nb=B.nb + 1
+    )
+    n = B.nb
+    return np.asarray(lo)[:n], np.asarray(hi)[:n], np.asarray(floor)[:n]
+
+
+def _kernel():
+    import jax
+    import jax.numpy as jnp
+
+    @partial(jax.jit, static_argnames="nb")
+    def kernel(src, dst, val, d, deg, lab, r, h, *, nb):
+        k = d.shape[0]
+        terms = val * h[dst]
+        D = r + jax.ops.segment_sum(terms, src, k) - d * h
+        mag = jnp.abs(r) + jax.ops.segment_sum(jnp.abs(terms), src, k) + jnp.abs(d * h)
+        err = (deg + 3).astype(jnp.float64) * (_U * 1.01) * mag
+        lo = jax.ops.segment_min(D - err, lab, nb)
+        hi = jax.ops.segment_max(D + err, lab, nb)
+        return lo, hi, jax.ops.segment_max(err, lab, nb)
+
+    return kernel
+
+
+_KERNEL = None
+
+
+def _certify_kernel(*args, nb):
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _kernel()
+    return _KERNEL(*args, nb=nb)
