@@ -1,0 +1,179 @@
+"""Where a warm check spends its time (issue 21: "host work after the build
+is O(1) per model: the warm check of kanban t=5 spends >= 80% of its time
+in device solves").
+
+Per instance of `accuracy.py`'s list, in one process: build, a first check
+and `--repeat` warm checks of the same property (and, with `--also PROP`,
+one of another property of the model, cold for that property). Each device
+solve loop (the long-run Krylov, Jacobi and value iterations, the linear
+solves' Krylov and Jacobi loops) is wrapped and synchronised
+(`block_until_ready`), so "device" is the wall time inside those calls and
+"host" the rest of the check: graph work, layout conversion, certificates,
+transfers and Python. Also the check's own split (`CheckResult.timing`).
+
+    python benchmarks/warm_check.py --size cpu --only kanban
+    python benchmarks/warm_check.py --size gpu --only kanban leader_sync \\
+        --json $OUT/warm.json --md $OUT/warm.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from accuracy import cases, locate  # noqa: E402
+
+
+#: The device loops: (module, function) wrapped where they are called from.
+WRAPPED = (
+    ("jaxmc.numerics.steady_krylov", "bicgstab_l"),
+    ("jaxmc.numerics.steady_krylov", "device_gmres"),
+    ("jaxmc.numerics.steady_longrun", "pair_jacobi"),
+    ("jaxmc.numerics.steady_longrun", "relative_value_iteration"),
+)
+
+
+def _wrap(clock: dict) -> None:
+    import importlib
+
+    import jax
+
+    for mod_name, name in WRAPPED:
+        mod = importlib.import_module(mod_name)
+        f = getattr(mod, name)
+
+        @functools.wraps(f)
+        def timed(*a, _f=f, **k):
+            t = time.perf_counter()
+            out = _f(*a, **k)
+            jax.block_until_ready(out)
+            clock["device"] += time.perf_counter() - t
+            clock["calls"] += 1
+            return out
+
+        setattr(mod, name, timed)
+
+
+def one(path: str, consts: str, prop: str, repeat: int, also: str | None) -> dict:
+    import jax
+
+    import jaxmc
+
+    clock = {"device": 0.0, "calls": 0}
+    _wrap(clock)
+    out: dict = {"device": str(jax.devices()[0]), "checks": []}
+    model = jaxmc.load_model(path, consts or None)
+    t = time.perf_counter()
+    em = jaxmc.build(model)
+    out.update(build_s=time.perf_counter() - t, states=int(em.num_states))
+    runs = [("first", prop)] + [("warm", prop)] * repeat
+    if also:
+        runs.append(("other", also))
+    for kind, p in runs:
+        clock.update(device=0.0, calls=0)
+        t = time.perf_counter()
+        r = jaxmc.check(model, p)
+        wall = time.perf_counter() - t
+        out["checks"].append(
+            dict(
+                kind=kind,
+                prop=p,
+                wall_s=wall,
+                device_s=clock["device"],
+                device_calls=clock["calls"],
+                device_share=clock["device"] / wall if wall else 0.0,
+                value=float(r.value),
+                bound=getattr(r, "bound", None),
+                method=r.method,
+                timing={k: float(v) for k, v in (r.timing or {}).items()},
+            )
+        )
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", choices=("small", "cpu", "gpu"), default="small")
+    p.add_argument("--only", nargs="+")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--also", help="another property checked after the warm ones")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--json", type=Path)
+    p.add_argument("--md", type=Path)
+    p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        path, consts, prop, repeat, also = args.child
+        rec = one(path, consts, prop, int(repeat), also or None)
+        print("RESULT " + json.dumps(rec))
+        return
+    rows = []
+    for c in cases(args.size, args.only):
+        path = locate(c.model)
+        rec: dict = {"instance": f"{c.name} {c.consts}", "prop": c.prop}
+        if path is None:
+            rec["error"] = "model not found"
+            rows.append(rec)
+            continue
+        cmd = [sys.executable, __file__, "--child", str(path), c.consts, c.prop]
+        cmd += [str(args.repeat), args.also or ""]
+        try:
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=args.timeout
+            )
+            line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+            if line:
+                rec.update(json.loads(line[-1][7:]))
+            else:
+                rec["error"] = (done.stderr or done.stdout).strip()[-300:]
+        except subprocess.TimeoutExpired:
+            rec["error"] = f"timeout after {args.timeout:.0f} s"
+        rows.append(rec)
+        print(json.dumps(rec), flush=True)
+    md = _table(rows)
+    print(md)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    if args.md:
+        args.md.write_text(md)
+
+
+HEAD = (
+    "| instance | states | build s | check | wall s | device s (calls) | device"
+    " share | precompute / layout / solve / compile s | value (± bound) | method |\n"
+    "|---|---:|---:|---|---:|---:|---:|---|---|---|\n"
+)
+SPLIT = ("precompute", "layout", "solve", "compile")
+
+
+def _table(rows) -> str:
+    out = []
+    for r in rows:
+        if "error" in r:
+            err = r["error"].replace("\n", " ").replace("|", "/")
+            out.append(f"| {r['instance']} | | | | | | | | {err} | |")
+            continue
+        for i, c in enumerate(r["checks"]):
+            split = " / ".join(f"{c['timing'].get(k, 0.0):.2f}" for k in SPLIT)
+            bound = "" if c["bound"] is None else f" (±{c['bound']:.1e})"
+            lead = f"| {r['instance']} | {r['states']} | {r['build_s']:.2f} "
+            out.append(
+                (lead if i == 0 else "| | | ")
+                + f"| {c['kind']} | {c['wall_s']:.2f} | {c['device_s']:.2f}"
+                f" ({c['device_calls']}) | {c['device_share']:.0%} | {split}"
+                f" | {c['value']:.10g}{bound} | {c['method']} |"
+            )
+    return HEAD + "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()
