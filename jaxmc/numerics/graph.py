@@ -232,8 +232,17 @@ def bsccs(model: ExplicitModel) -> tuple[np.ndarray, int]:
     `0..count-1`, or -1 if `s` is in no BSCC.
     """
     n = model.num_states
-    src, _, dst = _entries(model)
-    g = sp.csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n, n))
+    if np.all(model.val > 0):
+        # (the state graph's CSR straight from the pointers: a state's
+        # choices are contiguous, so its entries are; no COO sort)
+        ptr = model.row_ptr[model.choice_ptr]
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+        dst = model.col
+        ones = np.ones(len(dst), dtype=np.int8)
+        g = sp.csr_matrix((ones, dst, ptr), shape=(n, n))
+    else:
+        src, _, dst = _entries(model)
+        g = sp.csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n, n))
     ncomp, comp = csgraph.connected_components(g, directed=True, connection="strong")
     leaving = np.zeros(ncomp, dtype=bool)
     leaving[comp[src][comp[src] != comp[dst]]] = True
