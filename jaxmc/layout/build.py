@@ -9,7 +9,8 @@ variant moves 2-6 bytes per entry instead of 12 and is chosen when the values
 are fixed (it cannot take new values under `jit`) and the table fits. Rows of
 `VECTOR_MIN_MEAN` entries or more on average (herman N=15: 438) get the
 CSR-vector layout, a warp per row: a thread per row would walk each row
-alone, and few long rows make too few segments to fill the GPU.
+alone, and few long rows make too few segments to fill the GPU. A few rows
+far longer than the rest (`long_rows`) make CSR's segment sum the choice.
 
 Each warp segment is padded to its longest row; where that padding is large
 (`ORDER_MIN_PADDING`, 25%), `choose_order` returns `window_order`'s permutation
@@ -39,6 +40,20 @@ from .warp import WARP, CompactWarpELL, WarpELL
 
 #: Mean row length from which `layout_kind` picks the CSR-vector layout.
 VECTOR_MIN_MEAN = 64
+
+#: A row longer than `LONG_ROW` entries and `LONG_ROW_FACTOR` times the mean
+#: makes `layout_kind` pick CSR (a segment sum over all entries) on a GPU:
+#: the warp layouts walk a row with one thread (the CSR-vector layout with
+#: one warp), so a single long row sets every SpMV's time. leader_sync's
+#: initial state has K^N successors (262,144 for N=6, K=8) beside rows of
+#: one or two: its warp SpMV took ~0.1 s on an H200 (benchmarks/RESULTS.md).
+LONG_ROW = 4096
+LONG_ROW_FACTOR = 64
+
+
+def long_rows(longest: int, mean: float) -> bool:
+    """Whether the longest row makes the warp and vector layouts slow."""
+    return longest > LONG_ROW and longest > LONG_ROW_FACTOR * mean
 
 
 def _padded(lengths: np.ndarray, lanes: int) -> int:
@@ -168,6 +183,8 @@ def layout_kind(
     if device_kind != "gpu":
         return "csr"
     lengths = np.diff(np.asarray(csr.indptr, dtype=np.int64))
+    if len(lengths) and long_rows(int(lengths.max()), float(lengths.mean())):
+        return "csr"
     if len(lengths) and lengths.mean() >= VECTOR_MIN_MEAN:
         return "vector"
     nnz = max(int(lengths.sum()), 1)

@@ -276,6 +276,12 @@ def device_layout_kind(row_ptr, col, val, shape, *, fixed_values: bool = False) 
     choice, with only a few scalars brought back."""
     nrows, nnz = int(shape[0]), int(col.shape[0])
     mean = nnz / nrows if nrows else 0.0
+    if nrows:
+        from .build import long_rows
+
+        longest = int(jnp.max(jnp.diff(jnp.asarray(row_ptr))))
+        if long_rows(longest, mean):
+            return "csr"
     if nrows and mean >= _VECTOR_MIN_MEAN:
         return "vector"
     nz = max(nnz, 1)

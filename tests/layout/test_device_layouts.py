@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 import jaxmc
-from jaxmc.layout import CSR, CompactWarpELL, VectorCSR, WarpELL, layout_kind
+from jaxmc.layout import CSR, CompactWarpELL, VectorCSR, WarpELL, build, layout_kind
 from jaxmc.layout.device_vector import vector_from_device
 from jaxmc.layout.device_warp import (
     compact_from_device,
@@ -292,3 +292,26 @@ def test_auto_builds_large_matrices_on_a_gpu_only(monkeypatch):
     assert build_mod.device_build(build_mod.DEVICE_MIN_NNZ)
     monkeypatch.setattr(build_mod.jax, "default_backend", lambda: "cpu")
     assert not build_mod.device_build(build_mod.DEVICE_MIN_NNZ)
+
+
+def test_one_row_far_longer_than_the_rest_picks_csr():
+    """leader_sync's shape: an initial state with K^N successors beside rows
+    of one entry. A warp (or vector) layout walks that row with one thread
+    (warp) per SpMV; CSR's segment sum does not (`layout.build.long_rows`)."""
+    n, fan = 20_000, 5_000
+    rows = np.concatenate([np.zeros(fan, np.int64), np.arange(1, n)])
+    cols = np.concatenate([np.arange(1, fan + 1), np.arange(1, n) - 1])
+    A = sp.csr_matrix((np.full(len(rows), 0.5), (rows, cols)), shape=(n, n))
+    A.sort_indices()
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    for fixed in (False, True):
+        assert layout_kind(csr, "gpu", fixed_values=fixed) == "csr"
+        got = device_layout_kind(
+            csr.indptr, csr.indices, csr.data, A.shape, fixed_values=fixed
+        )
+        assert got == "csr"
+    # a row as long, but in a matrix of rows nearly as long: not the case
+    assert not build.long_rows(fan, 200.0)
+    assert build.long_rows(fan, 1.5)
+    # the CPU's choice is CSR whatever the rows
+    assert layout_kind(csr, "cpu") == "csr"
