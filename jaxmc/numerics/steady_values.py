@@ -34,7 +34,7 @@ from .steady import (
 from .steady_longrun import Bsccs, budget_for, gains
 from .steady_solve import solves_on_device
 from .timing import stage
-from .transitions import state_of_entry
+from .transitions import state_sums
 
 
 _U = np.finfo(np.float64).eps
@@ -221,9 +221,5 @@ def long_run_rewards(
     n = model.num_states
     r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
     if reward.transition is not None:
-        r += np.bincount(
-            state_of_entry(model),
-            weights=model.val * np.asarray(reward.transition),
-            minlength=n,
-        )
+        r += state_sums(model, model.val * np.asarray(reward.transition))
     return _long_run(model, r, options, device_model, device)

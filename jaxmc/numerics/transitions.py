@@ -13,6 +13,20 @@ def state_of_entry(model: ExplicitModel) -> np.ndarray:
     return model.state_of_choice()[model.row_of_entry()]
 
 
+def state_sums(model: ExplicitModel, weights) -> np.ndarray:
+    """Per state, the sum of `weights` (one per entry) over its entries: as
+    `np.bincount(state_of_entry(model), weights)` up to the rounding of the
+    sums' order, without the per-entry state array."""
+    n = model.num_states
+    out = np.zeros(n)
+    ptr = model.row_ptr[model.choice_ptr]
+    full = ptr[1:] > ptr[:-1]
+    if full.any():
+        w = np.asarray(weights, dtype=np.float64)
+        out[full] = np.add.reduceat(w, ptr[:-1][full])
+    return out
+
+
 def exit_rates(model: ExplicitModel) -> np.ndarray:
     """E(s): the row sums of a CTMC's rate matrix (0 for absorbing states)."""
     return np.bincount(

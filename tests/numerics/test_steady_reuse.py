@@ -126,3 +126,30 @@ def test_bsccs_and_their_layout_are_made_once_per_model(monkeypatch):
     other = jaxmc.load_model_string(MODEL)
     assert jaxmc.check(other, "S=? [ x=1 ]").value == pytest.approx(first[1], abs=1e-9)
     assert calls["bsccs"] == 2
+
+
+def test_state_sums_are_bincounts_over_the_entries():
+    """`transitions.state_sums` (the long-run reward rates' per-state sums)
+    against `np.bincount` of the entries' states, with states and choices
+    that have no entries."""
+    from types import SimpleNamespace
+
+    from jaxmc.numerics.transitions import state_sums
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        per_state = rng.integers(0, 3, n)
+        m = int(per_state.sum())
+        per_choice = rng.integers(0, 40, m)
+        model = SimpleNamespace(
+            num_states=n,
+            choice_ptr=np.r_[0, np.cumsum(per_state)],
+            row_ptr=np.r_[0, np.cumsum(per_choice)],
+        )
+        w = rng.normal(size=int(per_choice.sum()))
+        soc = np.repeat(np.arange(n), per_state)
+        ref = np.bincount(
+            soc[np.repeat(np.arange(m), per_choice)], weights=w, minlength=n
+        )
+        np.testing.assert_allclose(state_sums(model, w), ref, rtol=1e-13, atol=1e-13)
