@@ -5,13 +5,16 @@ in device solves").
 Per instance of `accuracy.py`'s list, in one process: build, a first check
 and `--repeat` warm checks of the same property (and, with `--also PROP`,
 one of another property of the model, cold for that property). Each device
-solve loop (the long-run Krylov, Jacobi and value iterations, the linear
-solves' Krylov and Jacobi loops) is wrapped and synchronised
+solve loop (the long-run Krylov, Jacobi and value iterations, the sound
+linear solves' BiCGStab and value iteration, the graph searches on the
+device) is wrapped and synchronised
 (`block_until_ready`), so "device" is the wall time inside those calls and
 "host" the rest of the check: graph work, layout conversion, certificates,
 transfers and Python. Also the check's own split (`CheckResult.timing`).
 
     python benchmarks/warm_check.py --size cpu --only kanban
+    python benchmarks/warm_check.py --size gpu --only polling \
+        --set jaxmc.numerics.graph_device.MODE=off   # a module constant, A/B
     python benchmarks/warm_check.py --size gpu --only kanban leader_sync \\
         --json $OUT/warm.json --md $OUT/warm.md
 """
@@ -39,6 +42,11 @@ WRAPPED = (
     ("jaxmc.numerics.steady_krylov", "device_gmres"),
     ("jaxmc.numerics.steady_longrun", "pair_jacobi"),
     ("jaxmc.numerics.steady_longrun", "relative_value_iteration"),
+    ("jaxmc.numerics.sound", "bicgstab"),
+    ("jaxmc.numerics.sound", "sound_value_iteration"),
+    ("jaxmc.numerics.graph_device", "_exists_jit"),
+    ("jaxmc.numerics.graph_device", "_forall_jit"),
+    ("jaxmc.numerics.graph_device", "_prob1E"),
 )
 
 
@@ -63,14 +71,34 @@ def _wrap(clock: dict) -> None:
         setattr(mod, name, timed)
 
 
-def one(path: str, consts: str, prop: str, repeat: int, also: str | None) -> dict:
+def _apply(settings: list[str]) -> None:
+    """`module.NAME=value` (value a Python literal, else a string): set
+    before the checks, for an A/B comparison of a module constant."""
+    import ast
+    import importlib
+
+    for item in settings:
+        target, _, value = item.partition("=")
+        mod_name, _, name = target.rpartition(".")
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+        setattr(importlib.import_module(mod_name), name, value)
+
+
+def one(
+    path: str, consts: str, prop: str, repeat: int, also: str | None, settings=()
+) -> dict:
     import jax
 
     import jaxmc
 
+    _apply(list(settings))
+
     clock = {"device": 0.0, "calls": 0}
     _wrap(clock)
-    out: dict = {"device": str(jax.devices()[0]), "checks": []}
+    out: dict = {"device": str(jax.devices()[0]), "checks": [], "set": list(settings)}
     model = jaxmc.load_model(path, consts or None)
     t = time.perf_counter()
     em = jaxmc.build(model)
@@ -107,25 +135,36 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--also", help="another property checked after the warm ones")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="set a module constant in the child first (repeatable)",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path)
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         path, consts, prop, repeat, also = args.child
-        rec = one(path, consts, prop, int(repeat), also or None)
+        rec = one(path, consts, prop, int(repeat), also or None, args.set)
         print("RESULT " + json.dumps(rec))
         return
     rows = []
     for c in cases(args.size, args.only):
         path = locate(c.model)
-        rec: dict = {"instance": f"{c.name} {c.consts}", "prop": c.prop}
+        label = f"{c.name} {c.consts}".strip()
+        if args.set:
+            label += " [" + ", ".join(x.rpartition(".")[2] for x in args.set) + "]"
+        rec: dict = {"instance": label, "prop": c.prop}
         if path is None:
             rec["error"] = "model not found"
             rows.append(rec)
             continue
         cmd = [sys.executable, __file__, "--child", str(path), c.consts, c.prop]
         cmd += [str(args.repeat), args.also or ""]
+        cmd += [f"--set={x}" for x in args.set]
         try:
             done = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=args.timeout

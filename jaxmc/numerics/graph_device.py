@@ -34,12 +34,16 @@ from ..explore.model import ExplicitModel
 from ..layout.device_pad import bucket, pad_tail
 
 
-#: "auto" (the device on a GPU, for MDPs of `MIN_STATES` states or more),
+#: "auto" (the device on a GPU, for models of `MIN_STATES` states or more),
 #: "on" (always the device) or "off" (always the host). Read at each call.
-#: "auto" leaves DTMCs and CTMCs on the host: their prob0/prob1 are one
-#: breadth-first search each there, which beat moving the edges and the
-#: device's rounds on the GPU benchmark set (`benchmarks/precompute.py`,
-#: RESULTS.md), while an MDP's nested prob1E/prob0A fixed points gain.
+#: An MDP's nested prob1E/prob0A fixed points gain on the device outright
+#: (`benchmarks/precompute.py`, RESULTS.md). A DTMC's or CTMC's prob0/prob1
+#: is one breadth-first search each on the host: the device wins where the
+#: search is shallow (kanban, cluster: 0.08 and 0.26 s warm against 1.8 and
+#: 0.8 s) and loses where it is deep (tandem, brp: a pass over every edge
+#: per level), so for them "auto" stops after `MARKOV_MAX_ROUNDS` rounds and
+#: the host finishes from the set found (a deep search costs those rounds
+#: more than the host's; the edges are moved once per model).
 MODE = "auto"
 
 #: Smallest model for which "auto" runs the fixed points on a GPU: below it
@@ -50,6 +54,9 @@ MIN_STATES = 200_000
 #: the set found so far (a deep, narrow graph such as brp's would otherwise
 #: pay a pass over every edge per level). Read at each call.
 MAX_ROUNDS = 4096
+
+#: The same for DTMCs and CTMCs under "auto" (see `MODE`). Read at each call.
+MARKOV_MAX_ROUNDS = 256
 
 
 class Structure(eqx.Module):
@@ -130,11 +137,14 @@ def use_device(model: ExplicitModel) -> bool:
         return True
     if MODE == "off":
         return False
-    return (
-        jax.default_backend() == "gpu"
-        and model.is_nondeterministic
-        and model.num_states >= MIN_STATES
-    )
+    return jax.default_backend() == "gpu" and model.num_states >= MIN_STATES
+
+
+def max_rounds(model: ExplicitModel) -> int:
+    """The rounds a search may take before the host finishes it."""
+    if MODE == "auto" and not model.is_nondeterministic:
+        return min(MAX_ROUNDS, MARKOV_MAX_ROUNDS)
+    return MAX_ROUNDS
 
 
 # ---------------------------------------------------------------------------
@@ -244,25 +254,25 @@ def _masks(g: Structure, *masks):
 
 def _run(fixed_point, model, *args):
     g = structure(model)
-    y, done = fixed_point(g, *_masks(g, *args), jnp.int32(MAX_ROUNDS))
+    y, done = fixed_point(g, *_masks(g, *args), jnp.int32(max_rounds(model)))
     return np.asarray(y)[: g.states], bool(done)
 
 
 def exists_reach(model: ExplicitModel, target, through) -> tuple[np.ndarray, bool]:
     """`(Y, converged)`: `graph._exists_reach`'s least fixed point, or the
-    set found within `MAX_ROUNDS` rounds (a subset, from which the host can
+    set found within `max_rounds` rounds (a subset, from which the host can
     go on)."""
     return _run(_exists_jit, model, target, through)
 
 
 def forall_reach(model: ExplicitModel, target, through) -> tuple[np.ndarray, bool]:
     """`(Y, converged)`: `graph._forall_reach`'s attractor, or the subset
-    found within `MAX_ROUNDS` rounds."""
+    found within `max_rounds` rounds."""
     return _run(_forall_jit, model, target, through)
 
 
 def prob1E(model: ExplicitModel, phi, psi) -> tuple[np.ndarray, bool]:
     """`(Z, converged)`: `graph.prob1E`'s set where every inner search
-    converged within `MAX_ROUNDS` rounds (else not converged, and `Z` is
+    converged within `max_rounds` rounds (else not converged, and `Z` is
     no answer)."""
     return _run(_prob1E, model, phi, psi)

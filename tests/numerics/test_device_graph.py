@@ -157,6 +157,28 @@ def test_searches_past_the_round_limit_are_finished_on_the_host(monkeypatch):
     assert _on("on", "prob1", model, phi, psi).all()
 
 
+def test_markov_searches_stop_sooner_under_auto(monkeypatch):
+    """Under "auto" a DTMC's search stops after `MARKOV_MAX_ROUNDS` rounds
+    (the host finishes a deep one); an MDP's, and any under "on", after
+    `MAX_ROUNDS`; the answer is the host's either way."""
+    dtmc, mdp = _random_model(3, 300, False), _random_model(3, 300, True)
+    assert graph_device.max_rounds(dtmc) == graph_device.MARKOV_MAX_ROUNDS
+    assert graph_device.max_rounds(mdp) == graph_device.MAX_ROUNDS
+    monkeypatch.setattr(graph_device, "MODE", "on")
+    assert graph_device.max_rounds(dtmc) == graph_device.MAX_ROUNDS
+    monkeypatch.setattr(graph_device, "MODE", "auto")
+    monkeypatch.setattr(graph_device, "MARKOV_MAX_ROUNDS", 3)
+    monkeypatch.setattr(graph_device, "use_device", lambda model: True)
+    n = 120
+    model = _chain(n)
+    psi = np.zeros(n, bool)
+    psi[-1] = True
+    phi = np.ones(n, bool)
+    part, done = graph_device.exists_reach(model, psi, phi)
+    assert not done and part.sum() < n
+    assert graph.prob1(model, phi, psi).all()  # (the host finished it)
+
+
 def _chain(n):
     return dataclasses.replace(
         _random_model(11, n, False),
