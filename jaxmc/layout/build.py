@@ -30,7 +30,7 @@ from .compact import narrow_int
 from .csr import CSR
 from .device_order import window_permuted
 from .device_vector import vector_from_device
-from .device_warp import compact_from_device, warp_from_device, warp_stats
+from .device_warp import compact_from_device, long_rows, warp_from_device, warp_stats
 from .dia import CompactDIA
 from .ell import ELL, SlicedELL
 from .order import Permutation, window_order
@@ -40,20 +40,6 @@ from .warp import WARP, CompactWarpELL, WarpELL
 
 #: Mean row length from which `layout_kind` picks the CSR-vector layout.
 VECTOR_MIN_MEAN = 64
-
-#: A row longer than `LONG_ROW` entries and `LONG_ROW_FACTOR` times the mean
-#: makes `layout_kind` pick CSR (a segment sum over all entries) on a GPU:
-#: the warp layouts walk a row with one thread (the CSR-vector layout with
-#: one warp), so a single long row sets every SpMV's time. leader_sync's
-#: initial state has K^N successors (262,144 for N=6, K=8) beside rows of
-#: one or two: its warp SpMV took ~0.1 s on an H200 (benchmarks/RESULTS.md).
-LONG_ROW = 4096
-LONG_ROW_FACTOR = 64
-
-
-def long_rows(longest: int, mean: float) -> bool:
-    """Whether the longest row makes the warp and vector layouts slow."""
-    return longest > LONG_ROW and longest > LONG_ROW_FACTOR * mean
 
 
 def _padded(lengths: np.ndarray, lanes: int) -> int:

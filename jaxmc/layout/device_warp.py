@@ -268,6 +268,20 @@ def compact_from_device(
 #: `layout.build.VECTOR_MIN_MEAN` (repeated: `build` imports this module).
 _VECTOR_MIN_MEAN = 64
 
+#: A row longer than `LONG_ROW` entries and `LONG_ROW_FACTOR` times the mean
+#: makes `layout_kind` (and `device_layout_kind`) pick CSR (a segment sum
+#: over all entries) on a GPU: the warp layouts walk a row with one thread
+#: (the CSR-vector layout with one warp), so a single long row sets every
+#: SpMV's time. leader_sync's initial state has K^N successors (262,144 for
+#: N=6, K=8) beside rows of one or two (benchmarks/RESULTS.md, session 17).
+LONG_ROW = 4096
+LONG_ROW_FACTOR = 64
+
+
+def long_rows(longest: int, mean: float) -> bool:
+    """Whether the longest row makes the warp and vector layouts slow."""
+    return longest > LONG_ROW and longest > LONG_ROW_FACTOR * mean
+
 
 def device_layout_kind(row_ptr, col, val, shape, *, fixed_values: bool = False) -> str:
     """`jaxmc.layout.layout_kind(csr, "gpu", fixed_values=...)` from
@@ -277,8 +291,6 @@ def device_layout_kind(row_ptr, col, val, shape, *, fixed_values: bool = False) 
     nrows, nnz = int(shape[0]), int(col.shape[0])
     mean = nnz / nrows if nrows else 0.0
     if nrows:
-        from .build import long_rows
-
         longest = int(jnp.max(jnp.diff(jnp.asarray(row_ptr))))
         if long_rows(longest, mean):
             return "csr"

@@ -15,11 +15,12 @@ import pytest
 import scipy.sparse as sp
 
 import jaxmc
-from jaxmc.layout import CSR, CompactWarpELL, VectorCSR, WarpELL, build, layout_kind
+from jaxmc.layout import CSR, CompactWarpELL, VectorCSR, WarpELL, layout_kind
 from jaxmc.layout.device_vector import vector_from_device
 from jaxmc.layout.device_warp import (
     compact_from_device,
     device_layout_kind,
+    long_rows,
     warp_from_device,
     warp_stats,
 )
@@ -311,7 +312,7 @@ def test_one_row_far_longer_than_the_rest_picks_csr():
         )
         assert got == "csr"
     # a row as long, but in a matrix of rows nearly as long: not the case
-    assert not build.long_rows(fan, 200.0)
-    assert build.long_rows(fan, 1.5)
+    assert not long_rows(fan, 200.0)
+    assert long_rows(fan, 1.5)
     # the CPU's choice is CSR whatever the rows
     assert layout_kind(csr, "cpu") == "csr"
