@@ -156,6 +156,11 @@ def parser() -> argparse.ArgumentParser:
         help="floating-point precision of the iterative solves (default fp64)",
     )
 
+    p.add_argument("--explorer", choices=("auto", "host", "device"), default="auto",
+                   help="where the state space is explored: 'host' (numpy), "
+                   "'device' (jitted loops with a find-or-put hash table on the "
+                   "default JAX device; for the largest models on a GPU), or "
+                   "'auto' (default: the host)")  # fmt: skip
     p.add_argument("--max-states", type=int, default=None, metavar="N",
                    help="stop exploring after N states with an error naming the "
                    "variables whose range keeps growing (default: no limit; the "

@@ -152,6 +152,8 @@ def _build_options(args, show) -> dict[str, Any]:
         options["deadlocks"] = "error"
     if args.max_states is not None:
         options["max_states"] = args.max_states
+    if args.explorer != "auto":
+        options["explorer"] = args.explorer
     return options
 
 

@@ -285,3 +285,29 @@ def test_cli_writes_the_compilation_cache(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert any((tmp_path / "cache").iterdir())
+
+
+def test_explorer_switch_builds_on_the_device_the_same_model(capsys, monkeypatch):
+    """`--explorer device` reaches the device explorer (JAX's default device:
+    the CPU here) and gives the host builder's model and results;
+    `--explorer host` the numpy builder; a bad name is an argument error."""
+    import jaxmc.explore.device as device
+
+    calls = []
+    real = device.explore
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(device, "explore", spy)
+    outs = {}
+    for explorer in ("host", "device"):
+        code, out, err = run(capsys, DIE, DIE_PROPS, "--explorer", explorer)
+        assert code == 0, err
+        assert "States:      13 (1 initial)" in out and "Transitions: 20" in out
+        outs[explorer] = results(out)
+    assert calls == [1]  # the device explorer ran once, for "device"
+    assert outs["device"] == outs["host"]
+    with pytest.raises(SystemExit):
+        _parser().parse_args([DIE, "--explorer", "gpu"])
