@@ -61,6 +61,7 @@ def solve_fixed(
     device_model: DeviceModel,
     upper: np.ndarray | None = None,
     M: SparseModel | None = None,
+    positive: bool = False,
 ) -> NumericResult:
     """Solve `x = opt(b + P x)` on `maybe`, `x = fixed` elsewhere.
 
@@ -76,7 +77,9 @@ def solve_fixed(
     and the iterate during the solve (`jaxmc.numerics.precision`; the values
     come back as float64). `device_model`: `model`'s device matrix, whose
     layout the SpMV runs on (`M`, if given, must have been built for the
-    same layout).
+    same layout). `positive`: every unknown's value is known to be positive
+    (the caller's prob0 took the zeros out), so the certified solve skips its
+    search for unknowns that are exactly 0 (`sound._zero_valued`).
     """
     epsilon, relative = options.epsilon, options.relative
     max_iters, throw = options.max_iters, options.throw
@@ -127,6 +130,7 @@ def solve_fixed(
             auto_ok=layout == "auto" and precision == "fp64",
             rank=rank,
             criterion=criterion,
+            positive=positive,
         )
     return note_layout(out, device_model)
 
@@ -147,6 +151,7 @@ def _solve_masked(
     auto_ok=False,
     rank=None,
     criterion="change",
+    positive=False,
 ):
     soc, rows, cols, indptr = host
     n = M.n_states
@@ -174,7 +179,8 @@ def _solve_masked(
     ):
         return solve_sound(
             M, kind, host, probs, data, maybe, fixed, bb, method,
-            dict(kw, precision=precision), vec, mat, rank, auto_ok,
+            dict(kw, precision=precision, positive=positive), vec, mat, rank,
+            auto_ok,
         )  # fmt: skip
     if method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)

@@ -106,6 +106,7 @@ def _until_probabilities(
                 model, qprobs, maybe2, fixed2, b[keep], upper=np.ones(n2), M=M, **kw
             )
             return expand_result(res, rep, no=no, yes=yes)
-    res = solve_fixed(model, probs, maybe, fixed, b, upper=upper, **kw)
+    # (prob0 took every state of probability 0 out of `maybe`)
+    res = solve_fixed(model, probs, maybe, fixed, b, upper=upper, positive=True, **kw)
     res.extra.update(no=no, yes=yes)
     return res

@@ -267,6 +267,32 @@ def test_random_dtmc_reach_and_rewards(seed, relative):
     _check_sound(res, ref, eps, relative)
 
 
+def test_until_skips_the_exact_zero_search(monkeypatch):
+    """An until's unknowns all have positive probability (prob0 took the
+    zeros out), so its certified solve does not search for exact zeros (an
+    O(transitions) pass per check); a reward's still does."""
+    from jaxmc.numerics import sound
+
+    calls = []
+    real = sound._zero_valued
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(sound, "_zero_valued", spy)
+    m, rng = random_model("dtmc", 30, 1, absorbing=3)
+    P = dense(m)
+    psi = rng.random(30) < 0.15
+    psi[-1] = True
+    phi = rng.random(30) < 0.85
+    res = nm.until_probabilities(m, phi, psi, options=SolveOptions(epsilon=1e-7))
+    _check_sound(res, dtmc_until(P, phi, psi), 1e-7, True)
+    assert calls == []
+    r = jaxmc.check(jaxmc.load_model_string(ZERO_BRANCH), 'R{"r"}=? [ F x=3 ]')
+    assert calls == [1] and r.value == 0.5
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_dtmc_total_rewards(seed):
     m, rng = random_model("dtmc", 25, seed, absorbing=4)
