@@ -65,7 +65,11 @@ so that two-property models (consensus, csma, egl) build once:
       "--reference-out $OUT/accuracy_reference.json 2>&1 | tee $OUT/log")
 
 `$OUT/accuracy_reference.json` is the cache plus the sound values computed
-there: copy it over `benchmarks/accuracy_reference.json`.
+there: copy it over `benchmarks/accuracy_reference.json`. csma 4-4 and
+firewire delay=36 (> 10^8 states) need the device explorer: `--only csma
+firewire --share-build --explorer device` in a call of their own, with
+`XLA_PYTHON_CLIENT_MEM_FRACTION=0.95` (csma 4-4 peaks at 126 GiB on an H200:
+benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -363,8 +367,10 @@ def jaxmc_one(path: str, consts: str, *props: str):
     head["device"] = str(jax.devices()[0])
     t = time.perf_counter()
     model = jaxmc.load_model(path, consts or None)
-    em = jaxmc.build(model)
+    explorer = os.environ.get(EXPLORER_ENV, "auto")
+    em = jaxmc.build(model, **({} if explorer == "auto" else {"explorer": explorer}))
     head["build_s"] = time.perf_counter() - t
+    head["explorer"] = explorer
     head["states"] = int(em.num_states)
     head["transitions"] = int(em.num_transitions)
     for i, prop in enumerate(props):
@@ -394,7 +400,11 @@ def _check_one(jaxmc, model, prop: str, out: dict) -> None:
     out["timing"] = {k: float(v) for k, v in (r.timing or {}).items()}
 
 
-def run_jaxmc(group: list[Case], timeout: float) -> list[dict]:
+#: The child's explorer (`--explorer`), passed in its environment.
+EXPLORER_ENV = "JAXMC_ACCURACY_EXPLORER"
+
+
+def run_jaxmc(group: list[Case], timeout: float, explorer: str = "auto") -> list[dict]:
     """`jaxmc_one` in a fresh interpreter on a group of cases of one model
     and constants (one case unless `--share-build`): a record per case.
     Wall time from the start for the first; the check's own for the rest."""
@@ -406,7 +416,10 @@ def run_jaxmc(group: list[Case], timeout: float) -> list[dict]:
     cmd += [c.prop for c in group]
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        env = dict(os.environ, **{EXPLORER_ENV: explorer})
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env
+        )
         stdout, stderr, code = p.stdout, p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
         stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
@@ -640,6 +653,13 @@ def main(argv=None) -> int:
         help="check a model's properties in one jaxmc process, built once (the "
         "first property's record is cold, the others' warm)",
     )
+    p.add_argument(
+        "--explorer",
+        choices=("auto", "host", "device"),
+        default="auto",
+        help="jaxmc's state-space explorer (`jaxmc.build(..., explorer=)`; "
+        "'device' for csma 4-4 and firewire delay=36 on a GPU)",
+    )
     p.add_argument("--no-default", action="store_true", help="skip Storm's default")
     p.add_argument("--no-sound", action="store_true", help="cached sound values only")
     p.add_argument(
@@ -725,7 +745,7 @@ def main(argv=None) -> int:
         recs = [{"error": "not run"} for _ in group]
         if not args.no_jaxmc:
             if left() > 1:
-                recs = run_jaxmc(group, min(args.jaxmc_timeout, left()))
+                recs = run_jaxmc(group, min(args.jaxmc_timeout, left()), args.explorer)
             else:
                 recs = [{"error": "not run (deadline)"} for _ in group]
         for c, rec in zip(group, recs):
