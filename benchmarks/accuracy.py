@@ -68,8 +68,8 @@ so that two-property models (consensus, csma, egl) build once:
 there: copy it over `benchmarks/accuracy_reference.json`. csma 4-4 and
 firewire delay=36 (> 10^8 states) need the device explorer: `--only csma
 firewire --share-build --explorer device` in a call of their own, with
-`XLA_PYTHON_CLIENT_MEM_FRACTION=0.95` (csma 4-4 peaks at 126 GiB on an H200:
-benchmarks/RESULTS.md).
+`XLA_PYTHON_CLIENT_MEM_FRACTION=0.95` (csma 4-4's peak device memory is near
+an H200's: benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations

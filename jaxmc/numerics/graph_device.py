@@ -39,9 +39,9 @@ from ..layout.device_pad import bucket, pad_tail
 #: An MDP's nested prob1E/prob0A fixed points gain on the device outright
 #: (`benchmarks/precompute.py`, RESULTS.md). A DTMC's or CTMC's prob0/prob1
 #: is one breadth-first search each on the host: the device wins where the
-#: search is shallow (kanban, cluster: 0.08 and 0.26 s warm against 1.8 and
-#: 0.8 s) and loses where it is deep (tandem, brp: a pass over every edge
-#: per level), so for them "auto" stops after `MARKOV_MAX_ROUNDS` rounds and
+#: search is shallow (kanban, cluster, polling, crowds: RESULTS.md) and loses
+#: where it is deep (tandem, brp: a pass over every edge per level), so for
+#: them "auto" stops after `MARKOV_MAX_ROUNDS` rounds and
 #: the host finishes from the set found (a deep search costs those rounds
 #: more than the host's; the edges are moved once per model).
 MODE = "auto"

@@ -134,10 +134,12 @@ def solve_sound(
     positive = kw.pop("positive", False)  # (no unknown is 0: nothing to search)
     n = M.n_states
     state_row = soc[rows]
-    zero = None
-    if not positive:
-        zero = _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed)
-    if zero is not None and zero.any():
+    zero = (
+        np.zeros(n, dtype=bool)
+        if positive
+        else _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed)
+    )
+    if zero.any():
         # (exactly 0: no positive constant is reachable; as unknowns they
         # would leave the relative criterion no room)
         maybe = maybe & ~zero

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from ..layout.device_pad import bucket, pad_tail
+from .steady import _aperiodic
 
 
 _U = np.finfo(np.float64).eps
@@ -41,7 +46,7 @@ class Bsccs:
         self.starts = np.searchsorted(lab[self.order], np.arange(self.nb))
         self.deg = np.bincount(src, minlength=k)
         self._devices: dict = {}
-        self._aperiodic: bool | None = None
+        self._is_aperiodic: bool | None = None
         self._certifier = None
 
     def segment(self, ufunc, x):
@@ -59,17 +64,13 @@ class Bsccs:
 
     def aperiodic(self) -> bool:
         """Whether every BSCC is aperiodic (`steady._aperiodic`), once."""
-        if self._aperiodic is None:
-            from .steady import _aperiodic
-
-            self._aperiodic = _aperiodic(self.lab, self.nb, self.src, self.dst)
-        return self._aperiodic
+        if self._is_aperiodic is None:
+            self._is_aperiodic = _aperiodic(self.lab, self.nb, self.src, self.dst)
+        return self._is_aperiodic
 
     def certify_on_device(self) -> bool:
         if CERTIFY_ON_DEVICE != "auto":
             return CERTIFY_ON_DEVICE == "on"
-        import jax
-
         large = len(self.src) >= CERTIFY_DEVICE_MIN_ENTRIES
         return large and jax.default_backend() != "cpu"
 
@@ -98,27 +99,17 @@ def certify(B: Bsccs, r, h):
     return lo, hi, B.segment(np.maximum, err)
 
 
-def _bucket(n: int) -> int:
-    """`n` rounded up to a size bucket (powers of two and their 1.5-fold), so
-    that systems of similar size share one compilation."""
-    p = 1 << max(4, (max(n, 1) - 1).bit_length())
-    return p * 3 // 4 if p * 3 // 4 >= n else p
-
-
 def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
-    """`certify` on the device: the system's entries are moved there once
-    (padded to size buckets: the padding is a dummy state `k` with no
-    entries, in a dummy BSCC `nb`, dropped from the result)."""
-    import jax.numpy as jnp
-
+    """`certify` on the device: the system's entries are moved there once,
+    padded to size buckets (`layout.device_pad`, so that systems of similar
+    size share one compilation): the padding is a dummy state `k` with no
+    entries, in a dummy BSCC `nb`, dropped from the result."""
     if B._certifier is None:
         k, nnz = B.k, len(B.src)
-        kp, ep = _bucket(k + 1), _bucket(nnz)
+        kp, ep = bucket(k + 1), bucket(nnz)
 
         def padded(x, fill, size, dtype):
-            out = np.full(size, fill, dtype=dtype)
-            out[: len(x)] = x
-            return jnp.asarray(out)
+            return jnp.asarray(pad_tail(np.asarray(x, dtype), size, fill))
 
         B._certifier = (
             padded(B.src, k, ep, np.int32),
@@ -127,43 +118,22 @@ def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
             padded(B.d, 0.0, kp, np.float64),
             padded(B.deg, 0, kp, np.int32),
             padded(B.lab, B.nb, kp, np.int32),
-            kp,
         )
-    src, dst, val, d, deg, lab, kp = B._certifier
-    rp = np.zeros(kp)
-    rp[: B.k] = r
-    hp = np.zeros(kp)
-    hp[: B.k] = h
-    lo, hi, floor = _certify_kernel(
-        src, dst, val, d, deg, lab, jnp.asarray(rp), jnp.asarray(hp), nb=B.nb + 1
-    )
+    src, dst, val, d, deg, lab = B._certifier
+    kp = d.shape[0]
+    rp, hp = (jnp.asarray(pad_tail(x, kp, 0.0)) for x in (r, h))
+    lo, hi, floor = _certify_kernel(src, dst, val, d, deg, lab, rp, hp, nb=B.nb + 1)
     n = B.nb
     return np.asarray(lo)[:n], np.asarray(hi)[:n], np.asarray(floor)[:n]
 
 
-def _kernel():
-    import jax
-    import jax.numpy as jnp
-
-    @partial(jax.jit, static_argnames="nb")
-    def kernel(src, dst, val, d, deg, lab, r, h, *, nb):
-        k = d.shape[0]
-        terms = val * h[dst]
-        D = r + jax.ops.segment_sum(terms, src, k) - d * h
-        mag = jnp.abs(r) + jax.ops.segment_sum(jnp.abs(terms), src, k) + jnp.abs(d * h)
-        err = (deg + 3).astype(jnp.float64) * (_U * 1.01) * mag
-        lo = jax.ops.segment_min(D - err, lab, nb)
-        hi = jax.ops.segment_max(D + err, lab, nb)
-        return lo, hi, jax.ops.segment_max(err, lab, nb)
-
-    return kernel
-
-
-_KERNEL = None
-
-
-def _certify_kernel(*args, nb):
-    global _KERNEL
-    if _KERNEL is None:
-        _KERNEL = _kernel()
-    return _KERNEL(*args, nb=nb)
+@partial(jax.jit, static_argnames="nb")
+def _certify_kernel(src, dst, val, d, deg, lab, r, h, *, nb):
+    k = d.shape[0]
+    terms = val * h[dst]
+    D = r + jax.ops.segment_sum(terms, src, k) - d * h
+    mag = jnp.abs(r) + jax.ops.segment_sum(jnp.abs(terms), src, k) + jnp.abs(d * h)
+    err = (deg + 3).astype(jnp.float64) * (_U * 1.01) * mag
+    lo = jax.ops.segment_min(D - err, lab, nb)
+    hi = jax.ops.segment_max(D + err, lab, nb)
+    return lo, hi, jax.ops.segment_max(err, lab, nb)

@@ -305,7 +305,8 @@ def gains(
     """The certified gain of every BSCC of `B` for the reward `r` (local).
     Each method runs `max_iters` SpMVs (steps), or up to `budget` (default
     `max_iters`) while its measured rate predicts convergence within it
-    (`budget_for`).
+    (`budget_for`). `rank`: None, or a function giving the unknowns'
+    lexicographic ranks, called only when the system's layout is built.
 
     **Returns:** `(mid, half, attempts, final)`: midpoints and half-widths
     of the certified brackets per BSCC, the failed `Attempt`s (oldest first)
@@ -315,10 +316,9 @@ def gains(
     certified, only above `epsilon`)."""
     r = np.asarray(r, dtype=np.float64)
     budget = max(max_iters, max_iters if budget is None else int(budget))
-    # (the system's layout, built once per layout asked for: `Bsccs.device`;
-    # `rank` may be a function, called only when the layout is built)
+    # (the system's layout, built once per layout asked for: `Bsccs.device`)
     key = None if dm is None else dm.requested
-    dev = B.device(key, lambda: _Device(B, dm, rank() if callable(rank) else rank))
+    dev = B.device(key, lambda: _Device(B, dm, None if rank is None else rank()))
     methods, note = chain(method, B.k, precision, dm is None, budget > max_iters)
     paused = None  # a stalled BiCGStab run, to go on with the budget
     attempts: list[Attempt] = []

@@ -143,11 +143,7 @@ def test_graph_dispatches_to_the_device(monkeypatch):
 def test_searches_past_the_round_limit_are_finished_on_the_host(monkeypatch):
     """A chain needs a round per state; with few rounds allowed, the device
     stops early (not converged) and the host finishes from its set."""
-    n = 120
-    model = _chain(n)
-    psi = np.zeros(n, bool)
-    psi[-1] = True
-    phi = np.ones(n, bool)
+    model, phi, psi = _chain_to_its_end(120)
     y, done = graph_device.exists_reach(model, psi, phi)
     assert done
     monkeypatch.setattr(graph_device, "MAX_ROUNDS", 3)
@@ -169,14 +165,17 @@ def test_markov_searches_stop_sooner_under_auto(monkeypatch):
     monkeypatch.setattr(graph_device, "MODE", "auto")
     monkeypatch.setattr(graph_device, "MARKOV_MAX_ROUNDS", 3)
     monkeypatch.setattr(graph_device, "use_device", lambda model: True)
-    n = 120
-    model = _chain(n)
+    model, phi, psi = _chain_to_its_end(120)
+    part, done = graph_device.exists_reach(model, psi, phi)
+    assert not done and part.sum() < 120
+    assert graph.prob1(model, phi, psi).all()  # (the host finished it)
+
+
+def _chain_to_its_end(n):
+    """`(model, phi, psi)`: `F` the chain's last state, a round per state."""
     psi = np.zeros(n, bool)
     psi[-1] = True
-    phi = np.ones(n, bool)
-    part, done = graph_device.exists_reach(model, psi, phi)
-    assert not done and part.sum() < n
-    assert graph.prob1(model, phi, psi).all()  # (the host finished it)
+    return _chain(n), np.ones(n, bool), psi
 
 
 def _chain(n):
