@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from .._arrays import union1d, unique
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel
 from ..numerics import bsccs
@@ -109,7 +110,7 @@ def _resolve(pm: ExplicitModel, choice: np.ndarray, jump: np.ndarray) -> np.ndar
 def _kth_bit(req: np.ndarray, k: int) -> np.ndarray:
     """The position of the `k`-th set bit of each `req` (-1 if none)."""
     out = np.full(req.shape, -1, np.int64)
-    for v in np.unique(req).tolist():
+    for v in unique(req).tolist():
         bits = [b for b in range(int(v).bit_length()) if v >> b & 1]
         if k < len(bits):
             out[req == v] = bits[k]
@@ -261,7 +262,7 @@ class _Walk:
             kk, at = np.unique(kk, return_index=True)
             new = ~np.isin(kk, seen)
             frontier = tuple(x[at[new]] for x in nxt)
-            seen = np.union1d(seen, kk[new])
+            seen = union1d(seen, kk[new])
             found.append(frontier)
         return tuple(np.concatenate([f[i] for f in found]) for i in range(4))
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._arrays import union1d
 from ..kernels.coo import coo_spmv as spmv
 from ..layout.sweep import Pattern
 from ..solvers import fixed_point_loop, linear_solve, method_name
@@ -44,7 +45,7 @@ class UnboundedSolves:
         }
         if reward is None:
             # b is zero but on the fixed states and next to them
-            nz = np.union1d(np.flatnonzero(np.where(maybe, 0.0, fixed)), soe[kb])
+            nz = union1d(np.flatnonzero(np.where(maybe, 0.0, fixed)), soe[kb])
             if nz.size <= self.n // 4:
                 self.host[tag]["rhs_rows"] = nz.astype(np.int32)
         weigh = reward is None or not getattr(reward, "parametric", True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._arrays import unique
 from ..errors import UnsupportedError
 from ..lang.ast import ModelType
 from .model import ExplicitModel, StateVar
@@ -189,12 +190,12 @@ def choice_actions(
             names = np.array(model.action_names, dtype=object)
             ids = np.asarray(model.entry_action, dtype=np.int64)
             keep = np.flatnonzero(names[ids] != None)  # noqa: E711
-            key = np.unique(row[keep] * len(names) + ids[keep])
+            key = unique(row[keep] * len(names) + ids[keep])
             pairs = np.stack([key // len(names), key % len(names)])
             first = np.ones(pairs.shape[1], dtype=bool)
             first[1:] = pairs[0, 1:] != pairs[0, :-1]
             acts[pairs[0, first]] = names[pairs[1, first]]
-            for r in np.unique(pairs[0, ~first]).tolist():  # several actions
+            for r in unique(pairs[0, ~first]).tolist():  # several actions
                 these = sorted(names[pairs[1, pairs[0] == r]].tolist())
                 acts[r] = sep.join(these)
     for a in set(acts.tolist()) if sep == "_" else ():

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from .._arrays import unique
 from .compact import narrow_int
 from .csr import CSR
 from .order import Permutation
@@ -130,7 +131,7 @@ class CompactDIA(eqx.Module):
         if n != m:
             return False
         rows = np.repeat(np.arange(n), np.diff(indptr))
-        nd = np.unique(np.asarray(csr.indices, dtype=np.int64) - rows).size
+        nd = unique(np.asarray(csr.indices, dtype=np.int64) - rows).size
         return not _misfit(nd, n, rows.size, max_diags, max_fill)
 
     def astype(self, dtype) -> CompactDIA:
@@ -368,7 +369,7 @@ def _too_many_offsets(csr: CSR, pos, max_diags, sample: int = 1 << 16) -> bool:
     live = np.asarray(csr.data)[at] != 0
     at, rows = at[live], rows[live]
     off = pos[np.asarray(csr.indices, dtype=np.int64)[at]] - pos[rows]
-    return np.unique(off).size > (MAX_DIAGS if max_diags is None else max_diags)
+    return unique(off).size > (MAX_DIAGS if max_diags is None else max_diags)
 
 
 def _build_on_host(csr, pos, n, dtype, max_diags, max_fill):

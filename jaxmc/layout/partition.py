@@ -48,6 +48,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int
 
+from .._arrays import unique
 from .partition_rows import (
     AXIS as AXIS,
     Rows as Rows,
@@ -280,7 +281,7 @@ def partition(
         lrows.append(np.repeat(np.arange(rend[d] - rstart[d], dtype=ix), counts))
         lslot.append(np.arange(e.start, e.stop, dtype=ix))
         lo, hi = d * B, (d + 1) * B
-        remote.append(np.unique(c[(c < lo) | (c >= hi)]))
+        remote.append(unique(c[(c < lo) | (c >= hi)]))
         lcols.append(c)
     needed = tuple(int(len(r)) for r in remote)
     neighbour = D > 1 and all(

@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Float, Int
 
+from .._arrays import unique
 from .warp import WarpELL, host_arrays
 
 
@@ -138,7 +139,7 @@ def local_rows(
     which = None
     width = R
     if compact:
-        which = [np.unique(r) for r in rows]
+        which = [unique(r) for r in rows]
         width = max((len(u) for u in which), default=0) or 1
         rows = [np.searchsorted(u, r) for u, r in zip(which, rows)]
     ec, slot = _ell(rows, cols, slots, width, nnz, W)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import unique
 from .._config import SETTINGS
 from .sweep_dia import dia_layout
 
@@ -59,7 +60,7 @@ class Pattern:
         # solves then gather the diagonal instead of scatter-adding it (a
         # scatter over `[nnz, k]` values in batched solves)
         on = np.flatnonzero(rows == cols)
-        if np.unique(rows[on]).size == on.size:
+        if unique(rows[on]).size == on.size:
             diag = np.full(n, rows.size, np.int64)
             diag[rows[on]] = on
             inv = np.append(np.empty_like(perm), rows.size)  # (nnz stays nnz)
@@ -218,7 +219,7 @@ def hybrid_ell(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     w = int(counts.max())
     if w * n > 4 * (nnz + n):  # padding > 4x: move the long rows' tails out
         srt = np.sort(counts)
-        cand = np.unique(np.concatenate([[0], srt]))
+        cand = unique(np.concatenate([[0], srt]))
         # overflow(w) = sum over rows of max(count - w, 0)
         idx = np.searchsorted(srt, cand, side="right")
         tail = np.concatenate([np.cumsum(srt[::-1])[::-1], [0]])

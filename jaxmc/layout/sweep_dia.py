@@ -85,7 +85,9 @@ def dia_layout(
     keep = on[first]  # (a repeated (row, col) goes to the remainder)
     idx = np.full((D, n), nnz, np.int64)
     idx[d[keep], pr[ent[keep]]] = ent[keep]
-    rest = ent[np.setdiff1d(np.arange(ent.size), keep)]
+    off = np.ones(ent.size, dtype=bool)
+    off[keep] = False
+    rest = ent[off]
     mask = color[order][None, :] == np.arange(ncol)[:, None]
     return tuple(int(o) for o in chosen), {
         "order": order.astype(np.int32),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import unique
 from ..errors import ModelCheckingError
 
 
@@ -100,10 +101,10 @@ def reward_upper_bound(
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
         ch = r[idx]
         np.add.at(q, ch, p[idx] * d[c[idx]])
-        new_hits = np.unique(ch[~hit[ch]])
+        new_hits = unique(ch[~hit[ch]])
         hit[new_hits] = True
         np.subtract.at(pending, soc[new_hits], 1)
-        cand = np.unique(soc[ch])
+        cand = unique(soc[ch])
         cand = cand[~done[cand]]
         ready = cand[
             (pending[cand] == 0) if not choose else (pending[cand] < per_state[cand])

@@ -36,6 +36,7 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
+from .._arrays import unique
 from ..explore.model import ExplicitModel, RewardStructure, StateVar
 from ..lang.ast import ModelType
 from ..options import SolveOptions, check_options
@@ -277,7 +278,7 @@ def _quotient(model: ExplicitModel, gains: Gains, weight: np.ndarray):
     A.sum_duplicates()
     A.sort_indices()
     counts = np.bincount(owner, minlength=n2)
-    init = np.unique(rep[np.asarray(model.initial_states)])
+    init = unique(rep[np.asarray(model.initial_states)])
     init_mask = np.zeros(n2, dtype=bool)
     init_mask[init] = True
     q = ExplicitModel(

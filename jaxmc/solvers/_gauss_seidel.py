@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import spsolve_triangular
 
+from .._arrays import unique
 from . import progress
 from ._results import Solution, Status, check_solution
 
@@ -134,7 +135,7 @@ def _component_rank(count: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         level += 1
         preds = g[front].tocoo()  # edges p -> f for f in the front
         np.subtract.at(out_deg, preds.col, 1)
-        cand = np.unique(preds.col)
+        cand = unique(preds.col)
         front = cand[(out_deg[cand] == 0) & (rank[cand] < 0)]
     # a component left unranked would mean a cycle among components
     rank[rank < 0] = level

@@ -18,6 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from .._arrays import unique, unique_counts
+
 
 @dataclass(frozen=True)
 class LevelPlan:
@@ -91,8 +93,8 @@ def component_levels(count: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray
         preds = indices[ranges(indptr[front], indptr[front + 1])]
         if not preds.size:
             break
-        np.subtract.at(out_deg, preds, 1)
-        cand = np.unique(preds)
+        cand, times = unique_counts(preds)
+        out_deg[cand] -= times
         front = cand[(out_deg[cand] == 0) & (level[cand] < 0)]
     if (level < 0).any():  # pragma: no cover - the condensed graph is acyclic
         raise AssertionError("a cycle among strongly connected components")
@@ -148,7 +150,7 @@ def plan_levels(
     self_prob = np.bincount(
         local, weights=np.where(is_self, data[entries], 0.0), minlength=choices.size
     )
-    comps = np.unique(lab[states]).size
+    comps = unique(lab[states]).size
     return LevelPlan(
         states=states,
         state_ptr=state_ptr,
