@@ -234,8 +234,9 @@ def explore_sharded(
 
 def _epoch(s: S.PCarry) -> tuple:
     """The output epochs of every device (device arrays) and their counts."""
-    return (s.c_src, s.c_dst, s.c_prob, s.c_choice, s.c_code,
-            np.asarray(s.n_contrib), s.h_src, s.h_vec, np.asarray(s.n_choice))  # fmt: skip
+    counts = np.asarray(s.n_contrib), np.asarray(s.n_choice)
+    return (s.c_src, s.c_dst, s.c_prob, s.c_choice, s.c_code, counts[0],
+            s.h_src, s.h_vec, counts[1])  # fmt: skip
 
 
 def _locals(s: S.PCarry, epochs: list, sizes: np.ndarray) -> list[Local]:

@@ -43,8 +43,17 @@ from . import table as T
 from ._table_pallas import hash_words
 from .program import Program, compiler_options
 from .step import (
-    ERROR, FLUSH, NEED_BATCH, NEED_STEP, NEED_STORE, RUNNING, TOO_MANY,
-    _choices, _counts, _entries, table_impl,
+    ERROR,
+    FLUSH,
+    NEED_BATCH,
+    NEED_STEP,
+    NEED_STORE,
+    RUNNING,
+    TOO_MANY,
+    _choices,
+    _counts,
+    _entries,
+    table_impl,
 )  # fmt: skip
 
 
@@ -211,7 +220,8 @@ def make_loop(prog: Program, caps: PCaps, opts: tuple, mesh: Mesh):
         after = jnp.where(err, ERROR, status)
         if max_states >= 0:
             total = lax.psum(table.size, AXIS)
-            after = jnp.where((after == RUNNING) & (total > max_states), TOO_MANY, after)
+            many = (after == RUNNING) & (total > max_states)
+            after = jnp.where(many, TOO_MANY, after)
         go = commit & (lax.pmax((after != RUNNING).astype(jnp.int32), AXIS) == 0)
 
         pos = s.n_contrib + jnp.cumsum(live, dtype=jnp.int32) - 1
