@@ -172,7 +172,9 @@ def _forced(model_type: str | ast.ModelType) -> ast.ModelType:
 
 
 def build(model: Model | ExplicitModel, **options: Any) -> ExplicitModel:
-    """The explicit state space of `model` (built on first use, then cached)."""
+    """The explicit state space of `model` (built on first use, then cached;
+    `options` are `jaxmc.explore.build`'s, e.g. `explorer="device"` and
+    `devices=N` to explore partitioned over `N` devices)."""
     if isinstance(model, ExplicitModel):
         return model
     return model.build(**options)

@@ -142,6 +142,7 @@ def build(
     prob_checks: bool = True,
     chunk_size: int = 1 << 17,
     explorer: str = "auto",
+    devices=None,
 ) -> ExplicitModel:
     """Explore the reachable state space of `checked`.
 
@@ -173,6 +174,13 @@ def build(
       raises `UnsupportedError`) or `"auto"`: for now the host builder on
       every backend (see `_use_device`). Both give the same model; errors
       are the host builder's.
+    - `devices`: explore partitioned over several devices
+      (`jaxmc.explore.device.sharded`: each device owns the states its hash
+      selects; successors are exchanged all-to-all): a count (the first of
+      `jax.devices()`), a sequence of `jax.Device`s or a
+      `jax.sharding.Mesh`; 1 runs the partitioned explorer on one device.
+      None (the default): one device. For the device explorer only
+      (`explorer="device"` or `"auto"`); the model is the same.
 
     **Returns:** an `ExplicitModel`, states numbered in BFS order (initial
     states first), with `"init"`, `"deadlock"` and the model's labels, the
@@ -184,6 +192,11 @@ def build(
         )
     if deadlocks not in ("fix", "error"):
         raise ValueError(f"`deadlocks` must be 'fix' or 'error', not {deadlocks!r}")
+    if devices is not None and explorer == "host":
+        raise ValueError(
+            "`devices` partitions the device explorer; explorer='host' runs "
+            "on the host (use explorer='device')"
+        )
     mt = checked.model_type
     if mt not in (ModelType.DTMC, ModelType.CTMC, ModelType.MDP):
         raise UnsupportedError(f"cannot build a {mt.value} model")
@@ -196,8 +209,8 @@ def build(
             host = Builder(
                 comp, mt, max_states, deadlocks, progress, chunk_size, t0, prob_checks
             )
-            if _use_device(explorer):
-                model = _explore_on_device(host, explorer, params)
+            if _use_device(explorer) or devices is not None:
+                model = _explore_on_device(host, explorer, params, devices)
                 if model is not None:
                     return model
             return host.run()
@@ -216,19 +229,26 @@ def _use_device(explorer: str) -> bool:
     return explorer == "device"
 
 
-def _explore_on_device(host: Builder, explorer: str, params) -> ExplicitModel | None:
-    """The model explored by `jaxmc.explore.device`, or None where the host
-    builder must run (an error to locate; with `"auto"`, an unsupported
-    program)."""
-    from .device import NeedsHost, explore
+def _explore_on_device(
+    host: Builder, explorer: str, params, devices=None
+) -> ExplicitModel | None:
+    """The model explored by `jaxmc.explore.device` (partitioned over
+    `devices` where given), or None where the host builder must run (an
+    error to locate; with `"auto"`, an unsupported program)."""
+    from .device import NeedsHost, explore, explore_sharded
 
+    kw = dict(
+        params=params, max_states=host.max_states, deadlocks=host.deadlocks,
+        prob_checks=host.prob_checks, chunk_size=host.chunk_size,
+        progress=host.progress,
+    )  # fmt: skip
     try:
-        model, _ = explore(
-            host.comp, host.mt, host.initial(), params=params,
-            max_states=host.max_states, deadlocks=host.deadlocks,
-            prob_checks=host.prob_checks, chunk_size=host.chunk_size,
-            progress=host.progress,
-        )  # fmt: skip
+        if devices is None:
+            model, _ = explore(host.comp, host.mt, host.initial(), **kw)
+        else:
+            model, _, _ = explore_sharded(
+                host.comp, host.mt, host.initial(), devices, **kw
+            )
     except NeedsHost:
         return None
     except UnsupportedError:

@@ -13,6 +13,12 @@ compiled code as arguments, so that it is compiled once per program and
 size bucket (`Program.signature`); labels and state rewards are evaluated
 by the host's `assemble`.
 
+`explore_sharded` partitions the exploration over several devices
+(`sharded`, `sharded_step`, `sharded_order`): each device owns the states
+its hash selects and holds their table shard; successors are exchanged
+all-to-all per step, level by level; the result, renumbered in global BFS
+order on the host, is `explore`'s model, bit for bit.
+
 Not supported (`UnsupportedError`; `explorer="auto"` then uses the host
 builder): a DTMC built without probability checks (`prob_checks=False`),
 a product of the modules' update counts beyond the provenance code, a
@@ -27,3 +33,4 @@ and libm implementations may differ in the last bit.
 
 from .explorer import NeedsHost as NeedsHost, explore as explore
 from .finish import DeviceArrays as DeviceArrays
+from .sharded import ShardedStats as ShardedStats, explore_sharded as explore_sharded
