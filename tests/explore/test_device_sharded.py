@@ -87,3 +87,22 @@ def test_devices_not_for_the_host_builder():
     checked = check_program(parse_model("dtmc module M x : [0..1]; endmodule"))
     with pytest.raises(ValueError, match="devices"):
         build(checked, explorer="host", devices=2)
+
+
+@pytest.mark.gpu
+def test_partitioned_explorer_on_the_gpu():
+    """On a GPU the shard's hash table is the Pallas kernel inside
+    `shard_map`: the model over all the GPUs there are (one is enough)
+    equals the single-device explorer's."""
+    import jax
+
+    if jax.default_backend() != "gpu":
+        pytest.skip("needs a GPU")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_device_explorer import FEATURES, _checked, assert_same_model
+
+    for kind in ("dtmc", "ctmc", "mdp"):
+        checked = _checked(FEATURES.format(kind=kind))
+        ref = build(checked, explorer="device")
+        got = build(checked, explorer="device", devices=len(jax.devices()))
+        assert_same_model(got, ref)
