@@ -23,6 +23,7 @@ from .build import (
     make_layout as make_layout,
     ordered_csr as ordered_csr,
     padding as padding,
+    row_layout_kind as row_layout_kind,
 )
 from .compact import CompactVector as CompactVector
 from .csr import CSR as CSR

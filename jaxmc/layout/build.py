@@ -155,6 +155,26 @@ def ordered_csr(
     return (csr, None) if got is None else (got[1], got[0])
 
 
+def row_layout_kind(indptr, device_kind: str | None = None) -> str:
+    """`layout_kind` of a matrix whose values may change, from its row
+    pointers alone: "csr" (not a GPU, or a row far longer than the rest),
+    "vector", "warp" or "warp2"."""
+    device_kind = device_kind or jax.default_backend()
+    if device_kind != "gpu":
+        return "csr"
+    lengths = np.diff(np.asarray(indptr, dtype=np.int64))
+    if len(lengths) and long_rows(int(lengths.max()), float(lengths.mean())):
+        return "csr"
+    if len(lengths) and lengths.mean() >= VECTOR_MIN_MEAN:
+        return "vector"
+    nnz = max(int(lengths.sum()), 1)
+    full = _padded(lengths, 1) / nnz
+    half = _padded(lengths, 2) / nnz
+    # Half warp: fewer padded bytes, or long rows (half the loop trips).
+    mean = lengths.mean() if len(lengths) else 0
+    return "warp2" if (half < 0.9 * full or mean >= 24) else "warp"
+
+
 def layout_kind(
     csr: CSR, device_kind: str | None = None, *, fixed_values: bool = False
 ) -> str:
@@ -165,22 +185,10 @@ def layout_kind(
     - `device_kind`: `"cpu"` or `"gpu"` (default: JAX's default backend).
     - `fixed_values`: whether the values stay as they are (allows `compact`).
     """
-    device_kind = device_kind or jax.default_backend()
-    if device_kind != "gpu":
-        return "csr"
-    lengths = np.diff(np.asarray(csr.indptr, dtype=np.int64))
-    if len(lengths) and long_rows(int(lengths.max()), float(lengths.mean())):
-        return "csr"
-    if len(lengths) and lengths.mean() >= VECTOR_MIN_MEAN:
-        return "vector"
-    nnz = max(int(lengths.sum()), 1)
-    full = _padded(lengths, 1) / nnz
-    half = _padded(lengths, 2) / nnz
-    # Half warp: fewer padded bytes, or long rows (half the loop trips).
-    lanes = (
-        2 if (half < 0.9 * full or (lengths.mean() if len(lengths) else 0) >= 24) else 1
-    )
-    suffix = "2" if lanes == 2 else ""
+    kind = row_layout_kind(csr.indptr, device_kind)
+    if kind not in ("warp", "warp2"):
+        return kind
+    suffix = kind[4:]
     if fixed_values and csr.shape[0] == csr.shape[1] and csr.nnz:
         distinct = len(np.unique(np.asarray(csr.data)))
         rows = np.asarray(csr.row_ids, np.int64)

@@ -34,11 +34,11 @@ import jax
 import numpy as np
 
 from ..explore.model import ExplicitModel
-from ..layout import Sharded, SparseModel, layout_kind, lex_order, make_mesh
+from ..layout import Sharded, SparseModel, lex_order, make_mesh, row_layout_kind
 from ..layout.partition import LOCAL
 from ..options import OptionsError, SolveOptions, check_options
 from ..solvers import Status
-from .matrices import HOST_BUILT, host_csr, on_gpu, sparse_model
+from .matrices import HOST_BUILT, on_gpu, sparse_model
 from .result import Attempt, NumericResult
 from .timing import stage
 
@@ -167,10 +167,7 @@ def _auto_kind(model: ExplicitModel) -> str:
     if not on_gpu():
         return "csr"
     with stage("layout"):
-        host = host_csr(
-            model.row_ptr, model.col, model.val, (model.num_choices, model.num_states)
-        )
-        return layout_kind(host, "gpu")
+        return row_layout_kind(model.row_ptr, "gpu")
 
 
 def device_model_for(

@@ -19,6 +19,7 @@ from jaxmc.layout import (
     layout_kind,
     make_layout,
     rcm_order,
+    row_layout_kind,
 )
 
 
@@ -219,3 +220,13 @@ def test_sorted_rows_placement(lanes):
         w.stats()["matrix_bytes"]
         > WarpELL.from_csr(csr, lanes=lanes).stats()["matrix_bytes"]
     )
+
+
+@pytest.mark.parametrize("density, seed", [(0.02, 5), (0.5, 7), (0.1, 3)])
+def test_row_layout_kind_is_layout_kind_from_the_row_pointers(density, seed):
+    # (the automatic choice of a model's device layout reads only its rows)
+    _, csr = _random(300, density, seed)
+    for device in ("cpu", "gpu"):
+        assert row_layout_kind(csr.indptr, device) == layout_kind(csr, device)
+    fan = np.concatenate([[0, 5000], 5000 + np.arange(1, 300)])  # one long row
+    assert row_layout_kind(fan, "gpu") == "csr"
