@@ -103,18 +103,24 @@ def main() -> None:
                 sent_per_level=sent.tolist(), first=first, best=best,
             ))  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
-    print("\n| model | devices | states | levels | runs | exchanged successors "
-          "(bytes) | peak level (bytes) | first s | best s |")
+    print(
+        "\n| model | devices | states | levels | runs | exchanged successors "
+        "(bytes) | peak level (bytes) | first s | best s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["devices"] == "single":
-            print(f"| {r['model']} | single-device explorer | {r['states']:,} | | | "
-                  f"| | {r['first']:.2f} | {r['best']:.2f} |")
+            print(
+                f"| {r['model']} | single-device explorer | {r['states']:,} | | | "
+                f"| | {r['first']:.2f} | {r['best']:.2f} |"
+            )
             continue
-        print(f"| {r['model']} | {r['devices']} | {r['states']:,} | {r['levels']} | "
-              f"{r['rounds']} | {r['sent']:,} ({r['bytes']:,}) | "
-              f"{r['peak_level']:,} ({r['peak_bytes']:,}) | {r['first']:.2f} | "
-              f"{r['best']:.2f} |")
+        print(
+            f"| {r['model']} | {r['devices']} | {r['states']:,} | {r['levels']} | "
+            f"{r['rounds']} | {r['sent']:,} ({r['bytes']:,}) | "
+            f"{r['peak_level']:,} ({r['peak_bytes']:,}) | {r['first']:.2f} | "
+            f"{r['best']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

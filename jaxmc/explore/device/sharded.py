@@ -44,8 +44,9 @@ from .step import Epoch
 #: Starting capacities per device (`sharded_step.PCaps`), per backend.
 START = {
     "cpu": S.PCaps(256, 1024, 4096, 4096, 1 << 16, 1 << 15, 1024, 256),
-    "gpu": S.PCaps(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 21,
-                   1 << 16, 1024),  # fmt: skip
+    "gpu": S.PCaps(
+        1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 21, 1 << 16, 1024
+    ),  # fmt: skip
 }
 #: Growth factor of the exchange buckets and of the level statistics.
 XCHG_GROWTH = 4

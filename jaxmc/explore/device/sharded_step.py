@@ -181,9 +181,12 @@ def make_loop(prog: Program, caps: PCaps, opts: tuple, mesh: Mesh):
         dest = owner(succ, nd)
         onehot = (dest[:, None] == jnp.arange(nd)) & live[:, None]
         counts = jnp.sum(onehot, axis=0, dtype=jnp.int32)
-        rank = jnp.take_along_axis(
-            jnp.cumsum(onehot, axis=0, dtype=jnp.int32), dest[:, None], axis=1
-        )[:, 0] - 1
+        rank = (
+            jnp.take_along_axis(
+                jnp.cumsum(onehot, axis=0, dtype=jnp.int32), dest[:, None], axis=1
+            )[:, 0]
+            - 1
+        )
         status = jnp.where((status == RUNNING) & jnp.any(counts > X), NEED_XCHG, status)
         received = jnp.sum(lax.all_to_all(counts, AXIS, 0, 0), dtype=jnp.int32)
         short = s.table.size + received > caps.states
