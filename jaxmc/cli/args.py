@@ -134,7 +134,8 @@ def parser() -> argparse.ArgumentParser:
         "--devices", type=int, default=None, metavar="N",
         help="split the iterative solves over the first N devices (rows of the "
         "matrix and the iterate in BFS-order blocks, halo exchanges between "
-        "them; default 1). Simulated CPU devices: "
+        "them; default 1), and with --explorer device the exploration (states "
+        "owned by hash, successors exchanged per level). Simulated CPU devices: "
         "XLA_FLAGS=--xla_force_host_platform_device_count=N",
     )  # fmt: skip
     dev.add_argument(

@@ -154,6 +154,10 @@ def _build_options(args, show) -> dict[str, Any]:
         options["max_states"] = args.max_states
     if args.explorer != "auto":
         options["explorer"] = args.explorer
+    if args.explorer == "device" and (args.devices or 1) > 1 and not args.coordinator:
+        # the device explorer partitioned over the solves' devices (one
+        # process: the partitioned build ends on one host)
+        options["devices"] = args.devices
     return options
 
 

@@ -39,8 +39,6 @@ by name (`jaxmc.numerics.matrices`) build this one. The product is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -49,6 +47,7 @@ from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int
 
 from .._arrays import unique
+from .._mesh import make_mesh as _make_mesh
 from .partition_rows import (
     AXIS as AXIS,
     Rows as Rows,
@@ -114,35 +113,9 @@ def host_array(x, dtype=None) -> np.ndarray:
 
 
 def make_mesh(devices) -> Mesh | None:
-    """The 1-D mesh of `devices`: a count (the first `devices` of
-    `jax.devices()`), a sequence of `jax.Device`s or a `Mesh` (flattened to
-    one axis). None (one device, no partition) for None."""
-    if devices is None:
-        return None
-    if isinstance(devices, Mesh):
-        flat = tuple(devices.devices.reshape(-1))
-    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
-        have = jax.devices()
-        if not 1 <= int(devices) <= len(have):
-            raise ValueError(
-                f"{int(devices)} devices asked for, {len(have)} available "
-                f"({jax.default_backend()}; simulated CPU devices: "
-                "XLA_FLAGS=--xla_force_host_platform_device_count=N before "
-                "JAX starts)"
-            )
-        flat = tuple(have[: int(devices)])
-    elif isinstance(devices, Sequence) and all(
-        isinstance(d, jax.Device) for d in devices
-    ):
-        flat = tuple(devices)
-        if not flat or len(set(flat)) != len(flat):
-            raise ValueError("`devices` must be distinct devices, at least one")
-    else:
-        raise TypeError(
-            "`devices` is a count, a sequence of jax.Device or a jax.sharding.Mesh, "
-            f"not {type(devices).__name__}"
-        )
-    return Mesh(np.array(flat, dtype=object), (AXIS,))
+    """The 1-D mesh of `devices` over `AXIS` (`jaxmc._mesh.make_mesh`): a
+    count, a sequence of `jax.Device`s or a `Mesh`; None for None."""
+    return _make_mesh(devices, AXIS)
 
 
 class Halo(eqx.Module):

@@ -164,17 +164,32 @@ def cli_case(D: int):
     import contextlib
     import io
 
+    import jaxmc.explore.device as device
     from jaxmc.cli import main
 
+    calls = []
+    real = device.explore_sharded
+
+    def spy(*a, **k):
+        calls.append(a[3])  # (the devices)
+        return real(*a, **k)
+
+    device.explore_sharded = spy
     die = Path(__file__).resolve().parents[2] / "examples" / "models" / "die.pm"
     outs = []
-    for extra in (["--layout", "csr"], ["--devices", str(D)]):
+    for extra in (
+        ["--layout", "csr"],
+        ["--devices", str(D)],
+        ["--devices", str(D), "--explorer", "device"],  # the build split too
+    ):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             rc = main([str(die), str(die) + ".props", "-jacobi", *extra])
         results = [s for s in buf.getvalue().splitlines() if s.startswith("Result")]
         outs.append((rc, results))
-    yield {"name": "cli", "one": outs[0], "several": outs[1]}
+    device.explore_sharded = real
+    yield {"name": "cli", "one": outs[0], "several": outs[1], "explored": outs[2],
+           "sharded_builds": calls}  # fmt: skip
 
 
 def main(argv):

@@ -50,7 +50,9 @@ def four():
 def _check_cases(recs: dict):
     for name, r in recs.items():
         if name == "cli":
-            assert r["one"] == r["several"] and r["one"][0] == 0, r
+            assert r["one"] == r["several"] == r["explored"] and r["one"][0] == 0, r
+            # `--explorer device --devices N` builds over the N devices
+            assert len(r["sharded_builds"]) == 1, r
             assert len(r["one"][1]) >= 2, r
             continue
         if name.startswith("kernel"):

@@ -20,7 +20,7 @@ Where the host builder must give the outcome (an evaluation error,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ..._mesh import make_mesh as _make_mesh
 from ...errors import UnsupportedError
 from ...lang.ast import ModelType
 from ..compile import Compiled
@@ -54,32 +55,10 @@ LEVEL_GROWTH = 4
 
 
 def make_mesh(devices) -> Mesh:
-    """The 1-D mesh of `devices`: a count (the first of `jax.devices()`), a
-    sequence of `jax.Device`s, or a `Mesh` (flattened)."""
-    if isinstance(devices, Mesh):
-        flat = tuple(devices.devices.reshape(-1))
-    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
-        have = jax.devices()
-        if not 1 <= int(devices) <= len(have):
-            raise ValueError(
-                f"{int(devices)} devices asked for, {len(have)} available "
-                f"({jax.default_backend()}; simulated CPU devices: "
-                "XLA_FLAGS=--xla_force_host_platform_device_count=N before "
-                "JAX starts)"
-            )
-        flat = tuple(have[: int(devices)])
-    elif isinstance(devices, Sequence) and all(
-        isinstance(d, jax.Device) for d in devices
-    ):
-        flat = tuple(devices)
-        if not flat or len(set(flat)) != len(flat):
-            raise ValueError("`devices` must be distinct devices, at least one")
-    else:
-        raise TypeError(
-            "`devices` is a count, a sequence of jax.Device or a jax.sharding.Mesh, "
-            f"not {type(devices).__name__}"
-        )
-    return Mesh(np.array(flat, dtype=object), (S.AXIS,))
+    """The 1-D mesh of `devices` over the explorer's axis
+    (`jaxmc._mesh.make_mesh`): a count, a sequence of `jax.Device`s or a
+    `Mesh`."""
+    return _make_mesh(devices, S.AXIS)
 
 
 @dataclass
