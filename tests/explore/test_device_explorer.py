@@ -201,10 +201,14 @@ def test_deadlocks_error_and_unsupported():
         build(checked, explorer="gpu")
 
 
-def test_growth_paths(monkeypatch):
+@pytest.mark.parametrize("short", [None, (2, 1, 2)])
+def test_growth_paths(monkeypatch, short):
     """Tiny starting capacities: the loop stops for larger step buffers
     (the first state's and a narrow step's), a larger state store, a wider
-    batch and full output epochs, and resumes; the model is the host's."""
+    batch and full output epochs, and resumes; the model is the host's.
+    With `short`, short steps for short queues too (stopping the loop for
+    a larger store or a full epoch, or handing a state they cannot hold to
+    the full step)."""
     from jaxmc.explore.device import explorer as E, step as S
 
     kind = "cpu" if E.jax.default_backend() == "cpu" else "gpu"
@@ -212,11 +216,15 @@ def test_growth_paths(monkeypatch):
     monkeypatch.setitem(E.MAX_BATCH, kind, 16)
     monkeypatch.setitem(E.BOUNDED, kind, 0)
     monkeypatch.setitem(E.MAX_ENTRIES, kind, 128)
+    monkeypatch.setitem(E.SHORT_STEP, kind, short)
+    monkeypatch.setattr(S, "NARROW_TRIPS", 2)  # (short steps soon)
     stops = []
     make_loop = S.make_loop
+    shorts = []
 
-    def recording(prog, caps, opts):
-        run = make_loop(prog, caps, opts)
+    def recording(prog, caps, opts, short=None, watch=None):
+        shorts.append(short)
+        run = make_loop(prog, caps, opts, short, watch)
 
         def call(s, values):
             out = run(s, values)
@@ -228,3 +236,56 @@ def test_growth_paths(monkeypatch):
     monkeypatch.setattr(S, "make_loop", recording)
     assert_same(_file("prism-examples/mdps/csma/csma2_2.nm", "k=1"))
     assert {S.NEED_STEP, S.NEED_STORE, S.NEED_BATCH, S.FLUSH} <= set(stops)
+    assert S.SHORT_STUCK not in stops
+    assert any(x is not None for x in shorts) == (short is not None)
+
+
+FAN_OUT = """dtmc
+module D
+  d : [0..3];
+  [go] d<3 -> (d'=d+1);
+  [go] d=3 -> true;
+endmodule
+module A
+  a : [0..8];
+  [go] a=0 & d<3 -> true;
+  [go] a=0 & d=3 -> 1/8:(a'=1) + 1/8:(a'=2) + 1/8:(a'=3) + 1/8:(a'=4)
+                  + 1/8:(a'=5) + 1/8:(a'=6) + 1/8:(a'=7) + 1/8:(a'=8);
+  [go] a>0 -> (a'=0);
+endmodule
+module B = A [a=b] endmodule
+module C = A [a=c] endmodule
+"""
+
+
+def test_narrow_levels_take_short_steps(monkeypatch):
+    """A chain of single states (narrow levels: after `NARROW_TRIPS` full
+    steps the loop stops and short steps take over), then a state with 8^3
+    successors, more than a short step's entries: that short step is
+    stuck, the full step of the same trip takes the state, and the model is
+    the host's."""
+    from jaxmc.explore.device import explorer as E, step as S
+
+    kind = "cpu" if E.jax.default_backend() == "cpu" else "gpu"
+    monkeypatch.setitem(E.SHORT_STEP, kind, (16, 64, 256))
+    monkeypatch.setattr(S, "NARROW_TRIPS", 1)
+    runs = []
+    make_loop = S.make_loop
+
+    def recording(prog, caps, opts, short=None, watch=None):
+        run = make_loop(prog, caps, opts, short, watch)
+
+        def call(s, values):
+            out = run(s, values)
+            runs.append((short is not None, int(out.status)))
+            return out
+
+        return call
+
+    monkeypatch.setattr(S, "make_loop", recording)
+    checked = _checked(FAN_OUT)
+    got = build(checked, explorer="device")
+    assert got.num_states == 516 and got.num_transitions == 1027
+    assert_same_model(got, build(checked, explorer="host"))
+    # watching, stopped for the narrow levels; then short steps to the end
+    assert runs == [(False, S.NARROW_LEVELS), (True, S.RUNNING)], runs

@@ -52,6 +52,12 @@ START = {
     "gpu": S.Caps(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24, 1 << 22),
 }
 MAX_BATCH = {"cpu": 1 << 14, "gpu": 1 << 16}
+#: The step buffers (states, choices, entries) for a queue of at most that
+#: many states, beside the full step (`step.make_loop`'s `short`): on the
+#: CPU a step costs in proportion to its buffers, so a narrow BFS level
+#: takes a short step; on a GPU a step costs its kernel launches whatever
+#: its width, and a second step would only add compilation.
+SHORT_STEP = {"cpu": (16, 64, 256), "gpu": None}
 #: The step's choices and entries grow past the first state's needs up to
 #: this many (`step.NARROW`).
 MAX_ENTRIES = {"cpu": 1 << 20, "gpu": 1 << 23}
@@ -121,11 +127,18 @@ _LOOPS: OrderedDict = OrderedDict()
 LOOPS_KEPT = 32
 
 
-def _loop(prog: Program, caps: S.Caps, opts: tuple):
-    key = (prog.signature, caps, opts)
+def _loop(prog: Program, caps: S.Caps, opts: tuple, kind: str, narrow: bool):
+    """The loop for these capacities; with `narrow` (the levels were
+    narrow), with short steps where `SHORT_STEP` gives them, else watching
+    for narrow levels."""
+    short = S.short_caps(caps, SHORT_STEP[kind])
+    watch = None
+    if not narrow and short is not None:
+        short, watch = None, short.batch
+    key = (prog.signature, caps, opts, short, watch, S.NARROW_TRIPS)
     run = _LOOPS.get(key)
     if run is None:
-        run = _LOOPS[key] = S.make_loop(prog, caps, opts)
+        run = _LOOPS[key] = S.make_loop(prog, caps, opts, short, watch)
         while len(_LOOPS) > LOOPS_KEPT:
             _LOOPS.popitem(last=False)
     _LOOPS.move_to_end(key)
@@ -163,12 +176,13 @@ def explore(
     max_batch = max_batch or MAX_BATCH[kind]
     s = S.seed(prog, S.empty_carry(caps, prog.pack.n_words), init_states)
     epochs: list[S.Epoch] = []
+    narrow = False  # (the loop found narrow levels: short steps from then on)
     opts = (prob_checks, -1 if max_states is None else max_states)
     while True:
         # (below the cap, a starved step always grows one of the two)
         grow_step = max(caps.entries, caps.choices) < MAX_ENTRIES[kind]
         flags = (caps.batch < max_batch, bounded, grow_step)
-        run = _loop(prog, caps, opts + flags)
+        run = _loop(prog, caps, opts + flags, kind, narrow)
         s = run(s, prog.values)
         status = int(s.status)
         if status == S.ERROR:
@@ -178,7 +192,9 @@ def explore(
         epochs.append(S.epoch(s))
         if status == S.RUNNING:
             break
-        new = caps if status == S.FLUSH else _grown(caps, s, kind)
+        narrow = narrow or status == S.NARROW_LEVELS
+        keep = status in (S.FLUSH, S.NARROW_LEVELS)
+        new = caps if keep else _grown(caps, s, kind)
         s = S.regrow(s, new)
         caps = new
     n = int(s.table.size)

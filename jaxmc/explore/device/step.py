@@ -34,6 +34,14 @@ from .program import Program, compiler_options
 #: (FLUSH); an evaluation error (ERROR); the queue is wide enough for a
 #: larger batch (NEED_BATCH); more than `max_states` states (TOO_MANY).
 RUNNING, NEED_STEP, NEED_STORE, FLUSH, ERROR, NEED_BATCH, TOO_MANY = range(7)
+#: A short step (`make_loop`'s `short`) could not take the queue's first
+#: state: the full step takes over (never seen outside the loop).
+SHORT_STUCK = 7
+#: The loop without short steps has taken `NARROW_TRIPS` full steps in a row
+#: on a queue a short step would hold: the host switches to the loop with
+#: short steps (which compiles a second step, so only where it pays).
+NARROW_LEVELS = 8
+NARROW_TRIPS = 256
 #: A step whose buffers hold fewer than `batch // NARROW` queued states asks
 #: for larger ones (states with many successors would otherwise take
 #: thousands of narrow steps).
@@ -74,6 +82,7 @@ class Carry(NamedTuple):
     # the first state or, starved, `batch // NARROW` states); those of the
     # states it takes; those of the first state alone
     need: jax.Array
+    narrow: jax.Array  # int32: full steps in a row on a short queue
 
 
 def _counts(prog: Program, G, valid):
@@ -158,19 +167,52 @@ def _entries(prog: Program, caps: Caps, valid_c, b_c, cbm, P, D, BAD):
     return valid, total, ch, b, prob, delta, bad, code
 
 
-def make_loop(prog: Program, caps: Caps, opts: tuple):
+def short_caps(caps: Caps, short: tuple[int, int, int] | None) -> Caps | None:
+    """The step buffers for a short queue (`short`: states, choices,
+    entries), None where they would not be smaller than `caps`' own."""
+    if short is None:
+        return None
+    b, c, e = short
+    if b >= caps.batch and c >= caps.choices and e >= caps.entries:
+        return None
+    return caps._replace(
+        batch=min(b, caps.batch), choices=min(c, caps.choices),
+        entries=min(e, caps.entries),
+    )  # fmt: skip
+
+
+def make_loop(
+    prog: Program,
+    caps: Caps,
+    opts: tuple,
+    short: Caps | None = None,
+    watch: int | None = None,
+):
     """The jitted loop `run(carry, values) -> carry` for these capacities
     (`values`: `prog.values` or those of a program with the same
     `signature`); `opts`:
     `(prob_checks, max_states or -1, may_grow_batch, bounded,
     may_grow_step)` (`bounded`: the state store holds every valuation of the
     variables, so it cannot overflow; `may_grow_step`: ask for larger step
-    buffers where they hold less than `1 / NARROW` of a step)."""
+    buffers where they hold less than `1 / NARROW` of a step).
+
+    `short` (`short_caps`): smaller step buffers (the output and the state
+    store as in `caps`) for a queue of at most `short.batch` states: a step
+    costs in proportion to its buffers, so deep, narrow state spaces (a BFS
+    level of a few states, as brp's) take a short step per level instead of
+    a full one. Where the short buffers cannot hold the queue's first state
+    the full step runs in the same trip. The numbering is the same (any
+    prefix of the queue numbers its successors as one step would). `watch`
+    (without `short`): stop with `NARROW_LEVELS` after `NARROW_TRIPS` full
+    steps in a row on a queue of at most `watch` states."""
     prob_checks, max_states, may_grow_batch, bounded, may_grow_step = opts
     check_sums = prog.mt != ModelType.CTMC and prob_checks
-    B = caps.batch
 
-    def step(values, s: Carry) -> Carry:
+    def step(values, s: Carry, caps: Caps = caps, full: bool = True):
+        """One step with buffers `caps`; with `full` False (a short step)
+        it never asks for larger buffers or batches, and stops with
+        `SHORT_STUCK` where it cannot take the queue's first state."""
+        B = caps.batch
         found = s.table.size
         rows = jnp.arange(B, dtype=jnp.int32)
         queued = rows < found - s.done
@@ -189,18 +231,29 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
         take = jnp.sum(fits, dtype=jnp.int32)
         last = jnp.maximum(take_local - 1, 0)
         first = 0
-        status = jnp.where(take_local == 0, NEED_STEP, RUNNING)
-        if may_grow_step:
+        # (an empty queue: the full step after the short ones commits nothing)
+        stuck = (take_local == 0) & (found > s.done)
+        if full:
+            status = jnp.where(stuck, NEED_STEP, RUNNING)
+        else:
+            status = jnp.where(stuck, SHORT_STUCK, RUNNING)
+        if may_grow_step and full:
             n_queued = jnp.minimum(found - s.done, B)
             want = jnp.clip(jnp.minimum(n_queued, B // NARROW), 1, B)
-            first = jnp.where(take_local < want, want - 1, 0)
-            status = jnp.where(take_local < want, NEED_STEP, status)
+            starved = (take_local < want) & (found > s.done)
+            first = jnp.where(starved, want - 1, 0)
+            status = jnp.where(starved, NEED_STEP, status)
         need = jnp.stack([ch_s[first], en_s[first], ch_s[last], en_s[last],
                           ch_s[0], en_s[0]])  # fmt: skip
-        short = (status == RUNNING) & (take_store < take_local)
-        status = jnp.where(short, NEED_STORE, status)
+        # (the full step after short ones that stopped the loop keeps their
+        # outcome and commits nothing)
+        held = s.status != RUNNING
+        status = jnp.where(held, s.status, status)
+        need = jnp.where(held, s.need, need)
+        no_room = (status == RUNNING) & (take_store < take_local)
+        status = jnp.where(no_room, NEED_STORE, status)
         status = jnp.where((status == RUNNING) & (take < take_local), FLUSH, status)
-        if may_grow_batch:
+        if may_grow_batch and full:
             wide = found - s.done >= 4 * B
             status = jnp.where((status == RUNNING) & wide, NEED_BATCH, status)
 
@@ -245,6 +298,12 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
             if max_states >= 0:
                 after = jnp.where(table.size > max_states, TOO_MANY, after)
             after = jnp.where(status == RUNNING, after, status)
+            narrow = s.narrow
+            if watch is not None and full:
+                few = (found - s.done <= watch) & (take > 0)
+                narrow = jnp.where(few, s.narrow + 1, 0)
+                trips = (after == RUNNING) & (narrow >= NARROW_TRIPS)
+                after = jnp.where(trips, NARROW_LEVELS, after)
             return Carry(
                 table, keys, level, s.done + take, s.choice_base,
                 s.c_src.at[at].set(src, mode="drop"),
@@ -256,17 +315,33 @@ def make_loop(prog: Program, caps: Caps, opts: tuple):
                 s.h_src.at[hat].set(s.done + b_c, mode="drop"),
                 s.h_vec.at[hat].set(v_c, mode="drop"),
                 s.n_choice + n_c,
-                after.astype(jnp.int32), need,
+                after.astype(jnp.int32), need, narrow,
             )  # fmt: skip
 
         return go(s)
+
+    def body(values, s: Carry) -> Carry:
+        if short is None:
+            return step(values, s)
+
+        # Short steps while the queue is short (a loop of its own, not a
+        # `lax.cond`, whose branches would copy the loop's buffers), then one
+        # full step: for a wide queue, or a first state the short buffers
+        # cannot hold (that short step committed nothing).
+        def few(s):
+            queue = s.table.size - s.done
+            return (s.status == RUNNING) & (queue > 0) & (queue <= short.batch)
+
+        s = jax.lax.while_loop(few, partial(step, values, caps=short, full=False), s)
+        s = s._replace(status=jnp.where(s.status == SHORT_STUCK, RUNNING, s.status))
+        return step(values, s)
 
     def cond(s: Carry):
         return (s.status == RUNNING) & (s.done < s.table.size)
 
     @partial(jax.jit, compiler_options=compiler_options())
     def run(s: Carry, values) -> Carry:
-        return jax.lax.while_loop(cond, partial(step, values), s)
+        return jax.lax.while_loop(cond, partial(body, values), s)
 
     return run
 
@@ -298,6 +373,7 @@ def empty_carry(caps: Caps, w: int) -> Carry:
         z32,
         z32,
         jnp.zeros(6, jnp.int32),
+        z32,
     )
 
 
