@@ -33,6 +33,7 @@ from ..solvers import (
     value_iteration,
 )
 from .device import DeviceModel, note_layout
+from .host_system import host_system
 from .matrices import (
     host_structure,
     layout_name,
@@ -95,7 +96,13 @@ def solve_fixed(
             hint="use method='jacobi' or 'power' with fp32, or precision fp64",
         )
     kind = device_model.kind
-    host = host_structure(model, M)
+    system = None
+    if M is None and criterion == "sound" and not model.is_nondeterministic:
+        # (the model's own system: what depends on the model alone is kept)
+        system = host_system(model)
+        if probs is not system.probs:
+            system = None
+    host = host_structure(model, M) if system is None else system.host
     if M is None:
         M = device_model.sparse()
     maybe = np.asarray(maybe, dtype=bool)
@@ -131,6 +138,7 @@ def solve_fixed(
             rank=rank,
             criterion=criterion,
             positive=positive,
+            system=system,
         )
     return note_layout(out, device_model)
 
@@ -152,10 +160,11 @@ def _solve_masked(
     rank=None,
     criterion="change",
     positive=False,
+    system=None,
 ):
     soc, rows, cols, indptr = host
     n = M.n_states
-    state_row = soc[rows]
+    state_row = soc[rows] if system is None else system.state_row
     data = np.where(maybe[state_row], probs, 0.0)
     bb = np.where(maybe[soc], b, fixed[soc])
     x0 = fixed
@@ -180,7 +189,7 @@ def _solve_masked(
         return solve_sound(
             M, kind, host, probs, data, maybe, fixed, bb, method,
             dict(kw, precision=precision, positive=positive), vec, mat, rank,
-            auto_ok,
+            auto_ok, system,
         )  # fmt: skip
     if method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)

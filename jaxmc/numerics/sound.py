@@ -57,7 +57,7 @@ from ..solvers import (
     topological_order,
 )
 from .bounds import reward_upper_bound
-from .graph import backward_reach
+from .graph import backward_reach, exists_reach
 from .matrices import layout_name, square_matrix, undo_order
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
 from .result import Attempt, NumericResult
@@ -123,21 +123,24 @@ def residual_bounds(A, bb, x, maybe, steps):
 
 
 def solve_sound(
-    M, kind, host, probs, data, maybe, fixed, bb, method, kw, vec, mat, rank, auto_ok
-) -> NumericResult:
+    M, kind, host, probs, data, maybe, fixed, bb, method, kw, vec, mat, rank, auto_ok,
+    system=None,
+) -> NumericResult:  # fmt: skip
     """The certified solve of `x = bb + P x` on `maybe` (`fixed`
     elsewhere); arguments as `fixed_point._solve_masked` prepares them
-    (`data`: the masked entry values, `bb`: per-state constants)."""
+    (`data`: the masked entry values, `bb`: per-state constants; `system`:
+    the model's `host_system.HostSystem` where `probs` are its
+    probabilities, whose model-level data the host passes then use)."""
     soc, rows, cols, indptr = host
     kw = dict(kw)
     precision = kw.pop("precision", "fp64")
     positive = kw.pop("positive", False)  # (no unknown is 0: nothing to search)
     n = M.n_states
-    state_row = soc[rows]
+    state_row = soc[rows] if system is None else system.state_row
     zero = (
         np.zeros(n, dtype=bool)
         if positive
-        else _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed)
+        else _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system)
     )
     if zero.any():
         # (exactly 0: no positive constant is reachable; as unknowns they
@@ -147,6 +150,19 @@ def solve_sound(
         if not maybe.any():
             name = "jacobi" if method == AUTO else method  # (as `solve_fixed`)
             return NumericResult(values=fixed.copy(), method=name, bound=0.0)
+    built = {}
+
+    def host_A():
+        """The masked system's host matrix (`methods.host_matrix`), made
+        once per solve (from the model's cached one where there is one)."""
+        if "A" not in built:
+            built["A"] = (
+                host_matrix(n, data, state_row, cols)
+                if system is None
+                else system.masked(maybe)
+            )
+        return built["A"]
+
     attempts: list[Attempt] = []
     name = method
     warm = None
@@ -155,11 +171,13 @@ def solve_sound(
     krylov = None
     gs_order = None  # the order of a Gauss-Seidel solve that converged
     if method == AUTO:
-        A_host, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
+        A_host, order = auto_linear(
+            n, data, state_row, cols, maybe, auto_ok, system=system
+        )
         name = "sound_value_iteration"
         if A_host is None and precision == "fp64":
-            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
-                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
+            krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
+                             mat, rank, attempts, host_A)  # fmt: skip
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
             if krylov is None or (attempts and attempts[-1].method == "bicgstab"):
@@ -169,8 +187,9 @@ def solve_sound(
                 # graph allows it, whatever the backend, before sound value
                 # iteration (which needs as many sweeps as the chains are long).
                 A_host, order = auto_linear(
-                    n, data, state_row, cols, maybe, auto_ok, fallback=True
-                )
+                    n, data, state_row, cols, maybe, auto_ok, fallback=True,
+                    system=system,
+                )  # fmt: skip
                 if A_host is not None:
                     krylov = None
                     attempts[-1] = dataclasses.replace(
@@ -192,7 +211,7 @@ def solve_sound(
                 gs_order = order
     elif method in ("gauss_seidel", "bicgstab"):
         if method == "gauss_seidel":
-            A_host = host_matrix(n, data, state_row, cols)
+            A_host = host_A()
             order = topological_order(A_host)
             sol = gauss_seidel(A_host, bb, fixed, order=order, **dict(kw, throw=False))
             status = Status(int(sol.status))
@@ -207,8 +226,8 @@ def solve_sound(
                 )  # fmt: skip
                 name = "sound_value_iteration"
         else:
-            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
-                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
+            krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
+                             mat, rank, attempts, host_A)  # fmt: skip
             name = "sound_value_iteration"
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
@@ -228,8 +247,9 @@ def solve_sound(
         )  # fmt: skip
     if warm is not None:
         res = _certify_host(
-            A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
-        )
+            A_host if A_host is not None else host_A(), bb, warm, maybe, host, probs,
+            kw,
+        )  # fmt: skip
         if res is None and gs_order is not None:
             # (the layered bound on the expected steps is loose on long
             # chains; Gauss-Seidel in the same order solves them too)
@@ -248,12 +268,11 @@ def solve_sound(
                     layout_name(A), note="a sparse direct solve took over")
         )  # fmt: skip
         pre_iters += int(sol.iterations)
-        x, w, A_host = _direct(n, data, state_row, cols, bb, maybe, fixed)
+        A_host = host_A()
+        x, w = _direct(A_host, bb, maybe, fixed)
         res = _certify_steps(A_host, bb, x, maybe, w, kw)
         if res is None:
-            res = _certify_host(
-                A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw
-            )
+            res = _certify_host(A_host, bb, x, maybe, host, probs, kw)
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
@@ -273,11 +292,12 @@ def solve_sound(
     )  # fmt: skip
 
 
-def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, mat,
-            rank, attempts):  # fmt: skip
+def _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec, mat, rank,
+            attempts, host_A):  # fmt: skip
     """BiCGStab on the device for `x` (`(I - P) x = bb`, to the tight
     residual) and, where its residual leaves room for a certificate, for
-    `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it).
+    `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it);
+    `host_A()` gives the masked system's host matrix.
     `(x, iterations, w or None, layout, host matrix)`, or None where the
     first solve gave no finite iterate; a solve that stops short is
     recorded in `attempts` (and `w` is then None)."""
@@ -305,7 +325,7 @@ def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, m
         attempts.append(Attempt("bicgstab", status, iters, res, note="its iterate "
                                 "is the start of sound value iteration"))  # fmt: skip
         return x, iters, None, lay, None
-    H = host_matrix(n, data, state_row, cols)
+    H = host_A()
     # (every state needs at least one step: where even that cannot meet
     # the criterion, the expected steps are not worth a solve)
     rho = _residual_max(H, bb, x, maybe)
@@ -367,16 +387,28 @@ def _certify_steps(A, bb, x, maybe, w, kw):
     return lo, hi
 
 
-def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed) -> np.ndarray:
+def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
     """The unknowns whose value is exactly 0: no positive constant (`bb`,
     per choice) and no entry into a known positive value (`fixed`) is
     reachable from them through the unknowns (all False if a constant or
-    a known value is negative or NaN)."""
+    a known value is negative or NaN). With `system` (the model's
+    `HostSystem`): the model's graph search (`graph.exists_reach`: on the
+    device where the graph searches run there), no pass over the entries
+    where the known values are all non-negative."""
     none = np.zeros(n, dtype=bool)
+    if not (bb[maybe[soc]] >= 0).all():
+        return none  # (negative or NaN: errors are raised downstream)
+    if system is not None and (fixed[~maybe] >= 0).all():
+        target = np.zeros(n, dtype=bool)
+        target[soc[(bb > 0) & maybe[soc]]] = True
+        if target[maybe].all():
+            return none
+        target |= ~maybe & (fixed > 0)
+        return maybe & ~exists_reach(system.model, target, maybe)
     live = data != 0
     out = live & ~maybe[cols]
-    if not (bb[maybe[soc]] >= 0).all() or not (fixed[cols[out]] >= 0).all():
-        return none  # (negative or NaN: errors are raised downstream)
+    if not (fixed[cols[out]] >= 0).all():
+        return none
     src = np.zeros(n, dtype=bool)
     src[soc[(bb > 0) & maybe[soc]]] = True
     src[state_row[out & (fixed[cols] > 0)]] = True
@@ -400,10 +432,8 @@ def _gs_steps(A, maybe, order, kw):
     return np.asarray(sol.value, np.float64)
 
 
-def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw):
+def _certify_host(A_host, bb, x, maybe, host, probs, kw):
     """Residual bounds on `x` if they meet the criterion, else None."""
-    if A_host is None:
-        A_host = host_matrix(n, data, state_row, cols)
     soc, rows, hcols, _ = host
     steps = _steps_bound(soc, rows, hcols, probs, maybe)
     res = residual_bounds(A_host, bb, x, maybe, steps)
@@ -412,15 +442,15 @@ def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, k
     return res
 
 
-def _direct(n, data, state_row, cols, bb, maybe, fixed):
-    """`x` by a sparse LU of the system on `maybe`, `w` (the expected
-    steps to leave `maybe`, the certificate's candidate, or None) from the
-    same factors, and the host matrix."""
+def _direct(P, bb, maybe, fixed):
+    """`x` by a sparse LU of the system on `maybe` (`P` its host matrix)
+    and `w` (the expected steps to leave `maybe`, the certificate's
+    candidate, or None) from the same factors."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
+    n = len(maybe)
     idx = np.nonzero(maybe)[0]
-    P = host_matrix(n, data, state_row, cols)
     rhs = bb[idx] + P[idx][:, ~maybe] @ fixed[~maybe]
     S = sp.identity(len(idx), format="csc") - P[idx][:, idx].tocsc()
     x, w = fixed.copy(), np.zeros(n)
@@ -428,10 +458,10 @@ def _direct(n, data, state_row, cols, bb, maybe, fixed):
         lu = spla.splu(S)
     except RuntimeError:  # (exactly singular: no certificate from it)
         x[idx] = spla.spsolve(S, rhs)
-        return x, None, P
+        return x, None
     x[idx] = lu.solve(rhs)
     w[idx] = lu.solve(np.ones(len(idx)))
-    return x, w, P
+    return x, w
 
 
 def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method, kw,
