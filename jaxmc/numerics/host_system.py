@@ -10,6 +10,9 @@ on a built model) does no O(transitions) host pass for it:
   positive entries only (`csr`): the masked system's host matrix of a check
   (`masked(maybe)`, the rows outside `maybe` dropped) is sliced from it
   without a sort, and equals `methods.host_matrix` of the masked values;
+- the rows the residual certificate reads (`rows`: the whole system's,
+  whose rows of `maybe` are the masked system's), on the device for large
+  systems on an accelerator (`certificate.DeviceRows`);
 - the strongly connected components of the whole graph (`scc`) and its back
   edges (an entry to a state numbered before its own), from which
   `auto(maybe, gate)`, the structural test of `methods.auto_linear`,
@@ -36,7 +39,7 @@ import scipy.sparse as sp
 
 from ..explore.model import ExplicitModel
 from ..solvers import scc_labels, topological_order
-from . import methods
+from . import certificate, methods
 from .transitions import probabilities
 
 
@@ -77,6 +80,7 @@ class HostSystem:
         self._csr = None
         self._scc = None
         self._back = None
+        self._rows: dict = {}
         self._memo: OrderedDict = OrderedDict()
         self.built = {"csr": 0, "scc": 0, "back": 0}  # (how often: tests)
 
@@ -104,6 +108,16 @@ class HostSystem:
         return sp.csr_matrix(
             (A.data[keep], A.indices[keep], indptr), shape=A.shape, copy=False
         )
+
+    def rows(self):
+        """The whole system's rows for the certificate (`certificate`: on
+        the device where `certificate.use_device` says so), made once."""
+        A = self.csr()[0]
+        where = "device" if certificate.use_device(A.nnz) else "host"
+        if where not in self._rows:
+            make = certificate.DeviceRows if where == "device" else certificate.HostRows
+            self._rows[where] = make(A)
+        return self._rows[where]
 
     def scc(self):
         """`(count, labels, sizes)` of the whole graph's components."""

@@ -57,6 +57,13 @@ from ..solvers import (
     topological_order,
 )
 from .bounds import reward_upper_bound
+from .certificate import (
+    HostRows,
+    certify_steps,
+    residual_bounds,
+    residual_max,
+    within,
+)
 from .graph import backward_reach, exists_reach
 from .matrices import layout_name, square_matrix, undo_order
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
@@ -96,30 +103,6 @@ def _steps_bound(soc, rows, cols, probs, maybe) -> float:
             )
     except ModelCheckingError:
         return float(np.inf)
-
-
-def _within(lo, hi, maybe, epsilon, relative) -> bool:
-    half = 0.5 * (hi - lo)[maybe]
-    if relative:
-        return bool(np.all(half <= epsilon * np.abs(lo[maybe])))
-    return bool(np.all(half <= epsilon))
-
-
-def residual_bounds(A, bb, x, maybe, steps):
-    """`(lower, upper)` from the residual of `x` (`A` the host matrix of
-    the masked system, with the diagonal), or None if they are not
-    finite."""
-    r = np.where(maybe, bb + A @ x - x, 0.0)
-    err = float(np.max(np.abs(r), initial=0.0)) * steps
-    # (the residual's own rounding: a few units in the last place of x)
-    err += 4.0 * np.finfo(np.float64).eps * float(np.max(np.abs(x), initial=0.0))
-    if not np.isfinite(err):
-        return None
-    # (outward by at least one unit in the last place, so that the bounds
-    # are not rounded back onto x)
-    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
-    hi = np.maximum(x + err, np.nextafter(x, np.inf))
-    return np.where(maybe, lo, x), np.where(maybe, hi, x)
 
 
 def solve_sound(
@@ -163,6 +146,11 @@ def solve_sound(
             )
         return built["A"]
 
+    def cert_rows():
+        """The rows the certificate reads (those of `maybe` are the masked
+        system's): the model's, kept with it, where there is a system."""
+        return HostRows(host_A()) if system is None else system.rows()
+
     attempts: list[Attempt] = []
     name = method
     warm = None
@@ -177,7 +165,7 @@ def solve_sound(
         name = "sound_value_iteration"
         if A_host is None and precision == "fp64":
             krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
-                             mat, rank, attempts, host_A)  # fmt: skip
+                             mat, rank, attempts, cert_rows)  # fmt: skip
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
             if krylov is None or (attempts and attempts[-1].method == "bicgstab"):
@@ -227,7 +215,7 @@ def solve_sound(
                 name = "sound_value_iteration"
         else:
             krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
-                             mat, rank, attempts, host_A)  # fmt: skip
+                             mat, rank, attempts, cert_rows)  # fmt: skip
             name = "sound_value_iteration"
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
@@ -235,8 +223,7 @@ def solve_sound(
         warm = None
     extra = {"precision": precision, "criterion": "sound"}
     if krylov is not None and krylov[2] is not None and warm is not None:
-        A_host = krylov[4]
-        res = _certify_steps(A_host, bb, warm, maybe, krylov[2], kw)
+        res = certify_steps(krylov[4], bb, warm, maybe, krylov[2], kw)
         if res is not None:
             extra.update(layout=krylov[3], certificate="residual")
             return _result(warm, *res, maybe, pre_iters, "bicgstab", extra, attempts)
@@ -247,14 +234,14 @@ def solve_sound(
         )  # fmt: skip
     if warm is not None:
         res = _certify_host(
-            A_host if A_host is not None else host_A(), bb, warm, maybe, host, probs,
-            kw,
+            A_host if A_host is not None else cert_rows(), bb, warm, maybe, host,
+            probs, kw,
         )  # fmt: skip
         if res is None and gs_order is not None:
             # (the layered bound on the expected steps is loose on long
             # chains; Gauss-Seidel in the same order solves them too)
             w = _gs_steps(A_host, maybe, gs_order, kw)
-            res = _certify_steps(A_host, bb, warm, maybe, w, kw)
+            res = certify_steps(A_host, bb, warm, maybe, w, kw)
         if res is not None:
             lo, hi = res
             extra.update(layout="host", precision="fp64", certificate="residual")
@@ -270,7 +257,7 @@ def solve_sound(
         pre_iters += int(sol.iterations)
         A_host = host_A()
         x, w = _direct(A_host, bb, maybe, fixed)
-        res = _certify_steps(A_host, bb, x, maybe, w, kw)
+        res = certify_steps(A_host, bb, x, maybe, w, kw)
         if res is None:
             res = _certify_host(A_host, bb, x, maybe, host, probs, kw)
         if res is not None:
@@ -293,12 +280,13 @@ def solve_sound(
 
 
 def _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec, mat, rank,
-            attempts, host_A):  # fmt: skip
+            attempts, cert_rows):  # fmt: skip
     """BiCGStab on the device for `x` (`(I - P) x = bb`, to the tight
     residual) and, where its residual leaves room for a certificate, for
     `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it);
-    `host_A()` gives the masked system's host matrix.
-    `(x, iterations, w or None, layout, host matrix)`, or None where the
+    `cert_rows()` gives the rows the certificate reads
+    (`certificate.Rows`).
+    `(x, iterations, w or None, layout, certificate rows)`, or None where the
     first solve gave no finite iterate; a solve that stops short is
     recorded in `attempts` (and `w` is then None)."""
     n = M.n_states
@@ -325,10 +313,10 @@ def _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec, mat, rank,
         attempts.append(Attempt("bicgstab", status, iters, res, note="its iterate "
                                 "is the start of sound value iteration"))  # fmt: skip
         return x, iters, None, lay, None
-    H = host_A()
+    H = cert_rows()
     # (every state needs at least one step: where even that cannot meet
     # the criterion, the expected steps are not worth a solve)
-    rho = _residual_max(H, bb, x, maybe)
+    rho = residual_max(H, bb, x, maybe)
     room = float(kw["epsilon"]) * (np.abs(x[maybe]) if kw["relative"] else 1.0)
     if not np.all(rho <= room):
         return x, iters, None, lay, H
@@ -339,52 +327,6 @@ def _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec, mat, rank,
                                 "expected steps did not converge"))  # fmt: skip
         w = None
     return x, iters, w, lay, H
-
-
-def _residual_max(A, bb, x, maybe) -> float:
-    """An upper bound on `max |bb + A x - x|` over `maybe`, the rounding of
-    its computation included."""
-    eps = float(np.finfo(np.float64).eps)
-    k = np.diff(A.indptr).astype(np.float64)
-    r = bb + A @ x - x
-    slack = (k + 4.0) * eps * (np.abs(bb) + abs(A) @ np.abs(x) + np.abs(x))
-    return float(np.max(np.where(maybe, np.abs(r) + slack, 0.0), initial=0.0))
-
-
-def steps_supersolution(A, maybe, w):
-    """Per-state upper bounds `s` on the expected number of steps to leave
-    `maybe` (`A`: the host matrix of the masked system), from a candidate
-    `w` (e.g. a solution of `(I - P) w = 1`), or None: `s = alpha w` with
-    `s >= 1 + P s` on `maybe` checked with an allowance for the rounding of
-    the product; then every solution `T` of `T = 1 + P T` is at most `s`."""
-    eps = float(np.finfo(np.float64).eps)
-    w = np.where(maybe, np.maximum(np.nan_to_num(w, nan=0.0), 0.0), 0.0)
-    Pw = A @ w
-    k = np.diff(A.indptr).astype(np.float64)
-    gap = (w - Pw) - (k + 8.0) * eps * (w + Pw)
-    if not np.all(gap[maybe] > 0):
-        return None
-    alpha = float(np.max(1.0 / gap[maybe], initial=0.0)) * (1.0 + 16.0 * eps)
-    return np.where(maybe, alpha * w, 0.0) * (1.0 + 16.0 * eps)
-
-
-def _certify_steps(A, bb, x, maybe, w, kw):
-    """Per-state residual bounds on `x` from the expected steps' super-
-    solution made of `w` (`steps_supersolution`), if they meet the
-    criterion, else None: the error `e` of `x` solves `e = r + P e` with `r`
-    the residual, so `|e| <= max|r| s`."""
-    s = None if w is None else steps_supersolution(A, maybe, w)
-    if s is None:
-        return None
-    err = _residual_max(A, bb, x, maybe) * s * (1.0 + 1e-9)
-    if not np.all(np.isfinite(err)):
-        return None
-    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
-    hi = np.maximum(x + err, np.nextafter(x, np.inf))
-    lo, hi = np.where(maybe, lo, x), np.where(maybe, hi, x)
-    if not _within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
-        return None
-    return lo, hi
 
 
 def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
@@ -421,7 +363,7 @@ def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
 
 def _gs_steps(A, maybe, order, kw):
     """The expected steps to leave `maybe` (`w = 1 + P w` there) by
-    Gauss-Seidel in `order`, the candidate of `_certify_steps`, or None if
+    Gauss-Seidel in `order`, the candidate of `certify_steps`, or None if
     it does not converge within the budget of `AUTO`'s Gauss-Seidel."""
     budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
     one = maybe.astype(np.float64)
@@ -437,7 +379,7 @@ def _certify_host(A_host, bb, x, maybe, host, probs, kw):
     soc, rows, hcols, _ = host
     steps = _steps_bound(soc, rows, hcols, probs, maybe)
     res = residual_bounds(A_host, bb, x, maybe, steps)
-    if res is None or not _within(*res, maybe, kw["epsilon"], kw["relative"]):
+    if res is None or not within(*res, maybe, kw["epsilon"], kw["relative"]):
         return None
     return res
 
