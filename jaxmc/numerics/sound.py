@@ -22,14 +22,17 @@ almost surely (the 0/1 and infinite-reward precomputations make it so).
 - `gauss_seidel` / `bicgstab`: the method as asked (BiCGStab to the tight
   residual of `AUTO`), its result then certified.
 
-A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first on the
-host from its residual: the error `e = v - x` solves `e = r + P e` with
-`r = b + P x - x`, so `|e| <= max|r| * T` where `T` bounds the expected
-number of steps to leave `maybe`: the Baier et al. bound of
-`jaxmc.numerics.bounds` with reward 1 per step, or, after a BiCGStab
+A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first from
+its residual (`jaxmc.numerics.certificate`: on the host, or for a model's
+own large system on an accelerator on the device, reading the model's
+whole system kept with it, `jaxmc.numerics.host_system`): the error
+`e = v - x` solves `e = r + P e` with `r = b + P x - x`, so
+`|e| <= max|r| * T` where `T` bounds the expected number of steps to
+leave `maybe`: the Baier et al. bound of `jaxmc.numerics.bounds` with
+reward 1 per step, or, after a BiCGStab
 solve, a super-solution `s >= 1 + P s` made from the solution `w` of
-`(I - P) w = 1` (`steps_supersolution`: `s = alpha w`, the inequality
-checked on the host with a rounding allowance; then `T <= s` per state,
+`(I - P) w = 1` (`certificate.steps_supersolution`: `s = alpha w`, the
+inequality checked with a rounding allowance; then `T <= s` per state,
 and the bound is per state too: `|e| <= max|r| s`); after Gauss-Seidel,
 where the layered bound is too loose (it underflows on long chains), `w`
 by Gauss-Seidel in the same order. Where the bound is
