@@ -33,22 +33,33 @@ CERTIFY_DEVICE_MIN_ENTRIES = 1 << 20
 
 class HostRows:
     """The rows of a host (scipy CSR) matrix: `A @ v`, `|A| @ v` (`|A|`
-    made once, unless the entries are non-negative) and the entries per
-    row `k`."""
+    made once, unless the entries are non-negative: `nonneg`, or found
+    here) and the entries per row `k`. With `idx`, `A` holds those rows of
+    a square matrix only (in order): the products and `k` are 0 on the
+    other rows (which the certificate does not read)."""
 
-    def __init__(self, A):
-        self.A = A
-        self.k = np.diff(A.indptr).astype(np.float64)
+    def __init__(self, A, idx=None, nonneg=None):
+        self.A, self.idx, self.nonneg = A, idx, nonneg
+        self.k = self._spread(np.diff(A.indptr).astype(np.float64))
         self._abs = None
 
+    def _spread(self, y):
+        if self.idx is None:
+            return y
+        out = np.zeros(self.A.shape[1])
+        out[self.idx] = y
+        return out
+
     def mv(self, v):
-        return self.A @ v
+        return self._spread(self.A @ v)
 
     def absmv(self, v):
         if self._abs is None:
-            nonneg = self.A.data.size == 0 or bool(self.A.data.min() >= 0)
+            nonneg = self.nonneg
+            if nonneg is None:
+                nonneg = self.A.data.size == 0 or bool(self.A.data.min() >= 0)
             self._abs = self.A if nonneg else abs(self.A)
-        return self._abs @ v
+        return self._spread(self._abs @ v)
 
 
 def rows_of(A):

@@ -10,9 +10,9 @@ on a built model) does no O(transitions) host pass for it:
   positive entries only (`csr`): the masked system's host matrix of a check
   (`masked(maybe)`, the rows outside `maybe` dropped) is sliced from it
   without a sort, and equals `methods.host_matrix` of the masked values;
-- the rows the residual certificate reads (`rows`: the whole system's,
-  whose rows of `maybe` are the masked system's), on the device for large
-  systems on an accelerator (`certificate.DeviceRows`);
+- the rows the residual certificate reads (`rows`: the whole system's
+  rows of `maybe`, which are the masked system's), for large systems on an
+  accelerator the whole system on the device (`certificate.DeviceRows`);
 - the strongly connected components of the whole graph (`scc`) and its back
   edges (an entry to a state numbered before its own), from which
   `auto(maybe, gate)`, the structural test of `methods.auto_linear`,
@@ -80,7 +80,8 @@ class HostSystem:
         self._csr = None
         self._scc = None
         self._back = None
-        self._rows: dict = {}
+        self._device_rows = None
+        self._nonneg = None
         self._memo: OrderedDict = OrderedDict()
         self.built = {"csr": 0, "scc": 0, "back": 0}  # (how often: tests)
 
@@ -109,15 +110,20 @@ class HostSystem:
             (A.data[keep], A.indices[keep], indptr), shape=A.shape, copy=False
         )
 
-    def rows(self):
-        """The whole system's rows for the certificate (`certificate`: on
-        the device where `certificate.use_device` says so), made once."""
+    def rows(self, maybe):
+        """The rows the certificate reads for `maybe` (`certificate`): the
+        whole system on the device where `certificate.use_device` says so
+        (made once), else the host matrix's rows of `maybe`, those of the
+        masked system (sliced, no sort)."""
         A = self.csr()[0]
-        where = "device" if certificate.use_device(A.nnz) else "host"
-        if where not in self._rows:
-            make = certificate.DeviceRows if where == "device" else certificate.HostRows
-            self._rows[where] = make(A)
-        return self._rows[where]
+        if certificate.use_device(A.nnz):
+            if self._device_rows is None:
+                self._device_rows = certificate.DeviceRows(A)
+            return self._device_rows
+        if self._nonneg is None:
+            self._nonneg = A.data.size == 0 or bool(A.data.min() >= 0)
+        idx = np.flatnonzero(maybe)
+        return certificate.HostRows(A[idx], idx, nonneg=self._nonneg)
 
     def scc(self):
         """`(count, labels, sizes)` of the whole graph's components."""

@@ -151,8 +151,11 @@ def solve_sound(
 
     def cert_rows():
         """The rows the certificate reads (those of `maybe` are the masked
-        system's): the model's, kept with it, where there is a system."""
-        return HostRows(host_A()) if system is None else system.rows()
+        system's; from the model's, kept with it, where there is a system),
+        once per solve."""
+        if "rows" not in built:
+            built["rows"] = HostRows(host_A()) if system is None else system.rows(maybe)
+        return built["rows"]
 
     attempts: list[Attempt] = []
     name = method
