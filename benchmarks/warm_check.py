@@ -7,7 +7,8 @@ and `--repeat` warm checks of the same property (and, with `--also PROP`,
 one of another property of the model, cold for that property). Each device
 solve loop (the long-run Krylov, Jacobi and value iterations, the sound
 linear solves' BiCGStab and value iteration, their residual certificate
-where it runs on the device, the graph searches on the device) is wrapped
+where it runs on the device and their masked values made there, the graph
+searches on the device) is wrapped
 and synchronised (`block_until_ready`), so "device" is the wall time inside
 those calls and "host" (wall less device) the rest of the check: graph
 work, layout conversion, certificates, transfers and Python. Also the
@@ -51,6 +52,7 @@ WRAPPED = (
     ("jaxmc.numerics.certificate", "_residual_kernel"),
     ("jaxmc.numerics.certificate", "_supersolution_kernel"),
     ("jaxmc.numerics.certificate", "_mv_kernel"),
+    ("jaxmc.numerics.host_system", "_masked_values"),
 )
 
 

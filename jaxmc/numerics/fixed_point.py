@@ -165,7 +165,9 @@ def _solve_masked(
     soc, rows, cols, indptr = host
     n = M.n_states
     state_row = soc[rows] if system is None else system.state_row
-    data = np.where(maybe[state_row], probs, 0.0)
+    # (with the model's system the sound solve makes them where it needs
+    # them: on the device for its Krylov solves)
+    data = np.where(maybe[state_row], probs, 0.0) if system is None else None
     bb = np.where(maybe[soc], b, fixed[soc])
     x0 = fixed
     extra = {"precision": precision}
@@ -191,6 +193,8 @@ def _solve_masked(
             dict(kw, precision=precision, positive=positive), vec, mat, rank,
             auto_ok, system,
         )  # fmt: skip
+    if data is None:
+        data = np.where(maybe[state_row], probs, 0.0)
     if method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64

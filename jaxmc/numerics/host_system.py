@@ -6,6 +6,9 @@ on a built model) does no O(transitions) host pass for it:
 - the host structure of the system (`host`, `state_row`) and the entry
   probabilities (`transitions.probabilities`, for a CTMC the embedded
   DTMC's);
+- the probabilities and each entry's state on the device (`device_values`:
+  the masked system's values made there, with no O(transitions) host pass
+  or transfer per check);
 - the system's whole matrix on the host in canonical CSR form, its
   positive entries only (`csr`): the masked system's host matrix of a check
   (`masked(maybe)`, the rows outside `maybe` dropped) is sliced from it
@@ -34,6 +37,8 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
@@ -81,6 +86,7 @@ class HostSystem:
         self._scc = None
         self._back = None
         self._device_rows = None
+        self._device_probs = None
         self._nonneg = None
         self._memo: OrderedDict = OrderedDict()
         self.built = {"csr": 0, "scc": 0, "back": 0}  # (how often: tests)
@@ -124,6 +130,18 @@ class HostSystem:
             self._nonneg = A.data.size == 0 or bool(A.data.min() >= 0)
         idx = np.flatnonzero(maybe)
         return certificate.HostRows(A[idx], idx, nonneg=self._nonneg)
+
+    def device_values(self, maybe):
+        """The probabilities masked to the rows of `maybe` (the masked
+        system's entry values, in the model's entry order) on the device:
+        the probabilities and each entry's state are moved there once, and
+        only `maybe` per check."""
+        if self._device_probs is None:
+            self._device_probs = (
+                jnp.asarray(self.probs),
+                jnp.asarray(self.state_row, jnp.int32),
+            )
+        return _masked_values(*self._device_probs, jnp.asarray(maybe))
 
     def scc(self):
         """`(count, labels, sizes)` of the whole graph's components."""
@@ -186,3 +204,8 @@ class HostSystem:
         if "order" not in memo:
             memo["order"] = _readonly(topological_order(A))
         return A, memo["order"]
+
+
+@jax.jit
+def _masked_values(probs, state_row, maybe):
+    return jnp.where(maybe[state_row], probs, 0.0)

@@ -68,7 +68,7 @@ from .certificate import (
     within,
 )
 from .graph import backward_reach, exists_reach
-from .matrices import layout_name, square_matrix, undo_order
+from .matrices import HOST_BUILT, layout_name, square_matrix, undo_order
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
 from .result import Attempt, NumericResult
 
@@ -114,36 +114,54 @@ def solve_sound(
 ) -> NumericResult:  # fmt: skip
     """The certified solve of `x = bb + P x` on `maybe` (`fixed`
     elsewhere); arguments as `fixed_point._solve_masked` prepares them
-    (`data`: the masked entry values, `bb`: per-state constants; `system`:
-    the model's `host_system.HostSystem` where `probs` are its
-    probabilities, whose model-level data the host passes then use)."""
+    (`data`: the masked entry values, or None: made here where needed,
+    `bb`: per-state constants; `system`: the model's
+    `host_system.HostSystem` where `probs` are its probabilities, whose
+    model-level data the host passes then use, and whose device values the
+    device matrices take)."""
     soc, rows, cols, indptr = host
     kw = dict(kw)
     precision = kw.pop("precision", "fp64")
     positive = kw.pop("positive", False)  # (no unknown is 0: nothing to search)
     n = M.n_states
     state_row = soc[rows] if system is None else system.state_row
+    built = {} if data is None else {"data": data}
+
+    def values():
+        """The masked entry values on the host, made once per solve."""
+        if "data" not in built:
+            built["data"] = np.where(maybe[state_row], probs, 0.0)
+        return built["data"]
+
+    def device_values(kind):
+        """The masked entry values for a device matrix of layout `kind`:
+        made on the device from the model's where there is a system and
+        the layout takes its values there."""
+        if system is not None and kind not in HOST_BUILT:
+            return system.device_values(maybe)
+        return values()
+
     zero = (
         np.zeros(n, dtype=bool)
         if positive
-        else _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system)
+        else _zero_valued(n, values, state_row, cols, maybe, soc, bb, fixed, system)
     )
     if zero.any():
         # (exactly 0: no positive constant is reachable; as unknowns they
         # would leave the relative criterion no room)
         maybe = maybe & ~zero
-        data = np.where(maybe[state_row], data, 0.0)
+        if "data" in built:
+            built["data"] = np.where(maybe[state_row], built["data"], 0.0)
         if not maybe.any():
             name = "jacobi" if method == AUTO else method  # (as `solve_fixed`)
             return NumericResult(values=fixed.copy(), method=name, bound=0.0)
-    built = {}
 
     def host_A():
         """The masked system's host matrix (`methods.host_matrix`), made
         once per solve (from the model's cached one where there is one)."""
         if "A" not in built:
             built["A"] = (
-                host_matrix(n, data, state_row, cols)
+                host_matrix(n, values(), state_row, cols)
                 if system is None
                 else system.masked(maybe)
             )
@@ -165,13 +183,16 @@ def solve_sound(
     krylov = None
     gs_order = None  # the order of a Gauss-Seidel solve that converged
     if method == AUTO:
+        # (with `system` it reads the entries' count only: no values made)
+        entries = probs if system is not None else values()
         A_host, order = auto_linear(
-            n, data, state_row, cols, maybe, auto_ok, system=system
+            n, entries, state_row, cols, maybe, auto_ok, system=system
         )
         name = "sound_value_iteration"
         if A_host is None and precision == "fp64":
-            krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
-                             mat, rank, attempts, cert_rows)  # fmt: skip
+            krylov = _krylov(M, kind, device_values(kind), indptr, cols, maybe,
+                             fixed, bb, kw, vec, mat, rank, attempts,
+                             cert_rows)  # fmt: skip
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
             if krylov is None or (attempts and attempts[-1].method == "bicgstab"):
@@ -181,7 +202,7 @@ def solve_sound(
                 # graph allows it, whatever the backend, before sound value
                 # iteration (which needs as many sweeps as the chains are long).
                 A_host, order = auto_linear(
-                    n, data, state_row, cols, maybe, auto_ok, fallback=True,
+                    n, entries, state_row, cols, maybe, auto_ok, fallback=True,
                     system=system,
                 )  # fmt: skip
                 if A_host is not None:
@@ -220,8 +241,9 @@ def solve_sound(
                 )  # fmt: skip
                 name = "sound_value_iteration"
         else:
-            krylov = _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec,
-                             mat, rank, attempts, cert_rows)  # fmt: skip
+            krylov = _krylov(M, kind, device_values(kind), indptr, cols, maybe,
+                             fixed, bb, kw, vec, mat, rank, attempts,
+                             cert_rows)  # fmt: skip
             name = "sound_value_iteration"
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
@@ -252,7 +274,7 @@ def solve_sound(
             lo, hi = res
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(warm, lo, hi, maybe, pre_iters, name, extra, attempts)
-    sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb,
+    sol, lo, hi, A = _svi(M, kind, values(), indptr, cols, state_row, maybe, fixed, bb,
                           warm, method, kw, vec, mat, rank)  # fmt: skip
     status = Status(int(sol.status))
     if status == Status.MAX_ITERS and int(maybe.sum()) <= DIRECT_MAX_STATES:
@@ -269,7 +291,7 @@ def solve_sound(
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
-        sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed,
+        sol, lo, hi, A = _svi(M, kind, values(), indptr, cols, state_row, maybe, fixed,
                               bb, x, method, kw, vec, mat, rank)  # fmt: skip
         name = "direct"
     sol = check_solution(sol, kw["throw"], "Sound value iteration")
@@ -339,7 +361,8 @@ def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
     """The unknowns whose value is exactly 0: no positive constant (`bb`,
     per choice) and no entry into a known positive value (`fixed`) is
     reachable from them through the unknowns (all False if a constant or
-    a known value is negative or NaN). With `system` (the model's
+    a known value is negative or NaN). `data`: the masked values, or a
+    function that makes them. With `system` (the model's
     `HostSystem`): the model's graph search (`graph.exists_reach`: on the
     device where the graph searches run there), no pass over the entries
     where the known values are all non-negative."""
@@ -353,6 +376,7 @@ def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
             return none
         target |= ~maybe & (fixed > 0)
         return maybe & ~exists_reach(system.model, target, maybe)
+    data = data() if callable(data) else data
     live = data != 0
     out = live & ~maybe[cols]
     if not (fixed[cols[out]] >= 0).all():

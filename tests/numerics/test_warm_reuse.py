@@ -152,6 +152,7 @@ def test_cached_structure_equals_the_per_check_one(text):
     for maybe in _maybe_sets(em, rng, 6):
         data = np.where(maybe[sr], system.probs, 0.0)
         ref = methods.host_matrix(n, data, sr, cols)
+        assert np.array_equal(np.asarray(system.device_values(maybe)), data)
         got = system.masked(maybe)
         assert np.array_equal(ref.indptr, got.indptr)
         assert np.array_equal(ref.indices, got.indices)
