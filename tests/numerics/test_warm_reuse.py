@@ -184,3 +184,37 @@ def test_cached_arrays_are_read_only():
     with pytest.raises(ValueError):
         p[0] = 1.0
     assert em.val.flags.writeable  # (the model's own arrays are untouched)
+
+
+def test_long_run_reward_rates_are_made_once(monkeypatch):
+    from jaxmc.numerics import steady_values
+
+    calls = {"n": 0}
+    real = steady_values.state_sums
+
+    def counting(model, w):
+        calls["n"] += 1
+        return real(model, w)
+
+    monkeypatch.setattr(steady_values, "state_sums", counting)
+    text = """ctmc
+module q
+  n : [0..4] init 0;
+  [up] n<4 -> 2.0 : (n'=n+1);
+  [down] n>0 -> 3.0 : (n'=n-1);
+endmodule
+rewards "ups" [up] true : 1; endrewards
+rewards "both" [up] true : 1; [down] true : 2; n>2 : 1; endrewards
+"""
+    m = jaxmc.load_model_string(text)
+    first = [jaxmc.check(m, f'R{{"{r}"}}=? [ S ]').value for r in ("ups", "both")]
+    again = [jaxmc.check(m, f'R{{"{r}"}}=? [ S ]').value for r in ("ups", "both")]
+    assert calls["n"] == 2 and again == first
+    fresh = jaxmc.load_model_string(text)
+    assert jaxmc.check(fresh, 'R{"both"}=? [ S ]').value == pytest.approx(
+        first[1], rel=1e-12
+    )
+    # the stationary distribution of the birth-death chain: pi_n ~ (2/3)^n
+    pi = (2 / 3) ** np.arange(5)
+    pi /= pi.sum()
+    assert first[0] == pytest.approx(2.0 * pi[:4].sum(), rel=1e-6)
