@@ -22,7 +22,7 @@ from scipy.sparse import csgraph
 
 from ..explore.model import ExplicitModel
 from . import graph_device
-from .transitions import cached
+from .transitions import cached, row_of_entry, state_of_entry
 
 
 # ---------------------------------------------------------------------------
@@ -30,10 +30,13 @@ from .transitions import cached
 
 
 def _entries(model: ExplicitModel):
-    """(state, choice, col) of every positive entry (once per model)."""
+    """(state, choice, col) of every positive entry (once per model; the
+    model's own per-entry arrays where every entry is positive)."""
+    if bool(cached(model, "all_positive", lambda: np.all(model.val > 0))):
+        return state_of_entry(model), row_of_entry(model), model.col
 
     def choices():
-        return model.row_of_entry()[model.val > 0]
+        return row_of_entry(model)[model.val > 0]
 
     c = cached(model, "positive_choice", choices)
     return (

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from ..explore.model import ExplicitModel
 from ..solvers import scc_labels, topological_order
 from . import certificate, methods
-from .transitions import probabilities
+from .transitions import probabilities, row_of_entry, state_of_entry
 
 
 #: How many maybe-sets' structural outcomes (`HostSystem.auto`) are kept
@@ -78,9 +78,9 @@ class HostSystem:
         self._model = weakref.ref(model)
         self.n = model.num_states
         soc = _readonly(model.state_of_choice())
-        rows = _readonly(model.row_of_entry())
+        rows = row_of_entry(model)
         self.host = (soc, rows, _readonly(model.col), _readonly(model.row_ptr))
-        self.state_row = _readonly(soc[rows])
+        self.state_row = state_of_entry(model)
         self.probs = probabilities(model)
         self._csr = None
         self._scc = None
@@ -96,21 +96,21 @@ class HostSystem:
         return self._model()
 
     def csr(self):
-        """`(A, row)`: the whole system's canonical host matrix (positive
-        entries) and the row of each of its entries."""
+        """The whole system's canonical host matrix (positive entries)."""
         if self._csr is None:
             self.built["csr"] += 1
-            A = methods.host_matrix(self.n, self.probs, self.state_row, self.host[2])
-            row = np.repeat(np.arange(self.n), np.diff(A.indptr))
-            self._csr = (A, row)
+            self._csr = methods.host_matrix(
+                self.n, self.probs, self.state_row, self.host[2]
+            )
         return self._csr
 
     def masked(self, maybe) -> sp.csr_matrix:
         """`methods.host_matrix` of the values masked to the rows of
         `maybe` (the same matrix), without a sort."""
-        A, row = self.csr()
-        keep = maybe[row]
-        lens = np.where(maybe, np.diff(A.indptr), 0)
+        A = self.csr()
+        lens = np.diff(A.indptr)
+        keep = np.repeat(maybe, lens)
+        lens = np.where(maybe, lens, 0)
         indptr = np.concatenate([[0], np.cumsum(lens)]).astype(A.indptr.dtype)
         return sp.csr_matrix(
             (A.data[keep], A.indices[keep], indptr), shape=A.shape, copy=False
@@ -121,7 +121,7 @@ class HostSystem:
         whole system on the device where `certificate.use_device` says so
         (made once), else the host matrix's rows of `maybe`, those of the
         masked system (sliced, no sort)."""
-        A = self.csr()[0]
+        A = self.csr()
         if certificate.use_device(A.nnz):
             if self._device_rows is None:
                 self._device_rows = certificate.DeviceRows(A)
@@ -147,7 +147,7 @@ class HostSystem:
         """`(count, labels, sizes)` of the whole graph's components."""
         if self._scc is None:
             self.built["scc"] += 1
-            count, labels = scc_labels(self.csr()[0])
+            count, labels = scc_labels(self.csr())
             self._scc = (count, labels, np.bincount(labels, minlength=count))
         return self._scc
 
@@ -156,7 +156,8 @@ class HostSystem:
         graph's back edges."""
         if self._back is None:
             self.built["back"] += 1
-            A, row = self.csr()
+            A = self.csr()
+            row = np.repeat(np.arange(self.n), np.diff(A.indptr))
             back = A.indices < row
             self._back = (row[back], A.indices[back])
         src, dst = self._back

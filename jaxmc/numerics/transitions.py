@@ -31,10 +31,15 @@ def cached(model: ExplicitModel, name: str, make) -> np.ndarray:
     return got[name]
 
 
+def row_of_entry(model: ExplicitModel) -> np.ndarray:
+    """The row (choice) of every entry (once per model)."""
+    return cached(model, "row_of_entry", model.row_of_entry)
+
+
 def state_of_entry(model: ExplicitModel) -> np.ndarray:
     """The state of every entry (once per model)."""
     return cached(
-        model, "state_of_entry", lambda: model.state_of_choice()[model.row_of_entry()]
+        model, "state_of_entry", lambda: model.state_of_choice()[row_of_entry(model)]
     )
 
 
