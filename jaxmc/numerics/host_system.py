@@ -49,7 +49,7 @@ from .transitions import probabilities, row_of_entry, state_of_entry
 
 
 #: How many maybe-sets' structural outcomes (`HostSystem.auto`) are kept
-#: per model, most recent first.
+#: per model (the least recently used dropped first).
 MEMO = 4
 
 _SYSTEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
