@@ -33,6 +33,7 @@ from ..solvers import (
     value_iteration,
 )
 from .device import DeviceModel, note_layout
+from .host_system import host_system
 from .matrices import (
     host_structure,
     layout_name,
@@ -95,7 +96,13 @@ def solve_fixed(
             hint="use method='jacobi' or 'power' with fp32, or precision fp64",
         )
     kind = device_model.kind
-    host = host_structure(model, M)
+    system = None
+    if M is None and criterion == "sound" and not model.is_nondeterministic:
+        # (the model's own system: what depends on the model alone is kept)
+        system = host_system(model)
+        if probs is not system.probs:
+            system = None
+    host = host_structure(model, M) if system is None else system.host
     if M is None:
         M = device_model.sparse()
     maybe = np.asarray(maybe, dtype=bool)
@@ -131,6 +138,7 @@ def solve_fixed(
             rank=rank,
             criterion=criterion,
             positive=positive,
+            system=system,
         )
     return note_layout(out, device_model)
 
@@ -152,11 +160,14 @@ def _solve_masked(
     rank=None,
     criterion="change",
     positive=False,
+    system=None,
 ):
     soc, rows, cols, indptr = host
     n = M.n_states
-    state_row = soc[rows]
-    data = np.where(maybe[state_row], probs, 0.0)
+    state_row = soc[rows] if system is None else system.state_row
+    # (with the model's system the sound solve makes them where it needs
+    # them: on the device for its Krylov solves)
+    data = np.where(maybe[state_row], probs, 0.0) if system is None else None
     bb = np.where(maybe[soc], b, fixed[soc])
     x0 = fixed
     extra = {"precision": precision}
@@ -180,8 +191,10 @@ def _solve_masked(
         return solve_sound(
             M, kind, host, probs, data, maybe, fixed, bb, method,
             dict(kw, precision=precision, positive=positive), vec, mat, rank,
-            auto_ok,
+            auto_ok, system,
         )  # fmt: skip
+    if data is None:
+        data = np.where(maybe[state_row], probs, 0.0)
     if method == "gauss_seidel":
         sol = gauss_seidel(host_matrix(n, data, state_row, cols), bb, x0, **kw)
         extra.update(layout="host", precision="fp64")  # a host solve, in float64

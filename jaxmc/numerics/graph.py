@@ -22,6 +22,7 @@ from scipy.sparse import csgraph
 
 from ..explore.model import ExplicitModel
 from . import graph_device
+from .transitions import cached, row_of_entry, state_of_entry
 
 
 # ---------------------------------------------------------------------------
@@ -29,12 +30,20 @@ from . import graph_device
 
 
 def _entries(model: ExplicitModel):
-    """(state, choice, col) of every positive entry."""
-    choice_of_entry = model.row_of_entry()
-    state_of_choice = model.state_of_choice()
-    keep = model.val > 0
-    c = choice_of_entry[keep]
-    return state_of_choice[c], c, model.col[keep]
+    """(state, choice, col) of every positive entry (once per model; the
+    model's own per-entry arrays where every entry is positive)."""
+    if bool(cached(model, "all_positive", lambda: np.all(model.val > 0))):
+        return state_of_entry(model), row_of_entry(model), model.col
+
+    def choices():
+        return row_of_entry(model)[model.val > 0]
+
+    c = cached(model, "positive_choice", choices)
+    return (
+        cached(model, "positive_state", lambda: model.state_of_choice()[c]),
+        c,
+        cached(model, "positive_col", lambda: model.col[model.val > 0]),
+    )
 
 
 def _exists_reach(model, target, through, choice_ok=None) -> np.ndarray:
@@ -46,6 +55,14 @@ def _exists_reach(model, target, through, choice_ok=None) -> np.ndarray:
     if choice_ok is not None:
         keep &= choice_ok[ch]
     return backward_reach(n, src[keep], dst[keep], target)
+
+
+def exists_reach(model, target, through) -> np.ndarray:
+    """The states with a path of positive entries into `target` (included)
+    through `through`: on the device where `graph_device.use_device` says
+    so, else a breadth-first search on the host."""
+    n = model.num_states
+    return _exists(model, _b(target, n), _b(through, n))
 
 
 def backward_reach(n, src, dst, target) -> np.ndarray:

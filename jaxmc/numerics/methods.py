@@ -115,19 +115,24 @@ def host_matrix(n, data, state_row, cols):
     )
 
 
-def auto_linear(n, data, state_row, cols, maybe, auto_ok, fallback=False):
+def auto_linear(n, data, state_row, cols, maybe, auto_ok, fallback=False, system=None):
     """`(A, order)` for `AUTO`: the host matrix and its topological order
     if at most `TOPOLOGICAL_MAX_CYCLIC` of the unknowns lie in components of
     more than one state (Gauss-Seidel), else `(None, None)` (Krylov or
     Jacobi). Systems above the backend's bound (`TOPOLOGICAL_MAX_ENTRIES`)
     are decomposed only if they have few back edges, or with `fallback`
-    (asked after the device's Krylov solve failed)."""
+    (asked after the device's Krylov solve failed). `system`: the model's
+    `host_system.HostSystem` where `data` are its probabilities masked to
+    `maybe`'s rows: the same outcome from its cached decomposition
+    (`HostSystem.auto`)."""
     k = int(maybe.sum())
     if not auto_ok or data.size > TOPOLOGICAL_LIMIT_ENTRIES or k == 0:
         return None, None
     small = TOPOLOGICAL_MAX_ENTRIES
     if jax.default_backend() != "cpu":
         small = TOPOLOGICAL_DEVICE_MAX_ENTRIES
+    if system is not None:
+        return system.auto(maybe, gate=data.size > small and not fallback)
     if data.size > small and not fallback:
         if back_edge_rows(n, data, state_row, cols, maybe) > BACK_EDGE_MAX_ROWS * k:
             return None, None

@@ -22,14 +22,17 @@ almost surely (the 0/1 and infinite-reward precomputations make it so).
 - `gauss_seidel` / `bicgstab`: the method as asked (BiCGStab to the tight
   residual of `AUTO`), its result then certified.
 
-A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first on the
-host from its residual: the error `e = v - x` solves `e = r + P e` with
-`r = b + P x - x`, so `|e| <= max|r| * T` where `T` bounds the expected
-number of steps to leave `maybe`: the Baier et al. bound of
-`jaxmc.numerics.bounds` with reward 1 per step, or, after a BiCGStab
+A warm start `x` (from Gauss-Seidel or BiCGStab) is certified first from
+its residual (`jaxmc.numerics.certificate`: on the host, or for a model's
+own large system on an accelerator on the device, reading the model's
+whole system kept with it, `jaxmc.numerics.host_system`): the error
+`e = v - x` solves `e = r + P e` with `r = b + P x - x`, so
+`|e| <= max|r| * T` where `T` bounds the expected number of steps to
+leave `maybe`: the Baier et al. bound of `jaxmc.numerics.bounds` with
+reward 1 per step, or, after a BiCGStab
 solve, a super-solution `s >= 1 + P s` made from the solution `w` of
-`(I - P) w = 1` (`steps_supersolution`: `s = alpha w`, the inequality
-checked on the host with a rounding allowance; then `T <= s` per state,
+`(I - P) w = 1` (`certificate.steps_supersolution`: `s = alpha w`, the
+inequality checked with a rounding allowance; then `T <= s` per state,
 and the bound is per state too: `|e| <= max|r| s`); after Gauss-Seidel,
 where the layered bound is too loose (it underflows on long chains), `w`
 by Gauss-Seidel in the same order. Where the bound is
@@ -57,8 +60,15 @@ from ..solvers import (
     topological_order,
 )
 from .bounds import reward_upper_bound
-from .graph import backward_reach
-from .matrices import layout_name, square_matrix, undo_order
+from .certificate import (
+    HostRows,
+    certify_steps,
+    residual_bounds,
+    residual_max,
+    within,
+)
+from .graph import backward_reach, exists_reach
+from .matrices import HOST_BUILT, layout_name, square_matrix, undo_order
 from .methods import AUTO, AUTO_GS_MAX_SWEEPS, auto_linear, host_matrix
 from .result import Attempt, NumericResult
 
@@ -98,55 +108,73 @@ def _steps_bound(soc, rows, cols, probs, maybe) -> float:
         return float(np.inf)
 
 
-def _within(lo, hi, maybe, epsilon, relative) -> bool:
-    half = 0.5 * (hi - lo)[maybe]
-    if relative:
-        return bool(np.all(half <= epsilon * np.abs(lo[maybe])))
-    return bool(np.all(half <= epsilon))
-
-
-def residual_bounds(A, bb, x, maybe, steps):
-    """`(lower, upper)` from the residual of `x` (`A` the host matrix of
-    the masked system, with the diagonal), or None if they are not
-    finite."""
-    r = np.where(maybe, bb + A @ x - x, 0.0)
-    err = float(np.max(np.abs(r), initial=0.0)) * steps
-    # (the residual's own rounding: a few units in the last place of x)
-    err += 4.0 * np.finfo(np.float64).eps * float(np.max(np.abs(x), initial=0.0))
-    if not np.isfinite(err):
-        return None
-    # (outward by at least one unit in the last place, so that the bounds
-    # are not rounded back onto x)
-    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
-    hi = np.maximum(x + err, np.nextafter(x, np.inf))
-    return np.where(maybe, lo, x), np.where(maybe, hi, x)
-
-
 def solve_sound(
-    M, kind, host, probs, data, maybe, fixed, bb, method, kw, vec, mat, rank, auto_ok
-) -> NumericResult:
+    M, kind, host, probs, data, maybe, fixed, bb, method, kw, vec, mat, rank, auto_ok,
+    system=None,
+) -> NumericResult:  # fmt: skip
     """The certified solve of `x = bb + P x` on `maybe` (`fixed`
     elsewhere); arguments as `fixed_point._solve_masked` prepares them
-    (`data`: the masked entry values, `bb`: per-state constants)."""
+    (`data`: the masked entry values, or None: made here where needed,
+    `bb`: per-state constants; `system`: the model's
+    `host_system.HostSystem` where `probs` are its probabilities, whose
+    model-level data the host passes then use, and whose device values the
+    device matrices take)."""
     soc, rows, cols, indptr = host
     kw = dict(kw)
     precision = kw.pop("precision", "fp64")
     positive = kw.pop("positive", False)  # (no unknown is 0: nothing to search)
     n = M.n_states
-    state_row = soc[rows]
+    state_row = soc[rows] if system is None else system.state_row
+    built = {} if data is None else {"data": data}
+
+    def values():
+        """The masked entry values on the host, made once per solve."""
+        if "data" not in built:
+            built["data"] = np.where(maybe[state_row], probs, 0.0)
+        return built["data"]
+
+    def device_values(kind):
+        """The masked entry values for a device matrix of layout `kind`:
+        made on the device from the model's where there is a system and
+        the layout takes its values there."""
+        if system is not None and kind not in HOST_BUILT:
+            return system.device_values(maybe)
+        return values()
+
     zero = (
         np.zeros(n, dtype=bool)
         if positive
-        else _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed)
+        else _zero_valued(n, values, state_row, cols, maybe, soc, bb, fixed, system)
     )
     if zero.any():
         # (exactly 0: no positive constant is reachable; as unknowns they
         # would leave the relative criterion no room)
         maybe = maybe & ~zero
-        data = np.where(maybe[state_row], data, 0.0)
+        if "data" in built:
+            built["data"] = np.where(maybe[state_row], built["data"], 0.0)
         if not maybe.any():
             name = "jacobi" if method == AUTO else method  # (as `solve_fixed`)
             return NumericResult(values=fixed.copy(), method=name, bound=0.0)
+
+    def host_A():
+        """The masked system's host matrix (`methods.host_matrix`), made
+        once per solve (from the model's cached one where there is one)."""
+        if "A" not in built:
+            built["A"] = (
+                host_matrix(n, values(), state_row, cols)
+                if system is None
+                else system.masked(maybe)
+            )
+        return built["A"]
+
+    def cert_rows():
+        """The rows the certificate reads (those of `maybe` are the masked
+        system's; from the model's, kept with it, where there is a system),
+        once per solve."""
+        if "rows" not in built:
+            built["rows"] = HostRows(host_A()) if system is None else system.rows(maybe)
+        return built["rows"]
+
     attempts: list[Attempt] = []
     name = method
     warm = None
@@ -155,11 +183,16 @@ def solve_sound(
     krylov = None
     gs_order = None  # the order of a Gauss-Seidel solve that converged
     if method == AUTO:
-        A_host, order = auto_linear(n, data, state_row, cols, maybe, auto_ok)
+        # (with `system` it reads the entries' count only: no values made)
+        entries = probs if system is not None else values()
+        A_host, order = auto_linear(
+            n, entries, state_row, cols, maybe, auto_ok, system=system
+        )
         name = "sound_value_iteration"
         if A_host is None and precision == "fp64":
-            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
-                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
+            krylov = _krylov(M, kind, device_values(kind), indptr, cols, maybe,
+                             fixed, bb, kw, vec, mat, rank, attempts,
+                             cert_rows)  # fmt: skip
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
             if krylov is None or (attempts and attempts[-1].method == "bicgstab"):
@@ -169,8 +202,9 @@ def solve_sound(
                 # graph allows it, whatever the backend, before sound value
                 # iteration (which needs as many sweeps as the chains are long).
                 A_host, order = auto_linear(
-                    n, data, state_row, cols, maybe, auto_ok, fallback=True
-                )
+                    n, entries, state_row, cols, maybe, auto_ok, fallback=True,
+                    system=system,
+                )  # fmt: skip
                 if A_host is not None:
                     krylov = None
                     attempts[-1] = dataclasses.replace(
@@ -192,7 +226,7 @@ def solve_sound(
                 gs_order = order
     elif method in ("gauss_seidel", "bicgstab"):
         if method == "gauss_seidel":
-            A_host = host_matrix(n, data, state_row, cols)
+            A_host = host_A()
             order = topological_order(A_host)
             sol = gauss_seidel(A_host, bb, fixed, order=order, **dict(kw, throw=False))
             status = Status(int(sol.status))
@@ -207,8 +241,9 @@ def solve_sound(
                 )  # fmt: skip
                 name = "sound_value_iteration"
         else:
-            krylov = _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed,
-                             bb, kw, vec, mat, rank, attempts)  # fmt: skip
+            krylov = _krylov(M, kind, device_values(kind), indptr, cols, maybe,
+                             fixed, bb, kw, vec, mat, rank, attempts,
+                             cert_rows)  # fmt: skip
             name = "sound_value_iteration"
             if krylov is not None:
                 warm, pre_iters = krylov[0], krylov[1]
@@ -216,8 +251,7 @@ def solve_sound(
         warm = None
     extra = {"precision": precision, "criterion": "sound"}
     if krylov is not None and krylov[2] is not None and warm is not None:
-        A_host = krylov[4]
-        res = _certify_steps(A_host, bb, warm, maybe, krylov[2], kw)
+        res = certify_steps(krylov[4], bb, warm, maybe, krylov[2], kw)
         if res is not None:
             extra.update(layout=krylov[3], certificate="residual")
             return _result(warm, *res, maybe, pre_iters, "bicgstab", extra, attempts)
@@ -228,18 +262,19 @@ def solve_sound(
         )  # fmt: skip
     if warm is not None:
         res = _certify_host(
-            A_host, n, data, state_row, cols, bb, warm, maybe, host, probs, kw
-        )
+            A_host if A_host is not None else cert_rows(), bb, warm, maybe, host,
+            probs, kw,
+        )  # fmt: skip
         if res is None and gs_order is not None:
             # (the layered bound on the expected steps is loose on long
             # chains; Gauss-Seidel in the same order solves them too)
             w = _gs_steps(A_host, maybe, gs_order, kw)
-            res = _certify_steps(A_host, bb, warm, maybe, w, kw)
+            res = certify_steps(A_host, bb, warm, maybe, w, kw)
         if res is not None:
             lo, hi = res
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(warm, lo, hi, maybe, pre_iters, name, extra, attempts)
-    sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb,
+    sol, lo, hi, A = _svi(M, kind, values(), indptr, cols, state_row, maybe, fixed, bb,
                           warm, method, kw, vec, mat, rank)  # fmt: skip
     status = Status(int(sol.status))
     if status == Status.MAX_ITERS and int(maybe.sum()) <= DIRECT_MAX_STATES:
@@ -248,16 +283,15 @@ def solve_sound(
                     layout_name(A), note="a sparse direct solve took over")
         )  # fmt: skip
         pre_iters += int(sol.iterations)
-        x, w, A_host = _direct(n, data, state_row, cols, bb, maybe, fixed)
-        res = _certify_steps(A_host, bb, x, maybe, w, kw)
+        A_host = host_A()
+        x, w = _direct(A_host, bb, maybe, fixed)
+        res = certify_steps(A_host, bb, x, maybe, w, kw)
         if res is None:
-            res = _certify_host(
-                A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw
-            )
+            res = _certify_host(A_host, bb, x, maybe, host, probs, kw)
         if res is not None:
             extra.update(layout="host", precision="fp64", certificate="residual")
             return _result(x, *res, maybe, pre_iters, "direct", extra, attempts)
-        sol, lo, hi, A = _svi(M, kind, data, indptr, cols, state_row, maybe, fixed,
+        sol, lo, hi, A = _svi(M, kind, values(), indptr, cols, state_row, maybe, fixed,
                               bb, x, method, kw, vec, mat, rank)  # fmt: skip
         name = "direct"
     sol = check_solution(sol, kw["throw"], "Sound value iteration")
@@ -273,12 +307,14 @@ def solve_sound(
     )  # fmt: skip
 
 
-def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, mat,
-            rank, attempts):  # fmt: skip
+def _krylov(M, kind, data, indptr, cols, maybe, fixed, bb, kw, vec, mat, rank,
+            attempts, cert_rows):  # fmt: skip
     """BiCGStab on the device for `x` (`(I - P) x = bb`, to the tight
     residual) and, where its residual leaves room for a certificate, for
-    `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it).
-    `(x, iterations, w or None, layout, host matrix)`, or None where the
+    `w` (`(I - P) w = 1` on `maybe`: the expected steps to leave it);
+    `cert_rows()` gives the rows the certificate reads
+    (`certificate.Rows`).
+    `(x, iterations, w or None, layout, certificate rows)`, or None where the
     first solve gave no finite iterate; a solve that stops short is
     recorded in `attempts` (and `w` is then None)."""
     n = M.n_states
@@ -305,10 +341,10 @@ def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, m
         attempts.append(Attempt("bicgstab", status, iters, res, note="its iterate "
                                 "is the start of sound value iteration"))  # fmt: skip
         return x, iters, None, lay, None
-    H = host_matrix(n, data, state_row, cols)
+    H = cert_rows()
     # (every state needs at least one step: where even that cannot meet
     # the criterion, the expected steps are not worth a solve)
-    rho = _residual_max(H, bb, x, maybe)
+    rho = residual_max(H, bb, x, maybe)
     room = float(kw["epsilon"]) * (np.abs(x[maybe]) if kw["relative"] else 1.0)
     if not np.all(rho <= room):
         return x, iters, None, lay, H
@@ -321,62 +357,30 @@ def _krylov(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, kw, vec, m
     return x, iters, w, lay, H
 
 
-def _residual_max(A, bb, x, maybe) -> float:
-    """An upper bound on `max |bb + A x - x|` over `maybe`, the rounding of
-    its computation included."""
-    eps = float(np.finfo(np.float64).eps)
-    k = np.diff(A.indptr).astype(np.float64)
-    r = bb + A @ x - x
-    slack = (k + 4.0) * eps * (np.abs(bb) + abs(A) @ np.abs(x) + np.abs(x))
-    return float(np.max(np.where(maybe, np.abs(r) + slack, 0.0), initial=0.0))
-
-
-def steps_supersolution(A, maybe, w):
-    """Per-state upper bounds `s` on the expected number of steps to leave
-    `maybe` (`A`: the host matrix of the masked system), from a candidate
-    `w` (e.g. a solution of `(I - P) w = 1`), or None: `s = alpha w` with
-    `s >= 1 + P s` on `maybe` checked with an allowance for the rounding of
-    the product; then every solution `T` of `T = 1 + P T` is at most `s`."""
-    eps = float(np.finfo(np.float64).eps)
-    w = np.where(maybe, np.maximum(np.nan_to_num(w, nan=0.0), 0.0), 0.0)
-    Pw = A @ w
-    k = np.diff(A.indptr).astype(np.float64)
-    gap = (w - Pw) - (k + 8.0) * eps * (w + Pw)
-    if not np.all(gap[maybe] > 0):
-        return None
-    alpha = float(np.max(1.0 / gap[maybe], initial=0.0)) * (1.0 + 16.0 * eps)
-    return np.where(maybe, alpha * w, 0.0) * (1.0 + 16.0 * eps)
-
-
-def _certify_steps(A, bb, x, maybe, w, kw):
-    """Per-state residual bounds on `x` from the expected steps' super-
-    solution made of `w` (`steps_supersolution`), if they meet the
-    criterion, else None: the error `e` of `x` solves `e = r + P e` with `r`
-    the residual, so `|e| <= max|r| s`."""
-    s = None if w is None else steps_supersolution(A, maybe, w)
-    if s is None:
-        return None
-    err = _residual_max(A, bb, x, maybe) * s * (1.0 + 1e-9)
-    if not np.all(np.isfinite(err)):
-        return None
-    lo = np.minimum(x - err, np.nextafter(x, -np.inf))
-    hi = np.maximum(x + err, np.nextafter(x, np.inf))
-    lo, hi = np.where(maybe, lo, x), np.where(maybe, hi, x)
-    if not _within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
-        return None
-    return lo, hi
-
-
-def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed) -> np.ndarray:
+def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed, system=None):
     """The unknowns whose value is exactly 0: no positive constant (`bb`,
     per choice) and no entry into a known positive value (`fixed`) is
     reachable from them through the unknowns (all False if a constant or
-    a known value is negative or NaN)."""
+    a known value is negative or NaN). `data`: the masked values, or a
+    function that makes them. With `system` (the model's
+    `HostSystem`): the model's graph search (`graph.exists_reach`: on the
+    device where the graph searches run there), no pass over the entries
+    where the known values are all non-negative."""
     none = np.zeros(n, dtype=bool)
+    if not (bb[maybe[soc]] >= 0).all():
+        return none  # (negative or NaN: errors are raised downstream)
+    if system is not None and (fixed[~maybe] >= 0).all():
+        target = np.zeros(n, dtype=bool)
+        target[soc[(bb > 0) & maybe[soc]]] = True
+        if target[maybe].all():
+            return none
+        target |= ~maybe & (fixed > 0)
+        return maybe & ~exists_reach(system.model, target, maybe)
+    data = data() if callable(data) else data
     live = data != 0
     out = live & ~maybe[cols]
-    if not (bb[maybe[soc]] >= 0).all() or not (fixed[cols[out]] >= 0).all():
-        return none  # (negative or NaN: errors are raised downstream)
+    if not (fixed[cols[out]] >= 0).all():
+        return none
     src = np.zeros(n, dtype=bool)
     src[soc[(bb > 0) & maybe[soc]]] = True
     src[state_row[out & (fixed[cols] > 0)]] = True
@@ -389,7 +393,7 @@ def _zero_valued(n, data, state_row, cols, maybe, soc, bb, fixed) -> np.ndarray:
 
 def _gs_steps(A, maybe, order, kw):
     """The expected steps to leave `maybe` (`w = 1 + P w` there) by
-    Gauss-Seidel in `order`, the candidate of `_certify_steps`, or None if
+    Gauss-Seidel in `order`, the candidate of `certify_steps`, or None if
     it does not converge within the budget of `AUTO`'s Gauss-Seidel."""
     budget = min(int(kw["max_iters"]), AUTO_GS_MAX_SWEEPS)
     one = maybe.astype(np.float64)
@@ -400,27 +404,25 @@ def _gs_steps(A, maybe, order, kw):
     return np.asarray(sol.value, np.float64)
 
 
-def _certify_host(A_host, n, data, state_row, cols, bb, x, maybe, host, probs, kw):
+def _certify_host(A_host, bb, x, maybe, host, probs, kw):
     """Residual bounds on `x` if they meet the criterion, else None."""
-    if A_host is None:
-        A_host = host_matrix(n, data, state_row, cols)
     soc, rows, hcols, _ = host
     steps = _steps_bound(soc, rows, hcols, probs, maybe)
     res = residual_bounds(A_host, bb, x, maybe, steps)
-    if res is None or not _within(*res, maybe, kw["epsilon"], kw["relative"]):
+    if res is None or not within(*res, maybe, kw["epsilon"], kw["relative"]):
         return None
     return res
 
 
-def _direct(n, data, state_row, cols, bb, maybe, fixed):
-    """`x` by a sparse LU of the system on `maybe`, `w` (the expected
-    steps to leave `maybe`, the certificate's candidate, or None) from the
-    same factors, and the host matrix."""
+def _direct(P, bb, maybe, fixed):
+    """`x` by a sparse LU of the system on `maybe` (`P` its host matrix)
+    and `w` (the expected steps to leave `maybe`, the certificate's
+    candidate, or None) from the same factors."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
+    n = len(maybe)
     idx = np.nonzero(maybe)[0]
-    P = host_matrix(n, data, state_row, cols)
     rhs = bb[idx] + P[idx][:, ~maybe] @ fixed[~maybe]
     S = sp.identity(len(idx), format="csc") - P[idx][:, idx].tocsc()
     x, w = fixed.copy(), np.zeros(n)
@@ -428,10 +430,10 @@ def _direct(n, data, state_row, cols, bb, maybe, fixed):
         lu = spla.splu(S)
     except RuntimeError:  # (exactly singular: no certificate from it)
         x[idx] = spla.spsolve(S, rhs)
-        return x, None, P
+        return x, None
     x[idx] = lu.solve(rhs)
     w[idx] = lu.solve(np.ones(len(idx)))
-    return x, w, P
+    return x, w
 
 
 def _svi(M, kind, data, indptr, cols, state_row, maybe, fixed, bb, warm, method, kw,

@@ -34,7 +34,7 @@ from .steady import (
 from .steady_longrun import Bsccs, budget_for, gains
 from .steady_solve import solves_on_device
 from .timing import stage
-from .transitions import state_sums
+from .transitions import cached, state_sums
 
 
 _U = np.finfo(np.float64).eps
@@ -218,8 +218,23 @@ def long_run_rewards(
     expected one-step reward `state[s] + sum_j P(s,j) trans(s,j)`; for a CTMC
     the reward rate `state[s] + sum_j R(s,j) trans(s,j)`. Options as
     `steady_state_values`."""
-    n = model.num_states
-    r = np.zeros(n) if reward.state is None else np.asarray(reward.state, float).copy()
-    if reward.transition is not None:
-        r += state_sums(model, model.val * np.asarray(reward.transition))
-    return _long_run(model, r, options, device_model, device)
+    return _long_run(model, _reward_rates(model, reward), options, device_model, device)
+
+
+def _reward_rates(model, reward: RewardStructure) -> np.ndarray:
+    """`long_run_rewards`' per-state reward (rate): once per model and
+    reward structure of it (an O(transitions) pass for transition
+    rewards), read-only."""
+
+    def make():
+        n = model.num_states
+        st = reward.state
+        r = np.zeros(n) if st is None else np.asarray(st, float).copy()
+        if reward.transition is not None:
+            r += state_sums(model, model.val * np.asarray(reward.transition))
+        return r
+
+    for i, own in enumerate(model.rewards):
+        if own is reward:
+            return cached(model, f"reward_rates_{i}", make)
+    return make()

@@ -430,7 +430,7 @@ def test_steps_supersolution_bounds_the_expected_steps():
     is no super-solution after scaling (zero somewhere) is refused."""
     import scipy.sparse as sp
 
-    from jaxmc.numerics.sound import steps_supersolution
+    from jaxmc.numerics.certificate import steps_supersolution
 
     n = 50
     i = np.arange(n + 1)
