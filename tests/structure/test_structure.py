@@ -31,8 +31,15 @@ LAYERS = (
     "lang",
 )
 
-#: Shared modules every package may import (settings, errors, options).
-SHARED_PRIVATE = {"jaxmc._config", "jaxmc.errors", "jaxmc.options"}
+#: Shared modules every package may import (settings, errors, options, index-array
+#: set operations, the device mesh).
+SHARED_PRIVATE = {
+    "jaxmc._config",
+    "jaxmc.errors",
+    "jaxmc.options",
+    "jaxmc._arrays",  # sort-based set operations on index arrays
+    "jaxmc._mesh",  # the device mesh `devices=` names
+}
 
 
 def _top_package(module: str) -> str:
