@@ -129,7 +129,12 @@ def plan_levels(
     level = component_levels(count, lab[src[cross]], lab[dst[cross]])
     it = np.flatnonzero(maybe)
     big = size[lab[it]] > 1
-    order = np.lexsort((it, lab[it], big, level[lab[it]]))
+    # by (level, big, component, state): `it` is ascending and the sort
+    # stable, so one key (< 2 count^2 + count) does what a four-key lexsort
+    # does, in half the time
+    lab_it = lab[it].astype(np.int64)
+    key = (level[lab_it] * 2 + big) * np.int64(count) + lab_it
+    order = np.argsort(key, kind="stable")
     states = it[order]
     lev = level[lab[states]]
     nlev = int(lev.max()) + 1 if states.size else 0
