@@ -2,8 +2,8 @@
 
 numpy's `np.unique(a)` without `return_index`/`return_inverse`/
 `return_counts` takes a hash-table path for integers (numpy 2.3 on), which
-is one to two orders of magnitude slower than sorting once the array has
-millions of distinct values (index arrays of states, columns, components);
+is far slower than sorting once the array has millions of distinct values
+(index arrays of states, columns, components);
 `np.union1d` and `np.setdiff1d` call it. These functions sort instead
 (`benchmarks/RESULTS.md`, session 18, has the measurement).
 """

@@ -131,7 +131,7 @@ def plan_levels(
     big = size[lab[it]] > 1
     # by (level, big, component, state): `it` is ascending and the sort
     # stable, so one key (< 2 count^2 + count) does what a four-key lexsort
-    # does, in half the time
+    # does, with one sort instead of four
     lab_it = lab[it].astype(np.int64)
     key = (level[lab_it] * 2 + big) * np.int64(count) + lab_it
     order = np.argsort(key, kind="stable")

@@ -145,6 +145,21 @@ def _loop(prog: Program, caps: S.Caps, opts: tuple, kind: str, narrow: bool):
     return run
 
 
+def backend_kind() -> str:
+    """The key of the per-backend settings (`START`, `MAX_BATCH`, ...):
+    "cpu", or "gpu" for any accelerator."""
+    return "cpu" if jax.default_backend() == "cpu" else "gpu"
+
+
+def check_supported(mt: ModelType, prob_checks: bool) -> None:
+    """Raise `UnsupportedError` for what no device explorer does."""
+    if mt == ModelType.DTMC and not prob_checks:
+        raise UnsupportedError(
+            "the device explorer does not normalise DTMC rows (prob_checks=False)",
+            hint="use explorer='host'",
+        )
+
+
 def explore(
     comp: Compiled,
     mt: ModelType,
@@ -164,13 +179,9 @@ def explore(
     on). Raises `UnsupportedError` for programs the device explorer does not
     handle and `NeedsHost` where the host builder must give the outcome."""
     t0 = time.perf_counter()
-    if mt == ModelType.DTMC and not prob_checks:
-        raise UnsupportedError(
-            "the device explorer does not normalise DTMC rows (prob_checks=False)",
-            hint="use explorer='host'",
-        )
+    check_supported(mt, prob_checks)
     prog = Program(comp, mt, params)
-    kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
+    kind = backend_kind()
     k = init_states.shape[0]
     caps, bounded = _start(comp, k, start or START[kind], kind)
     max_batch = max_batch or MAX_BATCH[kind]

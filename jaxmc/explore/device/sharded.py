@@ -29,13 +29,20 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ..._mesh import make_mesh as _make_mesh
-from ...errors import UnsupportedError
 from ...lang.ast import ModelType
 from ..compile import Compiled
 from ..growth import BuildProgress
 from ..model import ExplicitModel
 from . import sharded_step as S
-from .explorer import BATCH_GROWTH, MAX_BATCH, STEP_GROWTH, STORE_GROWTH, NeedsHost
+from .explorer import (
+    BATCH_GROWTH,
+    MAX_BATCH,
+    STEP_GROWTH,
+    STORE_GROWTH,
+    NeedsHost,
+    backend_kind,
+    check_supported,
+)  # fmt: skip
 from .finish import MIN_BUCKET, DeviceArrays, bucket, finish
 from .program import Program
 from .sharded_order import Local, bfs_order
@@ -155,16 +162,12 @@ def explore_sharded(
     a `Mesh`; see `explorer.explore` for the rest). Returns the model, its
     arrays on the default device and the `ShardedStats`."""
     t0 = time.perf_counter()
-    if mt == ModelType.DTMC and not prob_checks:
-        raise UnsupportedError(
-            "the device explorer does not normalise DTMC rows (prob_checks=False)",
-            hint="use explorer='host'",
-        )
+    check_supported(mt, prob_checks)
     mesh = make_mesh(devices)
     nd = int(mesh.devices.size)
     prog = Program(comp, mt, params)
     w = prog.pack.n_words
-    kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
+    kind = backend_kind()
     caps = start or START[kind]
     k = init_states.shape[0]
     while caps.states < k:
