@@ -19,7 +19,10 @@ vectors, the products are partitioned here, and the reductions of the
 convergence measure and of Krylov's dot products are partitioned by XLA
 (one all-reduce each). With the "warp" local layout each device runs the
 single-device warp-segment kernel (`jaxmc.kernels.spmv`: Pallas on a GPU)
-on its inner rows; the edge rows are ELL.
+on its inner rows, the edge rows in ELL (an MDP's choices), or on all its
+rows over the extended iterate `[own block | halo]` (a square matrix:
+`PartitionedCSR.extended`; the fused solver steps on it are
+`jaxmc.kernels.sharded_fused`).
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ def shard_map(f, mesh, in_specs, out_specs):
     return old(f, mesh, in_specs, out_specs, check_rep=False)  # pragma: no cover
 
 
-def _halo_fn(A: PartitionedCSR):
+def halo_fn(A: PartitionedCSR):
     """`(arrays, fn)`: the plan's arrays and `fn(xb, *local arrays) -> the
-    device's extended iterate [own block | halo]` (inside `shard_map`)."""
+    device's halo` (`[H]`, the entries after its own block in the extended
+    iterate `[own block | halo]`; inside `shard_map`)."""
     h, D = A.halo, A.num_devices
     if h.mode == "neighbour":
         right = [(i, i + 1) for i in range(D - 1)]
@@ -57,20 +61,25 @@ def _halo_fn(A: PartitionedCSR):
         def fn(xb, sl, sr):
             from_left = lax.ppermute(xb[sr[0]], AXIS, right)
             from_right = lax.ppermute(xb[sl[0]], AXIS, left)
-            return jnp.concatenate([xb, from_left, from_right])
+            return jnp.concatenate([from_left, from_right])
 
         return (h.send_left, h.send_right), fn
     if h.mode == "gather":
 
         def fn(xb, index):
-            xg = lax.all_gather(xb, AXIS, tiled=True)
-            return jnp.concatenate([xb, xg[index[0]]])
+            return lax.all_gather(xb, AXIS, tiled=True)[index[0]]
 
         return (h.index,), fn
-    return (), lambda xb: xb
+    return (), lambda xb: xb[:0]
 
 
-def _warp_product(w, x):
+def _extend_fn(A: PartitionedCSR):
+    """`(arrays, fn)`: as `halo_fn`, `fn` returning `[own block | halo]`."""
+    plan, halo = halo_fn(A)
+    return plan, lambda xb, *arrays: jnp.concatenate([xb, halo(xb, *arrays)])
+
+
+def warp_product(w, x):
     """`w @ x` for a device's `WarpELL` (`jaxmc.kernels.spmv`'s product,
     which dispatches to this module: not imported from there)."""
     if x.ndim == 1 and use_pallas(w, "auto"):
@@ -90,7 +99,7 @@ def partitioned_spmv(A: PartitionedCSR, x):
     tail = ((0, 0),) * (x.ndim - 1)
     xp = jnp.pad(x, ((0, D * B - n),) + tail)
     xp = lax.with_sharding_constraint(xp, sharding(A.mesh, x.ndim))
-    plan, extend = _halo_fn(A)
+    plan, extend = _extend_fn(A)
     two = x.ndim == 2
 
     def csr(part, x, rows):
@@ -108,7 +117,7 @@ def partitioned_spmv(A: PartitionedCSR, x):
         # The inner rows need no halo: XLA can run them while the halo is
         # exchanged. Each row is in one part, so adding the parts is exact.
         if A.local == "warp":  # the single-device kernel on the own rows
-            y = _warp_product(inner.local(), xb)
+            y = warp_product(inner.local(), xb)
         elif A.local == "ell":
             y = ell(inner, xb)
         else:
@@ -118,9 +127,14 @@ def partitioned_spmv(A: PartitionedCSR, x):
             return y.at[edge.rows[0]].add(ell(edge, xl), mode="drop")
         return y + csr(edge, xl, edge.rows[0])
 
+    if A.extended:  # one product over the extended iterate
+
+        def local(inner, xb, *plan_arrays):
+            return warp_product(inner.local(), extend(xb, *plan_arrays))[:R]
+
     mat = P(AXIS, None)
     vec = P(AXIS, *([None] * (x.ndim - 1)))
-    arrays = (A.inner, A.edge)
+    arrays = (A.inner,) if A.extended else (A.inner, A.edge)
     specs = tuple(jax.tree.map(lambda a: P(AXIS, *([None] * (a.ndim - 1))), p)
                   for p in arrays)  # fmt: skip
     f = shard_map(

@@ -148,6 +148,14 @@ class PartitionedCSR(eqx.Module):
     either way.
 
     - `inner`, `edge`: `Rows` (the other part's rows are absent from each).
+      *Extended* (a square matrix in the "warp" local layout: `extended`):
+      `inner` holds all the device's rows as one `[E, E]` warp-segment
+      matrix over the extended iterate `[own block | halo]` (`E = B + H`),
+      its last `H` rows the identity (each halo entry copies itself), and
+      `edge` is None. A fused solver step then runs the single-device
+      kernel on the extended iterate as it is, measure included (the
+      identity rows change nothing), and refreshes the halo after it
+      (`jaxmc.kernels.sharded_fused`).
     - `out_pos`: `[rows]` the place of each global row in the `[D R]`
       stacked output, or None when the rows are the states (square, `R = B`:
       the output is the stacked output's first `rows` entries).
@@ -157,7 +165,7 @@ class PartitionedCSR(eqx.Module):
     """
 
     inner: Rows | WarpRows
-    edge: Rows
+    edge: Rows | None
     out_pos: Int[Array, " m"] | None
     halo: Halo
     block: int = eqx.field(static=True)
@@ -166,6 +174,7 @@ class PartitionedCSR(eqx.Module):
     mesh: Mesh = eqx.field(static=True)
     nnz: int = eqx.field(static=True)
     local: str = eqx.field(static=True, default="csr")
+    extended: bool = eqx.field(static=True, default=False)
 
     @property
     def num_devices(self) -> int:
@@ -178,11 +187,14 @@ class PartitionedCSR(eqx.Module):
     def with_values(self, vals: Float[Array, " nnz"]) -> PartitionedCSR:
         """The same structure with entry values `vals` (CSR order)."""
         vals = jnp.asarray(vals)
-        padded = jnp.append(vals, jnp.zeros((), vals.dtype))
+        # slot nnz: padding (0); nnz + 1: an extended matrix's identity rows
+        padded = jnp.append(vals, jnp.asarray([0.0, 1.0], vals.dtype))
 
         def put(slot):
             return jax.device_put(padded[slot], sharding(self.mesh, slot.ndim))
 
+        if self.edge is None:
+            return eqx.tree_at(lambda m: m.inner.data, self, put(self.inner.slot))
         new = (put(self.inner.slot), put(self.edge.slot))
         return eqx.tree_at(lambda m: (m.inner.data, m.edge.data), self, new)
 
@@ -208,7 +220,8 @@ class PartitionedCSR(eqx.Module):
         return {"mode": h.mode, "needed": needed, "moved": moved, "devices": D}
 
     def stats(self) -> dict:
-        stored = int(self.inner.data.size + self.edge.data.size)
+        stored = int(self.inner.data.size)
+        stored += 0 if self.edge is None else int(self.edge.data.size)
         it = self.dtype.itemsize
         per = it + (8 if self.local == "csr" else 4)
         out = layout_stats(SHARDED, self.nnz, stored, stored * per, self.shape, it)
@@ -294,6 +307,9 @@ def partition(
     else:
         lcols = [c - d * B for d, c in enumerate(lcols)]
 
+    halo = Halo(send_left, send_right, index, mode, needed)
+    if local == "warp" and square:  # one extended matrix: no edge part
+        return _extended(lrows, lcols, lslot, vals, halo, mesh, B, (m, n), nnz)
     out_pos = None
     if not square:
         state = np.repeat(np.arange(n), np.diff(choice_ptr))
@@ -314,11 +330,48 @@ def partition(
         inner=parts[0],
         edge=parts[1],
         out_pos=out_pos,
-        halo=Halo(send_left, send_right, index, mode, needed),
+        halo=halo,
         block=B,
         local_rows=R,
         shape=(m, n),
         mesh=mesh,
         nnz=nnz,
         local=local,
+    )
+
+
+def halo_width(halo: Halo) -> int:
+    """`H`: the entries of each device's halo (padded to the widest)."""
+    if halo.mode == "neighbour":
+        return int(halo.send_left.shape[1]) + int(halo.send_right.shape[1])
+    if halo.mode == "gather":
+        return int(halo.index.shape[1])
+    return 0
+
+
+def _extended(lrows, lcols, lslot, vals, halo, mesh, B, shape, nnz) -> PartitionedCSR:
+    """The extended `PartitionedCSR` (class docstring) of the devices' local
+    entries: rows `< B`, columns into `[own block | halo]`, CSR slots."""
+    E = B + halo_width(halo)
+    ident = np.arange(B, E, dtype=np.int64)
+    rows, cols, slots = [], [], []
+    for r, c, sl in zip(lrows, lcols, lslot):
+        rows.append(np.concatenate([r, ident]))
+        cols.append(np.concatenate([c, ident]))
+        slots.append(np.concatenate([sl, np.full(E - B, nnz + 1)]))
+    data = np.append(np.asarray(vals, np.float64), [0.0, 1.0])
+    entries = list(zip(rows, cols, slots))
+    inner = local_rows(entries, "warp", mesh, data, E, E, nnz, 1, compact=False)
+    return PartitionedCSR(
+        inner=inner,
+        edge=None,
+        out_pos=None,
+        halo=halo,
+        block=B,
+        local_rows=B,
+        shape=shape,
+        mesh=mesh,
+        nnz=nnz,
+        local="warp",
+        extended=True,
     )

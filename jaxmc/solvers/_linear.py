@@ -17,6 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jax import lax
 
+from ..kernels import sharded_fused
 from ..kernels.fused import jacobi_step, power_step
 from ..kernels.spmv import spmv, use_pallas
 from ..layout import CompactVector
@@ -114,15 +115,23 @@ PALLAS_STEPS_PER_TRIP = 16
 PALLAS_MEASURE = "last"
 
 
+def _kernel(A) -> bool:
+    """Whether `A`'s fused steps are the Pallas kernel (one device's, or
+    each device's of an extended partition)."""
+    if sharded_fused.is_extended(A):
+        return sharded_fused.uses_pallas(A)
+    return use_pallas(A, "auto")
+
+
 def _trip(A, steps_per_trip=None) -> int:
     if steps_per_trip is not None:
         return int(steps_per_trip)
-    return PALLAS_STEPS_PER_TRIP if use_pallas(A, "auto") else 2
+    return PALLAS_STEPS_PER_TRIP if _kernel(A) else 2
 
 
 def _plain(A, measure, f):
     """The unmeasured step for `fixed_point_fused`, or None."""
-    m = measure or (PALLAS_MEASURE if use_pallas(A, "auto") else "every")
+    m = measure or (PALLAS_MEASURE if _kernel(A) else "every")
     if m not in ("every", "last"):
         raise ValueError(f"`measure` must be 'every' or 'last', not {m!r}")
     return (lambda x: f(x)[0]) if m == "last" else None
@@ -134,10 +143,38 @@ def _vec(v):
     return jnp.asarray(v)
 
 
+def _extended(A, epilogue, b, inv, x0, epsilon, max_iters, relative, trip, measure):
+    """Jacobi or power iteration on an extended partition
+    (`jaxmc.kernels.sharded_fused`): the iterate, `b` and `inv` extended
+    (halo entries of `b` 0, of `inv` 1), the same loop, the states' entries
+    of the result."""
+    ext = sharded_fused.extend
+    dense = [v.dense() if isinstance(v, CompactVector) else v for v in (b, inv)]
+    be, ie = (None if v is None else ext(A, v, f) for v, f in zip(dense, (0.0, 1.0)))
+
+    def step(x, measure=True):
+        return sharded_fused.step(A, be, ie, x, epilogue, relative, measure)
+
+    sol = fixed_point(
+        step,
+        ext(A, x0),
+        epsilon,
+        relative,
+        max_iters,
+        fused=True,
+        steps_per_trip=_trip(A, trip),
+        plain_step=_plain(A, measure, lambda x: step(x, measure=False)),
+    )
+    return eqx.tree_at(lambda s: s.value, sol, sharded_fused.restrict(A, sol.value))
+
+
 @eqx.filter_jit
 def _jacobi(A, diag, b, x0, epsilon, max_iters, relative, trip=None, measure=None):
     # The diagonal is inverted once; a compact diagonal only in its table.
     inv = diag.map(lambda t: 1.0 / t) if isinstance(diag, CompactVector) else 1.0 / diag
+    if sharded_fused.is_extended(A):
+        args = (b, inv, x0, epsilon, max_iters, relative, trip, measure)
+        return _extended(A, "jacobi", *args)
     plain = _plain(
         A, measure, lambda x: jacobi_step(A, inv, b, x, relative, measure=False)
     )
@@ -155,6 +192,9 @@ def _jacobi(A, diag, b, x0, epsilon, max_iters, relative, trip=None, measure=Non
 
 @eqx.filter_jit
 def _power(A, b, x0, epsilon, max_iters, relative, trip=None, measure=None):
+    if sharded_fused.is_extended(A):
+        args = (b, None, x0, epsilon, max_iters, relative, trip, measure)
+        return _extended(A, "power", *args)
     plain = _plain(A, measure, lambda x: power_step(A, b, x, relative, measure=False))
     return fixed_point(
         lambda x: power_step(A, b, x, relative),

@@ -81,6 +81,73 @@ def kernel_cases(D: int):
     }
 
 
+def fused_cases(D: int):
+    """Jacobi and power iteration on extended partitions (square, "warp":
+    `jaxmc.kernels.sharded_fused`) against one device's `WarpELL`: the
+    plain-JAX steps (the CPU's) give the same iterates and iteration counts;
+    the Pallas kernel (interpret mode, forced here as on a GPU) converges to
+    the same solution, in whole trips of 16 steps."""
+    import jax
+    import jax.numpy as jnp
+    import scipy.sparse as sp
+
+    from jaxmc.kernels import sharded_fused
+    from jaxmc.layout import CSR, WarpELL, make_mesh, partition
+    from jaxmc.solvers import jacobi, power
+
+    rng = np.random.default_rng(3)
+    mesh = make_mesh(D)
+    n = 157
+    mats = {
+        "banded": sp.diags(
+            [rng.random(n - 1), rng.random(n), rng.random(n - 4)], [1, 0, -4]
+        ),
+        "random": sp.random(n, n, 0.04, random_state=5),
+    }
+    real = sharded_fused.uses_pallas
+    for name, A in mats.items():
+        A = sp.csr_matrix(A * (0.9 / max(1.0, abs(A).sum(axis=1).max())))
+        A.sort_indices()
+        off = sp.csr_matrix(A - sp.diags(A.diagonal()))
+        off.eliminate_zeros()
+        off.sort_indices()
+        diag = jnp.asarray(1.0 - A.diagonal())
+        b = jnp.asarray(rng.random(n))
+        exact = np.linalg.solve(np.eye(n) - A.toarray(), np.asarray(b))
+        for method, M in (("power", A), ("jacobi", off)):
+            csr = CSR.from_arrays(M.indptr, M.indices, M.data, M.shape)
+            one = WarpELL.from_csr(csr)
+            part = partition(M.indptr, M.indices, M.data, M.shape, mesh, local="warp")
+
+            def solve(m):
+                kw = dict(epsilon=1e-12, max_iters=2000)
+                if method == "power":
+                    return power(m, b, jnp.zeros(n), **kw)
+                return jacobi(m, diag, b, jnp.zeros(n), **kw)
+
+            ref, split = solve(one), solve(part)
+            sharded_fused.uses_pallas = lambda A: True
+            jax.clear_caches()  # (the solvers' traces: the other path)
+            try:
+                kernel = solve(part)
+            finally:
+                sharded_fused.uses_pallas = real
+                jax.clear_caches()
+            yield {
+                "name": f"fused-{name}-{method}",
+                "extended": part.extended,
+                "mode": part.halo.mode,
+                "rel": _rel(ref.value, split.value),
+                "iters": [
+                    int(ref.iterations),
+                    int(split.iterations),
+                    int(kernel.iterations),
+                ],  # fmt: skip
+                "kernel-err": float(np.max(np.abs(np.asarray(kernel.value) - exact))),
+                "err": float(np.max(np.abs(np.asarray(split.value) - exact))),
+            }
+
+
 #: The cases CI runs (the others run with `full`, behind the slow marker).
 QUICK = (
     "brp-jacobi", "brp-bicgstab", "brp-gauss_seidel", "brp-sound",
@@ -198,7 +265,8 @@ def main(argv):
 
     jax.config.update("jax_enable_x64", True)
     assert len(jax.devices()) >= D, jax.devices()
-    for rec in [*kernel_cases(D), *model_cases(D, models, full), *cli_case(D)]:
+    cases = [*kernel_cases(D), *fused_cases(D)]
+    for rec in [*cases, *model_cases(D, models, full), *cli_case(D)]:
         print(json.dumps(rec, default=str), flush=True)
 
 

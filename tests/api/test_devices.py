@@ -58,6 +58,14 @@ def _check_cases(recs: dict):
         if name.startswith("kernel"):
             assert r["rel"] == 0.0, r  # the local sums are CSR's, bit for bit
             continue
+        if name.startswith("fused"):
+            # the extended partition's steps: one device's, bit for bit; the
+            # Pallas kernel's in whole trips of 16 steps, to the same solution
+            ref, split, kernel = r["iters"]
+            assert r["extended"] and r["rel"] == 0.0 and ref == split, r
+            assert kernel % 16 == 0 and ref <= kernel < ref + 16, r
+            assert r["err"] <= 1e-9 and r["kernel-err"] <= 1e-9, r
+            continue
         one, several = r["iters"]
         if "bicgstab" in name:
             # The global dot products are reduced in another order: the
@@ -82,6 +90,13 @@ def test_kernel_halo_modes(four):
     assert halo["needed"] == 3 * (5 + 1) * 8
     assert four["kernel-random"]["mode"] == "gather"
     _check_cases({k: v for k, v in four.items() if k.startswith("kernel")})
+
+
+def test_fused_steps_on_extended_partitions(four):
+    fused = {k: v for k, v in four.items() if k.startswith("fused")}
+    assert len(fused) == 4, sorted(four)
+    assert {r["mode"] for r in fused.values()} == {"neighbour", "gather"}
+    _check_cases(fused)
 
 
 def test_same_values_as_one_device(four):
@@ -309,6 +324,8 @@ def test_same_values_on_two_gpus(monkeypatch):
             ok = r["one"] == r["several"] and r["one"][0] == 0
         elif name.startswith("kernel"):
             ok = r["rel"] <= 1e-13
+        elif name.startswith("fused"):  # (the Pallas kernel on both sides)
+            ok = r["extended"] and max(r["err"], r["kernel-err"]) <= 1e-9
         else:
             one, several = r["iters"]
             if "bicgstab" in name:  # (as on the CPU: dot products reordered)
