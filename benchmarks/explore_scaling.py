@@ -31,6 +31,7 @@ CASES = {
     "brp": ("dtmcs/brp/brp.pm", "N=64,MAX=5"),
     "kanban": ("ctmcs/kanban/kanban.sm", "t=3"),
     "coin": ("mdps/consensus/coin4.nm", "K=2"),
+    "tandem": ("ctmcs/tandem/tandem.sm", "c=255"),
 }
 
 
