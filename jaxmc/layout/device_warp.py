@@ -34,7 +34,7 @@ import numpy as np
 
 from .compact import narrow_int
 from .device_pad import bucket, pad_tail
-from .warp import WARP, CompactWarpELL, WarpELL
+from .warp import WARP, CompactWarpELL, WarpELL, check_stored
 
 
 def _spb(lanes: int, segs_per_block: int | None) -> int:
@@ -158,6 +158,7 @@ def _warp(row_ptr, col, val, shape, lanes, spb, dtype, total):
     if total is None:
         total = _stats(row_ptr, col, val, nnz, lanes=lanes, spb=spb, compact=False)[0]
         total = int(total)
+    check_stored(total)
     vdtype = np.dtype(val.dtype if dtype is None else dtype)
     tb = bucket(total)
     padded = _warp_arrays(

@@ -92,6 +92,12 @@ def put_sharded(mesh: Mesh, arr: np.ndarray):
     return jax.device_put(arr, sharding(mesh, arr.ndim))
 
 
+def slot_type(nnz: int):
+    """The integer type of the `slot` arrays of a matrix of `nnz` entries
+    (slots run to `nnz + 1`: padding and an extended matrix's identity)."""
+    return np.int32 if nnz + 1 < 2**31 - 1 else np.int64
+
+
 def stack_padded(parts, width: int, fill, dtype) -> np.ndarray:
     out = np.full((len(parts), max(width, 1)), fill, dtype=dtype)
     for d, p in enumerate(parts):
@@ -105,7 +111,7 @@ def _ell(lrows, lcols, lslot, R: int, nnz: int, W: int):
     `nnz`). Each device's `lrows` are sorted (CSR order)."""
     D = len(lrows)
     cols = np.zeros((D, W, R), np.int32)
-    slot = np.full((D, W, R), nnz, np.int32)
+    slot = np.full((D, W, R), nnz, slot_type(nnz))
     for d in range(D):
         rows = lrows[d]
         counts = np.bincount(rows, minlength=R)
@@ -129,7 +135,7 @@ def local_rows(
         return _warp(rows, cols, slots, mesh, data, R, B, nnz)
     if local == "csr":
         L = max((len(r) for r in rows), default=0)
-        slot = stack_padded(slots, L, nnz, np.int32)
+        slot = stack_padded(slots, L, nnz, slot_type(nnz))
         return Rows(
             data=put_sharded(mesh, data[slot]),
             cols=put_sharded(mesh, stack_padded(cols, L, 0, np.int32)),
@@ -165,8 +171,12 @@ def _warp(rows, cols, slots, mesh, data, R: int, B: int, nnz: int) -> WarpRows:
         hs.append(h)
     T = max(len(h["slot"]) for h in hs)
     flat = {
-        k: stack_padded([h[k] for h in hs], T, fill, np.int32)
-        for k, fill in (("cols", 0), ("rows", 0), ("slot", nnz))
+        k: stack_padded([h[k] for h in hs], T, fill, dt)
+        for k, fill, dt in (
+            ("cols", 0, np.int32),
+            ("rows", 0, np.int32),
+            ("slot", nnz, slot_type(nnz)),
+        )
     }
     return WarpRows(
         data=put_sharded(mesh, data[flat["slot"]]),

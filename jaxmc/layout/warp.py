@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ..errors import UnsupportedError
 from .compact import narrow_int
 from .csr import CSR
 from .stats import layout_stats
@@ -104,6 +105,23 @@ def _stored_rows(seg_ptr, seg_width, lanes, total, lane_info=None):
     return np.concatenate([rows, np.zeros(total - len(rows), np.int64)])
 
 
+#: The most stored entries of one warp-segment matrix: its segment pointers,
+#: columns and the kernels' offsets are int32.
+MAX_STORED = 2**31 - 1
+
+
+def check_stored(total: int) -> None:
+    """Raise `UnsupportedError` for a warp-segment matrix of more than
+    `MAX_STORED` stored entries (int32 offsets would wrap: wrong numbers)."""
+    if int(total) > MAX_STORED:
+        raise UnsupportedError(
+            f"the warp-segment layout of this matrix needs {int(total):,} stored "
+            f"entries, past its int32 offsets ({MAX_STORED:,})",
+            hint="split it over several devices (`devices=N`, `--devices N`: "
+            "each device's rows are a matrix of their own) or use layout='csr'",
+        )
+
+
 def host_arrays(indptr, indices, shape, lanes=1, segs_per_block=None, sort_rows=False):
     """Host (numpy) arrays of the warp-segment layout of the CSR structure
     `(indptr, indices)` of `shape`: `cols`, `rows` (int32), `slot` (each
@@ -119,6 +137,7 @@ def host_arrays(indptr, indices, shape, lanes=1, segs_per_block=None, sort_rows=
     seg_ptr, seg_width, block_width, pos, total, lane_info = _placement(
         indptr, nrows, lanes, spb, sort_rows
     )
+    check_stored(total)
     slot = np.full(total, nnz, dtype=np.int64)
     slot[pos] = np.arange(nnz)
     rows = _stored_rows(seg_ptr, seg_width, lanes, total, lane_info)

@@ -316,3 +316,26 @@ def test_one_row_far_longer_than_the_rest_picks_csr():
     assert long_rows(fan, 1.5)
     # the CPU's choice is CSR whatever the rows
     assert layout_kind(csr, "cpu") == "csr"
+
+
+def test_warp_past_int32_offsets_is_an_error(monkeypatch):
+    """A warp-segment matrix of more stored entries than its int32 offsets
+    hold is refused with a hint (host and device builders alike), instead of
+    wrapping around; the partition's slots widen past 2**31 entries."""
+    import scipy.sparse as sp
+
+    from jaxmc.errors import UnsupportedError
+    from jaxmc.layout import CSR, warp
+    from jaxmc.layout.device_warp import warp_from_device
+    from jaxmc.layout.partition_rows import slot_type
+
+    A = sp.csr_matrix(sp.random(300, 300, 0.05, random_state=0))
+    csr = CSR.from_arrays(A.indptr, A.indices, A.data, A.shape)
+    warp.WarpELL.from_csr(csr)  # fits
+    monkeypatch.setattr(warp, "MAX_STORED", A.nnz)  # fewer than it stores
+    with pytest.raises(UnsupportedError, match="int32 offsets") as e:
+        warp.WarpELL.from_csr(csr)
+    assert "devices" in e.value.hint
+    with pytest.raises(UnsupportedError, match="int32 offsets"):
+        warp_from_device(A.indptr, A.indices, A.data, A.shape)
+    assert slot_type(2**31 - 3) == np.int32 and slot_type(2**31) == np.int64
