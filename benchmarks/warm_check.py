@@ -53,6 +53,7 @@ WRAPPED = (
     ("jaxmc.numerics.certificate", "_supersolution_kernel"),
     ("jaxmc.numerics.certificate", "_mv_kernel"),
     ("jaxmc.numerics.host_system", "_masked_values"),
+    ("jaxmc.numerics.steady_bsccs", "_certify_kernel"),
 )
 
 
@@ -93,13 +94,57 @@ def _apply(settings: list[str]) -> None:
         setattr(importlib.import_module(mod_name), name, value)
 
 
+def gpu_defaults() -> None:
+    """The choices `jaxmc.numerics` makes on a GPU, made here on any backend
+    (`--gpu-defaults`): graph searches and certificates on the device for
+    large models, the GPU's automatic layouts (their builds and SpMVs stay
+    the CPU's: numpy builders, the plain-JAX kernels), the GPU's bound for
+    the topological method. For host time of warm checks as a GPU runs
+    them, measured on a CPU."""
+    import jaxmc.numerics.certificate as certificate
+    import jaxmc.numerics.device as device
+    import jaxmc.numerics.graph_device as graph_device
+    import jaxmc.numerics.matrices as matrices
+    import jaxmc.numerics.methods as methods
+    import jaxmc.numerics.steady_bsccs as steady_bsccs
+    import jaxmc.numerics.steady_solve as steady_solve
+
+    graph_device.use_device = lambda m: m.num_states >= graph_device.MIN_STATES
+    certificate.use_device = lambda nnz: nnz >= certificate.CERTIFY_DEVICE_MIN_ENTRIES
+    steady_bsccs.jax = _GpuBackend()
+    for mod in (device, matrices, steady_solve):
+        mod.on_gpu = lambda: True
+    methods.TOPOLOGICAL_MAX_ENTRIES = methods.TOPOLOGICAL_DEVICE_MAX_ENTRIES
+
+
+class _GpuBackend:
+    """`jax` with `default_backend()` "gpu" (for one module's test)."""
+
+    def default_backend(self) -> str:
+        return "gpu"
+
+    def __getattr__(self, name):
+        import jax
+
+        return getattr(jax, name)
+
+
 def one(
-    path: str, consts: str, prop: str, repeat: int, also: str | None, settings=()
+    path: str,
+    consts: str,
+    prop: str,
+    repeat: int,
+    also: str | None,
+    settings=(),
+    profile: int = 0,
+    gpu: bool = False,
 ) -> dict:
     import jax
 
     import jaxmc
 
+    if gpu:
+        gpu_defaults()
     _apply(list(settings))
 
     clock = {"device": 0.0, "calls": 0}
@@ -112,11 +157,26 @@ def one(
     runs = [("first", prop)] + [("warm", prop)] * repeat
     if also:
         runs.append(("other", also))
-    for kind, p in runs:
+    for i, (kind, p) in enumerate(runs):
         clock.update(device=0.0, calls=0)
+        prof = None
+        if profile and kind == "warm" and i == repeat:  # (the last warm check)
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         t = time.perf_counter()
         r = jaxmc.check(model, p)
         wall = time.perf_counter() - t
+        if prof is not None:
+            import io
+            import pstats
+
+            prof.disable()
+            text = io.StringIO()
+            stats = pstats.Stats(prof, stream=text).sort_stats("tottime")
+            stats.print_stats(profile)
+            out["profile"] = text.getvalue()
         out["checks"].append(
             dict(
                 kind=kind,
@@ -148,13 +208,34 @@ def main() -> None:
         metavar="MODULE.NAME=VALUE",
         help="set a module constant in the child first (repeatable)",
     )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="cProfile the last warm check; print its N costliest functions",
+    )
+    p.add_argument(
+        "--gpu-defaults",
+        action="store_true",
+        help="make numerics' GPU choices on this backend (`gpu_defaults`)",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path)
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         path, consts, prop, repeat, also = args.child
-        rec = one(path, consts, prop, int(repeat), also or None, args.set)
+        rec = one(
+            path,
+            consts,
+            prop,
+            int(repeat),
+            also or None,
+            args.set,
+            args.profile,
+            args.gpu_defaults,
+        )
         print("RESULT " + json.dumps(rec))
         return
     rows = []
@@ -163,6 +244,8 @@ def main() -> None:
         label = f"{c.name} {c.consts}".strip()
         if args.set:
             label += " [" + ", ".join(x.rpartition(".")[2] for x in args.set) + "]"
+        if args.gpu_defaults:
+            label += " [GPU defaults]"
         rec: dict = {"instance": label, "prop": c.prop}
         if path is None:
             rec["error"] = "model not found"
@@ -171,6 +254,8 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--child", str(path), c.consts, c.prop]
         cmd += [str(args.repeat), args.also or ""]
         cmd += [f"--set={x}" for x in args.set]
+        cmd += [f"--profile={args.profile}"]
+        cmd += ["--gpu-defaults"] if args.gpu_defaults else []
         try:
             done = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=args.timeout
@@ -183,6 +268,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             rec["error"] = f"timeout after {args.timeout:.0f} s"
         rows.append(rec)
+        print(rec.pop("profile", ""), file=sys.stderr)
         print(json.dumps(rec), flush=True)
     md = _table(rows)
     print(md)

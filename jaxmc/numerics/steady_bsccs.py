@@ -15,6 +15,7 @@ be most of a warm check's time on a GPU.
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 
 import jax
@@ -33,6 +34,9 @@ _U = np.finfo(np.float64).eps
 CERTIFY_ON_DEVICE = "auto"
 CERTIFY_DEVICE_MIN_ENTRIES = 1 << 20
 
+#: Reward vectors whose derived data `Bsccs.per_reward` remembers.
+REWARD_MEMO = 4
+
 
 class Bsccs:
     """The non-trivial BSCCs' states (local indices `0..k-1`), their
@@ -48,6 +52,7 @@ class Bsccs:
         self._devices: dict = {}
         self._is_aperiodic: bool | None = None
         self._certifier = None
+        self._rewards: dict = {}
 
     def segment(self, ufunc, x):
         if self.nb == 1:
@@ -62,6 +67,21 @@ class Bsccs:
             got = self._devices[key] = make()
         return got
 
+    def per_reward(self, r, key: str, make):
+        """`make()` once per reward vector `r` (by identity: a model's
+        reward rates are kept with it, `steady_values._reward_rates`, so a
+        warm check passes the same array) and `key`; the last
+        `REWARD_MEMO` vectors are remembered. Callers never write to `r`."""
+        got = self._rewards.get(id(r))
+        if got is None or got[0]() is not r:
+            if len(self._rewards) >= REWARD_MEMO:
+                self._rewards.pop(next(iter(self._rewards)))
+            got = self._rewards[id(r)] = (weakref.ref(r), {})
+        memo = got[1]
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
+
     def aperiodic(self) -> bool:
         """Whether every BSCC is aperiodic (`steady._aperiodic`), once."""
         if self._is_aperiodic is None:
@@ -75,18 +95,27 @@ class Bsccs:
         return large and jax.default_backend() != "cpu"
 
 
-def certify(B: Bsccs, r, h):
+def certify(B: Bsccs, r, h, bordered: bool = False):
     """`(lo, hi, floor)` per BSCC: the certified bracket `[min D, max D]` of
     each gain, `D = r + Q h` evaluated in float64 with an allowance for its
     rounding (`(m + 3) u` times the sum of the magnitudes of a row's
     `m + 2` terms), and the largest allowance (what float64 can certify at
-    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`."""
+    best with this `h`). Non-finite `h` gives `(-inf, inf, inf)`.
+
+    `bordered`: `h` holds the bordered system's unknowns (each BSCC's gain
+    at its representative, `steady_longrun._split`), read with those
+    entries as 0. On the device (`certify_on_device`) `h` may be a device
+    array: it is read there, not moved to the host, and `r` is moved
+    there once per reward vector (`per_reward`)."""
+    if B.certify_on_device():
+        return _certify_device(B, r, h, bordered)
     h = np.asarray(h, dtype=np.float64)
+    if bordered:
+        h = h.copy()
+        h[B.reps] = 0.0
     if not np.all(np.isfinite(h)):
         inf = np.full(B.nb, np.inf)
         return -inf, inf, inf
-    if B.certify_on_device():
-        return _certify_device(B, np.asarray(r, dtype=np.float64), h)
     terms = B.val * h[B.dst]
     D = r + np.bincount(B.src, weights=terms, minlength=B.k) - B.d * h
     mag = (
@@ -99,11 +128,13 @@ def certify(B: Bsccs, r, h):
     return lo, hi, B.segment(np.maximum, err)
 
 
-def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
+def _certify_device(B: Bsccs, r, h, bordered: bool):
     """`certify` on the device: the system's entries are moved there once,
     padded to size buckets (`layout.device_pad`, so that systems of similar
     size share one compilation): the padding is a dummy state `k` with no
-    entries, in a dummy BSCC `nb`, dropped from the result."""
+    entries, in a dummy BSCC `nb`, dropped from the result. `h` is padded
+    on the device (a device array stays there); only the `3 nb` bounds
+    come back."""
     if B._certifier is None:
         k, nnz = B.k, len(B.src)
         kp, ep = bucket(k + 1), bucket(nnz)
@@ -111,6 +142,8 @@ def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
         def padded(x, fill, size, dtype):
             return jnp.asarray(pad_tail(np.asarray(x, dtype), size, fill))
 
+        is_rep = np.zeros(k, dtype=bool)
+        is_rep[B.reps] = True
         B._certifier = (
             padded(B.src, k, ep, np.int32),
             padded(B.dst, k, ep, np.int32),
@@ -118,22 +151,42 @@ def _certify_device(B: Bsccs, r: np.ndarray, h: np.ndarray):
             padded(B.d, 0.0, kp, np.float64),
             padded(B.deg, 0, kp, np.int32),
             padded(B.lab, B.nb, kp, np.int32),
+            padded(is_rep, False, kp, bool),
         )
-    src, dst, val, d, deg, lab = B._certifier
+    src, dst, val, d, deg, lab, is_rep = B._certifier
     kp = d.shape[0]
-    rp, hp = (jnp.asarray(pad_tail(x, kp, 0.0)) for x in (r, h))
-    lo, hi, floor = _certify_kernel(src, dst, val, d, deg, lab, rp, hp, nb=B.nb + 1)
+    rp = B.per_reward(
+        r, "certify", lambda: jnp.asarray(pad_tail(np.asarray(r, np.float64), kp, 0.0))
+    )
+    hp = _pad(jnp.asarray(h, jnp.float64), kp)
+    mask = is_rep if bordered else jnp.zeros_like(is_rep)
+    lo, hi, floor = _certify_kernel(
+        src, dst, val, d, deg, lab, mask, rp, hp, nb=B.nb + 1
+    )
     n = B.nb
     return np.asarray(lo)[:n], np.asarray(hi)[:n], np.asarray(floor)[:n]
 
 
+@partial(jax.jit, static_argnames="size")
+def _pad(h, size):
+    return jnp.zeros(size, h.dtype).at[: h.shape[0]].set(h)
+
+
 @partial(jax.jit, static_argnames="nb")
-def _certify_kernel(src, dst, val, d, deg, lab, r, h, *, nb):
+def _certify_kernel(src, dst, val, d, deg, lab, is_rep, r, h, *, nb):
     k = d.shape[0]
+    h = jnp.where(is_rep, 0.0, h)
     terms = val * h[dst]
     D = r + jax.ops.segment_sum(terms, src, k) - d * h
     mag = jnp.abs(r) + jax.ops.segment_sum(jnp.abs(terms), src, k) + jnp.abs(d * h)
     err = (deg + 3).astype(jnp.float64) * (_U * 1.01) * mag
     lo = jax.ops.segment_min(D - err, lab, nb)
     hi = jax.ops.segment_max(D + err, lab, nb)
-    return lo, hi, jax.ops.segment_max(err, lab, nb)
+    floor = jax.ops.segment_max(err, lab, nb)
+    finite = jnp.all(jnp.isfinite(h))  # (as the host: no bracket otherwise)
+    inf = jnp.inf
+    return (
+        jnp.where(finite, lo, -inf),
+        jnp.where(finite, hi, inf),
+        jnp.where(finite, floor, inf),
+    )

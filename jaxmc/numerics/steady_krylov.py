@@ -32,6 +32,7 @@ steady states").
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from ..layout import host_array
@@ -72,19 +73,29 @@ class KrylovRun:
 
     def __init__(self, dev, r, z0, method, gap):
         B = dev.B
-        _, self.op, at, self.back, _, _ = dev.get()
-        self.b = at(r / B.d)
-        self.x = None if z0 is None else at(z0)
+        _, self.op, at, _, _, _ = dev.get()
+        self.back = dev.back_device
+        # (the right-hand side on the device once per reward vector; `r` is
+        # never written to: `Bsccs.per_reward`)
+        self.b = B.per_reward(r, ("rhs", id(dev)), lambda: dev.device_vector(r / B.d))
+        self.x = None if z0 is None else z0 if isinstance(z0, jax.Array) else at(z0)
         self.method, self.gap = method, gap
         self.state = None
         self.shadow = None  # None: the initial residual (BiCGStab's own)
         self.total = 0
         self._best = None  # (layout-ordered iterate, true residual)
+        self._best_back = None  # `back` of the best iterate, made once
         self.halved_at = 0  # SpMVs when the best residual last halved
         self.gaps: list[tuple[int, float]] = []
 
     def best(self):
-        return None if self._best is None else self.back(self._best[0])
+        """The best iterate (the BSCCs' numbering; a device array where the
+        iterates are fully on this process's devices, else on the host)."""
+        if self._best is None:
+            return None
+        if self._best_back is None:
+            self._best_back = self.back(self._best[0])
+        return self._best_back
 
     def _chunk(self, left: int):
         if self.method == "gmres":
@@ -143,7 +154,10 @@ class KrylovRun:
             if best is None or res < 0.5 * best[1]:
                 self.halved_at = self.total
             if best is None or res < best[1]:
-                self._best = (host_array(sol.value), res)
+                value = sol.value
+                if not (isinstance(value, jax.Array) and value.is_fully_addressable):
+                    value = host_array(value)
+                self._best, self._best_back = (value, res), None
             self.x = sol.value
             self.gaps.append((self.total, self.gap(self.best())))
             if self.gaps[-1][1] <= 1.0 or res <= KRYLOV_RTOL:

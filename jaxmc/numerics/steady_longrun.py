@@ -50,12 +50,14 @@ that budget (`steady_krylov`: why a Krylov plateau is no stall).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..errors import ConvergenceError
-from ..layout import make_layout
+from ..layout import host_array, make_layout
 from ..solvers import Status
 from .krylov import Bordered, pair_jacobi, relative_value_iteration
 from .matrices import build_matrix, build_ordered, host_csr, layout_name
@@ -106,6 +108,12 @@ def _poisson_matrix(B: Bsccs):
     return sp.csc_matrix((vals, (rows, cols)), shape=(B.k, B.k))
 
 
+def _host_h(B: Bsccs, z) -> np.ndarray:
+    """`h` of the bordered unknowns `z` (on the device or the host), on the
+    host."""
+    return _split(B, host_array(z, np.float64))[0]
+
+
 def _split(B: Bsccs, z):
     """`(h, g)` from the bordered unknowns `z`."""
     g = np.asarray(z)[B.reps].copy()
@@ -123,6 +131,8 @@ class _Device:
         self.B, self.dm, self.rank = B, dm, rank
         self._built = None
         self._t = None
+        self._inverse = None
+        self._order = None
 
     def get(self):
         if self._built is None:
@@ -152,6 +162,7 @@ class _Device:
                 jnp.asarray(at(1.0 / B.d), jnp.float64),
             )
             self._built = (mat, op, at, back, lab, rep_pos)
+            self._order = order
         return self._built
 
     def transposed(self):
@@ -167,6 +178,27 @@ class _Device:
                 AT = canonical(AT[perm][:, perm])
             self._t = _same_layout(AT, layout_name(mat))
         return self._t
+
+    def device_vector(self, v):
+        """The host vector `v` (the BSCCs' numbering) on the device, in the
+        layout's order."""
+        import jax.numpy as jnp
+
+        return jnp.asarray(self.get()[2](v), jnp.float64)
+
+    def back_device(self, y):
+        """A device vector in the layout's order back in the BSCCs'
+        numbering, on the device (the inverse order moved there once)."""
+        import jax.numpy as jnp
+
+        self.get()
+        if self._order is None:
+            return y
+        if not isinstance(y, jnp.ndarray):
+            return self._order.undo(y)
+        if self._inverse is None:
+            self._inverse = jnp.asarray(self._order.inverse, jnp.int32)
+        return y[self._inverse]
 
     @property
     def name(self) -> str:
@@ -322,15 +354,38 @@ def gains(
     methods, note = chain(method, B.k, precision, dm is None, budget > max_iters)
     paused = None  # a stalled BiCGStab run, to go on with the budget
     attempts: list[Attempt] = []
-    lo, hi, _ = certify(B, r, np.zeros(B.k))  # h = 0: the reward's own range
-    best = (0.5 * (lo + hi), 0.5 * (hi - lo), np.zeros(B.k))  # (mid, half, h)
+    # (h = 0: the reward's own range; the same for every check of `r`)
+    lo, hi, _ = B.per_reward(r, "zero", lambda: certify(B, r, np.zeros(B.k)))
+    zero = lambda: np.zeros(B.k)  # noqa: E731
+    best = (0.5 * (lo + hi), 0.5 * (hi - lo), zero)  # (mid, half, h on the host)
+    last_z: list = [None, None]  # the last iterate certified, and its bracket
+
+    def bracket(z):
+        """`certify` of the bordered iterate `z` (a device array stays
+        there), kept for the same `z` asked again."""
+        if last_z[0] is not z:
+            last_z[:] = [z, certify(B, r, z, bordered=True)]
+        return last_z[1]
 
     def gap(z):
-        lo, hi, floor = certify(B, r, _split(B, z)[0])
+        lo, hi, floor = bracket(z)
         return _gap(0.5 * (lo + hi), 0.5 * (hi - lo), epsilon, relative, floor)
+
+    def start(best):
+        """The bordered start of a Krylov run from `best`; the first run's
+        (from h = 0) on the device, once per reward vector and layout."""
+        if best[2] is zero:
+            return B.per_reward(r, ("z0", id(dev)), lambda: dev.device_vector(z0()))
+        return z0()
+
+    def z0():
+        z = best[2]().copy()
+        z[B.reps] = best[0][B.lab[B.reps]]
+        return z
 
     for i, m in enumerate(methods):
         where = "host"
+        z = h_new = None
         if m == "direct":
             h_new, status, iters = _direct(B, r), Status.CONVERGED, 0
             status = Status.BREAKDOWN if h_new is None else status
@@ -342,36 +397,37 @@ def gains(
             done = run.total
             status = run.run(max_iters, budget, stall=False)
             z, iters, m = run.best(), run.total - done, "bicgstab"
-            h_new = None if z is None else _split(B, z)[0]
             where = dev.name
         elif m in ("bicgstab", "gmres"):
-            z0 = best[2].copy()
-            z0[B.reps] = best[0][B.lab[B.reps]]
-            run = KrylovRun(dev, r, z0, m, gap)
+            run = KrylovRun(dev, r, start(best), m, gap)
             status = run.run(max_iters, budget)
             z, iters = run.best(), run.total
-            h_new = None if z is None else _split(B, z)[0]
             where = dev.name
             stopped = status in (Status.STALLED, Status.MAX_ITERS)
             if m == "bicgstab" and stopped and run.total < budget:
                 paused = run
         elif m == "jacobi":
             h_new, status, iters = _jacobi(
-                dev, r, best[2], epsilon, relative, max_iters, budget
+                dev, r, best[2](), epsilon, relative, max_iters, budget
             )
             where = dev.name
         else:
             h_new, status, iters = _power(
-                dev, r, best[2], epsilon, relative, max_iters, budget, m == "power32"
+                dev, r, best[2](), epsilon, relative, max_iters, budget, m == "power32"
             )
             where = dev.name
         residual, ok = float("inf"), False
-        if h_new is not None:
-            lo, hi, floor = certify(B, r, h_new)
+        if z is not None or h_new is not None:
+            if z is not None:
+                lo, hi, floor = bracket(z)
+                h = functools.partial(_host_h, B, z)
+            else:
+                lo, hi, floor = certify(B, r, h_new)
+                h = functools.partial(np.asarray, h_new)
             mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
             half = half + _U * np.abs(mid)
             if np.max(half) < np.max(best[1]):
-                best = (mid, half, h_new)
+                best = (mid, half, h)
             residual = float(np.max(half))
             ok = _within(mid, half, epsilon, relative, floor)
         name = "power" if m == "power32" else m
@@ -383,7 +439,8 @@ def gains(
             return best[0], best[1], attempts, last
         if status == Status.CONVERGED:
             status = Status.STALLED  # the solve stopped, the bracket is too wide
-        why = "bracket above epsilon" if h_new is not None else "no iterate"
+        got = z is not None or h_new is not None
+        why = "bracket above epsilon" if got else "no iterate"
         if paused is not None and m == "bicgstab":
             why = f"{why}; paused"
         elif methods[i] == "resume":

@@ -128,7 +128,9 @@ def _long_run(model, r, options, device_model, device):
         with stage("solve"):
             mid, hw, attempts, last = gains(
                 B,
-                r[idx],
+                # (the same array for every check of `r`: what `gains`
+                # derives from it is kept, `Bsccs.per_reward`)
+                B.per_reward(r, "local", lambda: r[idx]),
                 method=method,
                 epsilon=epsilon,
                 relative=relative,

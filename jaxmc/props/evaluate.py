@@ -23,6 +23,24 @@ from ..errors import ModelCheckingError
 from ..explore.lower import lower
 from ..explore.model import ExplicitModel
 from ..lang import ast
+from ..numerics.transitions import cached
+
+
+class _Columns:
+    """The state variables' columns as int64, each made on first use and
+    kept with the model (read-only): a property reads a few of the
+    variables, and checking it again converts none."""
+
+    def __init__(self, model: ExplicitModel):
+        self.model = model
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        states = self.model.states
+        return cached(
+            self.model,
+            f"state_column_{i}",
+            lambda: np.asarray(states[:, i], dtype=np.int64),
+        )
 
 
 def evaluate_plain(
@@ -48,8 +66,7 @@ def evaluate_plain(
             )
         return np.broadcast_to(np.asarray(operator(x)), (n,))
 
-    states = np.asarray(model.states, dtype=np.int64)
-    cols = [states[:, i] for i in range(states.shape[1])]
+    cols = _Columns(model)
     lowered = lower(
         e, index, bools=bools, ranges=ranges, error=ModelCheckingError, opaque=opaque
     )

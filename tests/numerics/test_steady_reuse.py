@@ -153,3 +153,52 @@ def test_state_sums_are_bincounts_over_the_entries():
             soc[np.repeat(np.arange(m), per_choice)], weights=w, minlength=n
         )
         np.testing.assert_allclose(state_sums(model, w), ref, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("sizes", [(40,), (7, 30, 1 + 12)])
+def test_bordered_certificate_on_a_device_iterate_is_the_hosts(monkeypatch, sizes):
+    """`certify(..., bordered=True)` (the representatives' entries read as
+    0) of a device array on the device gives the host's bracket of the split
+    iterate; a non-finite iterate gives no bracket on both."""
+    import jax.numpy as jnp
+
+    B, rng = _bsccs(sizes, seed=7 + len(sizes))
+    r = rng.uniform(-2, 3, B.k)
+    z = rng.normal(0, 10, B.k)
+    monkeypatch.setattr(steady_bsccs, "CERTIFY_ON_DEVICE", "off")
+    host = steady_bsccs.certify(B, r, steady_longrun._split(B, z)[0])
+    monkeypatch.setattr(steady_bsccs, "CERTIFY_ON_DEVICE", "on")
+    dev = steady_bsccs.certify(B, r, jnp.asarray(z), bordered=True)
+    for a, b in zip(host, dev):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    z[-1] = np.nan
+    lo, hi, floor = steady_bsccs.certify(B, r, jnp.asarray(z), bordered=True)
+    assert np.all(lo == -np.inf) and np.all(hi == np.inf) and np.all(floor == np.inf)
+
+
+@pytest.mark.parametrize("where", ["on", "off"])
+def test_reward_data_of_a_long_run_check_is_made_once(monkeypatch, where):
+    """A warm long-run check on the device's Krylov path (layout "ell":
+    the BSCCs' system on the device) makes nothing again from its reward
+    vector (`Bsccs.per_reward`: the BSCC slice, the h = 0 bracket, the
+    right-hand side and first start on the device, the certificate's
+    reward) and gives the first check's value; a fresh model gives it too."""
+    monkeypatch.setattr(steady_bsccs, "CERTIFY_ON_DEVICE", where)
+    made = []
+    real = steady_bsccs.Bsccs.per_reward
+
+    def counting(self, r, key, make):
+        return real(self, r, key, lambda: made.append(key) or make())
+
+    monkeypatch.setattr(steady_bsccs.Bsccs, "per_reward", counting)
+    prop = 'R{"r"}=? [ S ]'
+    m = jaxmc.load_model_string(MODEL)
+    first = jaxmc.check(m, prop, layout="ell")
+    assert first.method.startswith("bicgstab")
+    n_first = len(made)
+    assert n_first >= 3
+    again = jaxmc.check(m, prop, layout="ell")
+    assert len(made) == n_first
+    assert again.value == first.value and again.bound == first.bound
+    fresh = jaxmc.check(jaxmc.load_model_string(MODEL), prop, layout="ell")
+    assert fresh.value == pytest.approx(first.value, rel=1e-12)

@@ -218,3 +218,35 @@ rewards "both" [up] true : 1; [down] true : 2; n>2 : 1; endrewards
     pi = (2 / 3) ** np.arange(5)
     pi /= pi.sum()
     assert first[0] == pytest.approx(2.0 * pi[:4].sum(), rel=1e-6)
+
+
+def test_state_formula_columns_are_converted_once_per_model(monkeypatch):
+    """A property's state formulas read the state variables' int64 columns
+    kept with the model (`props.evaluate`): only the columns read are made,
+    once, and a warm check gives the first one's values, as does a fresh
+    model."""
+    text = """dtmc
+module m
+  s : [0..3] init 0;
+  t : [0..2] init 0;
+  [] s<3 -> 0.5 : (s'=s+1) + 0.5 : (s'=0);
+  [] s=3 & t<2 -> (t'=t+1);
+  [] s=3 & t=2 -> true;
+endmodule
+"""
+    prop = "P=? [ s<3 U s=3 & t=0 ]"
+    m = jaxmc.load_model_string(text)
+    first = jaxmc.check(m, prop)
+    em = jaxmc.build(m)
+    kept = {
+        k: v
+        for k, v in transitions._PER_MODEL[em].items()
+        if k.startswith("state_column")
+    }
+    assert sorted(kept) == ["state_column_0", "state_column_1"]
+    assert all(v.dtype == np.int64 and not v.flags.writeable for v in kept.values())
+    again = jaxmc.check(m, prop)
+    assert all(transitions._PER_MODEL[em][k] is v for k, v in kept.items())
+    assert again.value == first.value
+    fresh = jaxmc.check(jaxmc.load_model_string(text), prop)
+    assert fresh.value == first.value
