@@ -57,6 +57,22 @@ def _bsccs(model):
     return got
 
 
+_SINGLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _singles(model, labels):
+    """`(states, their labels, all in BSCCs)`: the states that are a BSCC
+    alone, and whether every state lies in a BSCC (made once per model: a
+    warm check then does no pass over all the states here)."""
+    got = _SINGLES.get(model)
+    if got is None:
+        inb = labels >= 0
+        sizes = np.bincount(labels[inb], minlength=int(labels.max(initial=-1)) + 1)
+        one = np.flatnonzero(inb & (sizes[np.maximum(labels, 0)] == 1))
+        got = _SINGLES[model] = (one, labels[one], bool(inb.all()))
+    return got
+
+
 def _make_bsccs(model):
     labels, count = graph.bsccs(model)
     inb = labels >= 0
@@ -118,10 +134,10 @@ def _long_run(model, r, options, device_model, device):
     precision = options.precision
     with stage("precompute"):
         labels, count, B, idx, uniq = _bsccs(model)
-    inb = labels >= 0
+    single, single_label, all_in = _singles(model, labels)
     c = np.zeros(count)
     half = np.zeros(count)
-    c[labels[inb]] = r[inb]  # single-state BSCCs: their own reward
+    c[single_label] = r[single]  # single-state BSCCs: their own reward
     attempts, last = (), None
     if B is not None:
         on_device = solves_on_device(B.k, dm, device)
@@ -142,11 +158,14 @@ def _long_run(model, r, options, device_model, device):
                 budget=budget_for(max_iters, options.max_iters_given),
             )
         c[uniq], half[uniq] = mid, hw
-    absorb = _absorb(model, labels, c, options=options, dm=dm, device=device)
+    if all_in:  # (no transient state: each state's value is its BSCC's)
+        absorb = NumericResult(c[labels], method="none")
+    else:
+        absorb = _absorb(model, labels, c, options=options, dm=dm, device=device)
     bound = float(half.max(initial=0.0))
     if absorb.method != "none":
         with stage("solve"):
-            fixed = np.where(inb, c[np.maximum(labels, 0)], 0.0)
+            fixed = np.where(labels >= 0, c[np.maximum(labels, 0)], 0.0)
             err = _absorption_error(
                 model,
                 labels,

@@ -18,6 +18,8 @@ state is refused too.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..errors import ModelCheckingError
@@ -34,11 +36,18 @@ def describe_state(model: ExplicitModel, s: int) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+#: The reward structures found nonnegative, by identity (a model's are
+#: immutable: each is checked once, not per property).
+_NONNEGATIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def require_nonnegative(
     model: ExplicitModel, reward: RewardStructure, span: Span | None = None
 ) -> None:
     """Raise `ModelCheckingError` (located at `span`, the `R` operator) if
     `reward` has a negative state or transition reward in some state."""
+    if _NONNEGATIVE.get(id(reward)) is reward:
+        return
     name = f'"{reward.name}"' if reward.name else "(unnamed)"
     hint = (
         "PRISM refuses negative rewards in every R operator; split the "
@@ -71,3 +80,4 @@ def require_nonnegative(
             f"{describe_state(model, s)} (the items' sum there may not be)",
             span, hint=hint,
         )  # fmt: skip
+    _NONNEGATIVE[id(reward)] = reward
