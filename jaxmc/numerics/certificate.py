@@ -14,6 +14,8 @@ which hold for any order of summation. `CERTIFY_ON_DEVICE` says where.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -198,7 +200,15 @@ def certify_steps(A, bb, x, maybe, w, kw):
     solution made of `w` (`steps_supersolution`), if they meet the
     criterion, else None: the error `e` of `x` solves `e = r + P e` with `r`
     the residual, so `|e| <= max|r| s`."""
-    s = None if w is None else steps_supersolution(A, maybe, w)
+    if w is None:
+        return None
+    R = rows_of(A)
+    if isinstance(R, DeviceRows):  # one pass on the device, the same sums
+        m, eps = R.padmask(maybe), float(kw["epsilon"])
+        args = (R.val, R.absval, R.row, R.col, R.k, R.pad(bb), R.pad(x), m, R.pad(w))
+        ok, lo, hi = _steps_bounds_kernel(*args, eps, bool(kw["relative"]))
+        return (np.asarray(lo)[: R.n], np.asarray(hi)[: R.n]) if bool(ok) else None
+    s = steps_supersolution(A, maybe, w)
     if s is None:
         return None
     err = residual_max(A, bb, x, maybe) * s * (1.0 + 1e-9)
@@ -210,3 +220,20 @@ def certify_steps(A, bb, x, maybe, w, kw):
     if not within(lo, hi, maybe, kw["epsilon"], kw["relative"]):
         return None
     return lo, hi
+
+
+@functools.partial(jax.jit, static_argnames="relative")
+def _steps_bounds_kernel(val, absval, row, col, k, bb, x, maybe, w, epsilon, relative):
+    """`certify_steps` on `DeviceRows`: `(ok, lo, hi)` from the supersolution
+    and residual kernels and the host path's bounds, in the same order of
+    operations (the same numbers)."""
+    ok, s = _supersolution_kernel(val, row, col, k, maybe, w)
+    rmax = _residual_kernel(val, absval, row, col, k, bb, x, maybe)
+    err = rmax * s * (1.0 + 1e-9)
+    ok = ok & jnp.all(jnp.isfinite(err))
+    lo = jnp.minimum(x - err, jnp.nextafter(x, -jnp.inf))
+    hi = jnp.maximum(x + err, jnp.nextafter(x, jnp.inf))
+    lo, hi = jnp.where(maybe, lo, x), jnp.where(maybe, hi, x)
+    half = 0.5 * (hi - lo)
+    tol = epsilon * jnp.abs(lo) if relative else epsilon
+    return ok & jnp.all(jnp.where(maybe, half <= tol, True)), lo, hi

@@ -250,3 +250,53 @@ endmodule
     assert again.value == first.value
     fresh = jaxmc.check(jaxmc.load_model_string(text), prop)
     assert fresh.value == first.value
+
+
+def _steps_bounds_by_parts(R, bb, x, maybe, w, kw):
+    """`certify_steps` as it was before its one-pass kernel: the device's
+    supersolution and residual kernels, then the bounds in numpy."""
+    s = certificate.steps_supersolution(R, maybe, w)
+    if s is None:
+        return None
+    err = certificate.residual_max(R, bb, x, maybe) * s * (1.0 + 1e-9)
+    if not np.all(np.isfinite(err)):
+        return None
+    lo = np.where(maybe, np.minimum(x - err, np.nextafter(x, -np.inf)), x)
+    hi = np.where(maybe, np.maximum(x + err, np.nextafter(x, np.inf)), x)
+    ok = certificate.within(lo, hi, maybe, kw["epsilon"], kw["relative"])
+    return (lo, hi) if ok else None
+
+
+def test_steps_certificate_in_one_device_pass():
+    """`certify_steps` on `DeviceRows` (one jitted pass: supersolution,
+    residual, bounds, criterion) gives the bounds of the same kernels
+    followed by numpy bit for bit, refuses where they refuse, and its
+    bounds hold the exact solution."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(7)
+    n = 300
+    P = sp.random(n, n, 0.02, random_state=3, format="csr")
+    P = sp.csr_matrix(sp.diags(0.9 / np.maximum(P.sum(axis=1).A1, 1e-9)) @ P)
+    maybe = rng.random(n) < 0.8
+    P = sp.csr_matrix(sp.diags(maybe.astype(float)) @ P)
+    P.sort_indices()
+    bb = np.where(maybe, rng.random(n) * 0.1, 0.0)
+    A = np.eye(n) - P.toarray()
+    x = np.where(maybe, np.linalg.solve(A, bb), 0.0)
+    w = np.where(maybe, np.linalg.solve(A, np.ones(n)), 0.0)
+    R = certificate.DeviceRows(P)
+    outcomes = []
+    for noise in (0.0, 1e-9, 1e-3):
+        xn = x * (1 + noise * rng.standard_normal(n))
+        for relative in (True, False):
+            kw = {"epsilon": 1e-6, "relative": relative}
+            want = _steps_bounds_by_parts(R, bb, xn, maybe, w, kw)
+            got = certificate.certify_steps(R, bb, xn, maybe, w, kw)
+            assert (want is None) == (got is None)
+            outcomes.append(got is None)
+            if got is not None:
+                assert np.array_equal(want[0], got[0])
+                assert np.array_equal(want[1], got[1])
+                assert np.all(got[0] <= x) and np.all(x <= got[1])
+    assert True in outcomes and False in outcomes  # both outcomes seen
