@@ -378,11 +378,12 @@ class _Checker:
             return self.bound
         lo, hi = self.bounds
         v = self.last
+        if not isinstance(expr, ast.Filter):  # (the initial states only)
+            init = np.asarray(self.model.initial_states)
+            lo, hi, v = lo[init], hi[init], v[init]
         with np.errstate(invalid="ignore"):
             err = np.maximum(hi - v, v - lo)
             err = np.where((lo == hi) & (v == lo), 0.0, err)
-        if not isinstance(expr, ast.Filter):
-            err = err[np.asarray(self.model.initial_states)]
         worst = float(np.max(err, initial=0.0))
         return worst if np.isfinite(worst) else None
 
