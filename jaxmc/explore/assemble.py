@@ -101,6 +101,7 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
                     if (v < 0).any():
                         neg = np.flatnonzero(v < 0) + a
                         bfs.negative_at.setdefault(ri, []).append(neg)
+    del cols  # the chunk's int64 columns
     rewards = []
     for ri, r in enumerate(comp.checked.rewards):
         trans_r = None
@@ -139,8 +140,10 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     )
 
 
-#: States whose labels and state rewards are evaluated at a time.
-CHUNK = 1 << 20
+#: States decoded, and whose labels and state rewards are evaluated, at a
+#: time: the chunk's int64 columns are temporaries (8 bytes per state and
+#: variable), small beside the model at this size.
+CHUNK = 1 << 16
 
 
 class _Columns:

@@ -319,7 +319,7 @@ class Builder:
         self.held = 0  # bytes of the per-entry chunks (`held_bytes`)
 
     def _decode(self, lo: int, hi: int) -> np.ndarray:
-        return self.comp.enc.decode(self.table.keys[lo:hi])
+        return self.comp.enc.decode(self.table.keys[lo:hi], np.int32)
 
     # -------------------------------------------------------------- initial
     def initial(self) -> np.ndarray:

@@ -32,15 +32,27 @@ def join(chunks: list, dtype, fill=1) -> np.ndarray:
             shape = (total,) + c.shape[1:]
             break
     out = np.empty(shape, dtype=dtype)
-    at = 0
+    at = freed = 0
     chunks.reverse()
     while chunks:
         c = chunks.pop()
         size = c if isinstance(c, int) else c.shape[0]
         out[at : at + size] = fill if isinstance(c, int) else c
         at += size
+        if not isinstance(c, int):
+            freed += c.nbytes
+        del c
+        if freed >= TRIM_BYTES:  # the freed chunks' pages, before `out`'s next
+            trim()
+            freed = 0
     trim()
     return out
+
+
+#: `join` gives the freed chunks' memory back every this many bytes: `out`'s
+#: pages become resident as they are written, so the join's peak is then
+#: the chunks or `out`, not both.
+TRIM_BYTES = 16 << 20
 
 
 def _malloc_trim():
