@@ -172,17 +172,12 @@ def _choices(bfs: Builder, lo: int, hi: int):
     pairs, blocks = bfs.composer.run(masks, n)
     k = bfs.composer.k
     sentinel = [p.size for p in pairs]
-    c_src_l, c_pair_l, c_lab_l = [], [], []
+    # Per block: its states, its modules' pair columns, its label.
+    c_src_l, parts, labs = [], [], []
     for v, a, src, mods, pcols in blocks:
-        lab = bfs.actions_order.id(bfs, a, v)
-        cp = np.empty((k, src.size), dtype=np.int64)
-        if len(mods) < k:
-            cp[:] = np.array(sentinel, dtype=np.int64)[:, None]
-        for m, c in zip(mods, pcols):
-            cp[m] = c
         c_src_l.append(src)
-        c_pair_l.append(cp)
-        c_lab_l.append(np.full(src.size, lab, dtype=np.int64))
+        parts.append(list(zip(mods, pcols)))
+        labs.append(bfs.actions_order.id(bfs, a, v))
     has = np.zeros(n, dtype=bool)
     for src in c_src_l:
         has[src] = True
@@ -195,20 +190,32 @@ def _choices(bfs: Builder, lo: int, hi: int):
     if dead.size:
         # Deadlock states get a choice with no command: a self-loop.
         c_src_l.append(dead)
-        c_pair_l.append(np.repeat(np.array(sentinel, np.int64)[:, None], dead.size, 1))
-        c_lab_l.append(np.full(dead.size, -1, dtype=np.int64))
-    # Choices by state, in vector order within a state (a stable sort).
-    if len(c_src_l) == 1:
-        c_src, c_pair, c_lab = c_src_l[0], c_pair_l[0], c_lab_l[0]
-        if c_src.size > 1 and not (c_src[1:] >= c_src[:-1]).all():
-            order = np.argsort(c_src, kind="stable")
-            c_src, c_pair, c_lab = c_src[order], c_pair[:, order], c_lab[order]
-    else:
-        c_src = np.concatenate(c_src_l)
+        parts.append([])
+        labs.append(-1)
+    # Choices by state, in vector order within a state (a stable sort):
+    # `dest`, the place of each block's choices (None: where they are).
+    c_src = c_src_l[0] if len(c_src_l) == 1 else np.concatenate(c_src_l)
+    dest = None
+    if c_src.size > 1 and not (c_src[1:] >= c_src[:-1]).all():
         order = np.argsort(c_src, kind="stable")
         c_src = c_src[order]
-        c_pair = np.concatenate(c_pair_l, axis=1)[:, order]
-        c_lab = np.concatenate(c_lab_l)[order]
+        dest = np.empty_like(order)
+        dest[order] = np.arange(order.size)
+        del order
+    # The pair of each module in each choice (the sentinel where the module
+    # takes no part), in int32: `k` per choice, alive to the end.
+    c_pair = np.empty((k, c_src.size), dtype=np.int32)
+    for m in range(k):
+        c_pair[m] = sentinel[m]
+    c_lab = np.empty(c_src.size, dtype=np.int32)
+    at = 0
+    for src, pcols, lab in zip(c_src_l, parts, labs):
+        where = slice(at, at + src.size) if dest is None else dest[at : at + src.size]
+        for m, c in pcols:
+            c_pair[m, where] = c
+        c_lab[where] = lab
+        at += src.size
+    del c_src_l, parts, dest
     nc = c_src.size
     # None: one choice per state, in state order
     per_state = np.bincount(c_src, minlength=n) if nc != n else None
