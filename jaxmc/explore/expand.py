@@ -53,15 +53,17 @@ def as_float(x: np.ndarray) -> np.ndarray:
 
 class _Table:
     """One module's evaluated updates (see the module docstring): per pair
-    (plus the sentinel, last) `uoff`, `ustride`, `nup` (updates) and `fl`
-    (first local update index + 1; 0 for the sentinel); per flat slot the
-    probability `prob` and the key delta `delta` (`[slots]` for one-word
-    keys, else `[slots, W]`)."""
+    (plus the sentinel, last) `uoff`, `ustride`, `nup` (updates) and `cmd`;
+    per flat slot the probability `prob`, the key delta `delta` (`[slots]`
+    for one-word keys, else `[slots, W]`) and `code`, the update's part of
+    an entry's provenance code: its digit times the module's radix where
+    the codes fit one word (`Compiled.code_fits`; 0 for the sentinel), else
+    its global update id (-1 for the sentinel)."""
 
-    __slots__ = ("uoff", "ustride", "nup", "fl", "prob", "delta", "cmd", "max_up")
+    __slots__ = ("uoff", "ustride", "nup", "prob", "delta", "code", "cmd", "max_up")
 
 
-def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
+def _evaluate(bfs: Builder, m: int, pairs, cols, states, n_words: int) -> _Table:
     comp = bfs.comp
     blocks = pairs.blocks
     size = pairs.size
@@ -85,9 +87,6 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
     t.nup = np.empty(size + 1, dtype=np.int64)
     t.nup[:size] = nup_c[cmd_of]
     t.nup[size] = 1
-    t.fl = np.empty(size + 1, dtype=np.int64)
-    t.fl[:size] = comp.first_local[pos][cmd_of] + 1
-    t.fl[size] = 0
     t.max_up = int(nup_c.max()) if len(blocks) else 1
     t.cmd = np.empty(size + 1, dtype=np.int64)
     t.cmd[:size] = np.asarray(cis, dtype=np.int64)[cmd_of]
@@ -99,6 +98,14 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
     else:
         delta = t.delta = np.empty((total + 1, n_words), dtype=np.int64)
     delta[total] = 0
+    code = t.code = np.empty(total + 1, dtype=np.int64)
+    # the digit of update `j` of command `pos` is `first_local[pos] + 1 + j`
+    if comp.code_fits:
+        scale, shift = int(comp.radix[m]), 1
+        code[total] = 0
+    else:
+        scale, shift = 1, int(comp.module_offset[m])
+        code[total] = -1
     used = pairs.used
     src = pairs.src
     for b, (ci, a, z) in enumerate(blocks):
@@ -114,7 +121,9 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
         gat = _Gather(cols, rows)
         ln = z - a
         at = int(base[b])
-        for u in cmd.updates:
+        first_code = int(comp.first_local[pos[b]]) + shift
+        for j, u in enumerate(cmd.updates):
+            code[at : at + ln] = (first_code + j) * scale
             p, d, bad, new = u.fused(gat, active, ln)
             if bad is not False:
                 if active is not None:
@@ -139,9 +148,16 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
         _choices(bfs, lo, hi)
     )
 
-    # 4. successors → ids
-    succ = keys[e_src] + (delta[:, None] if W == 1 else delta)
+    # 4. successors → ids (the keys made in `delta`'s place)
+    if W == 1:
+        delta += keys[:, 0][e_src]
+        succ = delta[:, None]
+    else:
+        delta += keys[e_src]
+        succ = delta
+    del delta
     ids = bfs.table.find_or_add(succ, bfs.before_add)
+    del succ
 
     # 5. rows, merging duplicates
     add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
@@ -221,22 +237,30 @@ def _choices(bfs: Builder, lo: int, hi: int):
     per_state = np.bincount(c_src, minlength=n) if nc != n else None
 
     # 3. updates of the pairs, then the update combinations of each choice
-    tables = [_evaluate(bfs, pairs[m], cols, keys, W) for m in range(k)]
-    reps = [t.nup[c_pair[m]] if t.max_up > 1 else None for m, t in enumerate(tables)]
+    tables = [_evaluate(bfs, m, pairs[m], cols, keys, W) for m in range(k)]
+    reps = [
+        np.take(t.nup, c_pair[m]) if t.max_up > 1 else None
+        for m, t in enumerate(tables)
+    ]
     total = None
     for r in reps:
         if r is not None:
             total = r.copy() if total is None else total * r
     if total is None:
         ne = nc
-        e_choice = None  # the identity
+        e_choice = r_in = None  # the identity
     else:
         ne = int(total.sum())
         e_choice = np.repeat(np.arange(nc), total)
-        r_in = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+        r_in = np.arange(ne)
+        r_in -= np.repeat(np.cumsum(total) - total, total)
     bfs.last_entries = ne
     memory.ensure(ne * (56 + 16 * W), "the successors of a batch",
                   f"at {len(bfs.table):,} states")  # fmt: skip
+    # Per entry: the product of its modules' probabilities, the sum of their
+    # key deltas and its code; each module's temporaries are dropped as soon
+    # as they are used (they are the batch's largest arrays). `np.take`: a
+    # gather about twice as fast as indexing, more so with int64 indices.
     prob = delta = None
     code = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
     stride = None
@@ -244,29 +268,39 @@ def _choices(bfs: Builder, lo: int, hi: int):
         t = tables[m]
         if t.prob.size == 1:  # the module takes part in no choice
             continue
-        pm = c_pair[m] if e_choice is None else c_pair[m][e_choice]
-        flat = t.uoff[pm]
-        g = t.fl[pm]
+        if e_choice is None:
+            pm = c_pair[m]
+        else:
+            pm = np.take(c_pair[m].astype(np.int64), e_choice)
+        flat = np.take(t.uoff, pm)
         if reps[m] is not None:
-            rm = reps[m][e_choice]
-            digit = r_in // stride % rm if stride is not None else r_in % rm
-            stride = rm if stride is None else stride * rm
-            flat += digit * t.ustride[pm]
-            g += digit
-        if prob is None:
-            prob = t.prob[flat]
-            delta = t.delta[flat]
-        else:
-            prob *= t.prob[flat]
-            delta += t.delta[flat]
-        if comp.code_fits:
-            g *= comp.radix[m]
-            if code is None:
-                code = g
+            rm = np.take(reps[m], e_choice)
+            if stride is None:
+                digit = r_in % rm
+                stride = rm
             else:
-                code += g
+                digit = r_in // stride
+                digit %= rm
+                stride *= rm
+            del rm
+            digit *= np.take(t.ustride, pm)
+            flat += digit
+            del digit
+        del pm
+        if prob is None:
+            prob = np.take(t.prob, flat)
+            delta = np.take(t.delta, flat, axis=0)
         else:
-            code[:, m] = np.where(g > 0, comp.module_offset[m] + g - 1, -1)
+            prob *= np.take(t.prob, flat)
+            delta += np.take(t.delta, flat, axis=0)
+        if not comp.code_fits:
+            code[:, m] = np.take(t.code, flat)
+        elif code is None:
+            code = np.take(t.code, flat)
+        else:
+            code += np.take(t.code, flat)
+        del flat
+    del stride, r_in
     if prob is None:  # only deadlocks
         prob = np.ones(ne)
         delta = np.zeros(ne if W == 1 else (ne, W), dtype=np.int64)
