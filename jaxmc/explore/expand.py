@@ -140,13 +140,17 @@ def _evaluate(bfs: Builder, m: int, pairs, cols, states, n_words: int) -> _Table
     return t
 
 
-def expand(bfs: Builder, lo: int, hi: int) -> None:
-    """Expand the states `[lo, hi)`: their rows, their new successors."""
+def expand(bfs: Builder, lo: int, hi: int, max_entries: int | None = None) -> int:
+    """Expand the states `[lo, hi)`, or a prefix of them where they make
+    more than `max_entries` entries: their rows, their new successors.
+    Returns the end of the states expanded."""
     comp = bfs.comp
     W = comp.enc.n_words
-    keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab, per_state = (
-        _choices(bfs, lo, hi)
-    )
+    got = _choices(bfs, lo, hi, max_entries)
+    if isinstance(got, int):  # too many entries: the states up to `got`
+        hi = got
+        got = _choices(bfs, lo, hi)
+    keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab, per_state = got
 
     # 4. successors → ids (the keys made in `delta`'s place)
     if W == 1:
@@ -162,6 +166,7 @@ def expand(bfs: Builder, lo: int, hi: int) -> None:
     # 5. rows, merging duplicates
     add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
              per_state)  # fmt: skip
+    return hi
 
 
 def check(bfs: Builder, lo: int, hi: int) -> None:
@@ -170,9 +175,14 @@ def check(bfs: Builder, lo: int, hi: int) -> None:
     _choices(bfs, lo, hi)
 
 
-def _choices(bfs: Builder, lo: int, hi: int):
+def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
     """Steps 1-3 of `expand`: the batch's choices and their update
-    combinations, checked."""
+    combinations, checked; or, where they would be more than `max_entries`
+    (and the batch more than one state), the end of the states whose
+    entries fit 2/3 of `max_entries` (at least one): batches cut there make
+    the same model and errors (`Builder.as_one_batch`). Nothing is recorded
+    before that answer (the actions met are, but by their place in the
+    level, `actions.ActionOrder`)."""
     comp = bfs.comp
     n = hi - lo
     W = comp.enc.n_words
@@ -198,11 +208,6 @@ def _choices(bfs: Builder, lo: int, hi: int):
     for src in c_src_l:
         has[src] = True
     dead = (~has).nonzero()[0]
-    room = MAX_DEADLOCK_EXAMPLES - len(bfs.dead_examples)
-    if dead.size and bfs.deadlocks == "error" and room > 0:
-        states = comp.enc.decode(keys)
-        bfs.dead_examples += [states[i] for i in dead[:room]]
-    bfs.deadlock.append(~has)
     if dead.size:
         # Deadlock states get a choice with no command: a self-loop.
         c_src_l.append(dead)
@@ -246,11 +251,19 @@ def _choices(bfs: Builder, lo: int, hi: int):
     for r in reps:
         if r is not None:
             total = r.copy() if total is None else total * r
+    ne = nc if total is None else int(total.sum())
+    if max_entries is not None and ne > max_entries and n > 1:
+        per = np.bincount(c_src, weights=total, minlength=n)
+        fit = int(np.searchsorted(np.cumsum(per), max_entries * 2 // 3, side="right"))
+        return lo + max(1, fit)
+    room = MAX_DEADLOCK_EXAMPLES - len(bfs.dead_examples)
+    if dead.size and bfs.deadlocks == "error" and room > 0:
+        states = comp.enc.decode(keys)
+        bfs.dead_examples += [states[i] for i in dead[:room]]
+    bfs.deadlock.append(~has)
     if total is None:
-        ne = nc
         e_choice = r_in = None  # the identity
     else:
-        ne = int(total.sum())
         e_choice = np.repeat(np.arange(nc), total)
         r_in = np.arange(ne)
         r_in -= np.repeat(np.cumsum(total) - total, total)
