@@ -17,7 +17,7 @@ from . import memory
 from .expand import as_float
 from .model import ExplicitModel, RewardStructure, StateVar
 from .provenance import Provenance
-from .rows import all_fill, join
+from .rows import all_fill, join, trim
 
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
                         neg = np.flatnonzero(v < 0) + a
                         bfs.negative_at.setdefault(ri, []).append(neg)
     del cols  # the chunk's int64 columns
+    trim()  # the pass's temporaries, before the next joins
     rewards = []
     for ri, r in enumerate(comp.checked.rewards):
         trans_r = None
