@@ -276,7 +276,6 @@ def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
     # gather about twice as fast as indexing, more so with int64 indices.
     prob = delta = None
     code = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
-    stride = None
     for m in range(k - 1, -1, -1):
         t = tables[m]
         if t.prob.size == 1:  # the module takes part in no choice
@@ -287,15 +286,9 @@ def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
             pm = np.take(c_pair[m].astype(np.int64), e_choice)
         flat = np.take(t.uoff, pm)
         if reps[m] is not None:
-            rm = np.take(reps[m], e_choice)
-            if stride is None:
-                digit = r_in % rm
-                stride = rm
-            else:
-                digit = r_in // stride
-                digit %= rm
-                stride *= rm
-            del rm
+            # the module's update in the entry: the next mixed-radix digit
+            # of the entry's place among its choice's combinations
+            r_in, digit = np.divmod(r_in, np.take(reps[m], e_choice))
             digit *= np.take(t.ustride, pm)
             flat += digit
             del digit
@@ -313,7 +306,7 @@ def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
         else:
             code += np.take(t.code, flat)
         del flat
-    del stride, r_in
+    del r_in
     if prob is None:  # only deadlocks
         prob = np.ones(ne)
         delta = np.zeros(ne if W == 1 else (ne, W), dtype=np.int64)
