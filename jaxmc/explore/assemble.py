@@ -2,10 +2,11 @@
 into CSR form, the states decoded, labels and state rewards evaluated on all
 states, warnings, and the `Provenance` of every transition entry.
 
-Memory: the states are decoded once (int32) and the visited-state table is
-released before the transition arrays are joined; each array is joined into
-its final type with its chunks freed as they are copied (`rows.join`), so
-the peak holds the chunks plus one array, not two copies of everything."""
+Memory: the states are decoded once (int32, `CHUNK` states at a time) and
+the visited-state table is released before the transition arrays are
+joined; each array is joined into its final type with its chunks freed as
+they are copied and their pages given back as it fills (`rows.join`), so
+the peak is the finished model plus a few MB, not two copies of an array."""
 
 from __future__ import annotations
 
