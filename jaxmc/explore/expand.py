@@ -273,7 +273,7 @@ def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
     # Per entry: the product of its modules' probabilities, the sum of their
     # key deltas and its code; each module's temporaries are dropped as soon
     # as they are used (they are the batch's largest arrays). `np.take`: a
-    # gather about twice as fast as indexing, more so with int64 indices.
+    # gather ~1.7x as fast as indexing (numpy 2.4), fastest with int64 indices.
     prob = delta = None
     code = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
     for m in range(k - 1, -1, -1):
