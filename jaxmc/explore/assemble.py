@@ -2,10 +2,11 @@
 into CSR form, the states decoded, labels and state rewards evaluated on all
 states, warnings, and the `Provenance` of every transition entry.
 
-Memory: the states are decoded once (int32) and the visited-state table is
-released before the transition arrays are joined; each array is joined into
-its final type with its chunks freed as they are copied (`rows.join`), so
-the peak holds the chunks plus one array, not two copies of everything."""
+Memory: the states are decoded once (int32, `CHUNK` states at a time) and
+the visited-state table is released before the transition arrays are
+joined; each array is joined into its final type with its chunks freed as
+they are copied and their pages given back as it fills (`rows.join`), so
+the peak is the finished model plus a few MB, not two copies of an array."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from . import memory
 from .expand import as_float
 from .model import ExplicitModel, RewardStructure, StateVar
 from .provenance import Provenance
-from .rows import all_fill, join
+from .rows import all_fill, join, trim
 
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
                     if (v < 0).any():
                         neg = np.flatnonzero(v < 0) + a
                         bfs.negative_at.setdefault(ri, []).append(neg)
+    del cols  # the chunk's int64 columns
+    trim()  # the pass's temporaries, before the next joins
     rewards = []
     for ri, r in enumerate(comp.checked.rewards):
         trans_r = None
@@ -139,8 +142,10 @@ def assemble(bfs: Builder, init_ids: np.ndarray) -> ExplicitModel:
     )
 
 
-#: States whose labels and state rewards are evaluated at a time.
-CHUNK = 1 << 20
+#: States decoded, and whose labels and state rewards are evaluated, at a
+#: time: the chunk's int64 columns are temporaries (8 bytes per state and
+#: variable), small beside the model at this size.
+CHUNK = 1 << 16
 
 
 class _Columns:

@@ -71,8 +71,11 @@ MAX_INIT_ENUMERATION = 1 << 27
 #: States are numbered in int32 (the table's slots, the columns' chunks).
 MAX_STATES = 1 << 31
 #: Transition entries (before merging) a batch aims at (its temporaries
-#: take ~100-200 bytes per entry), `_next_batch`.
-ENTRY_BUDGET = 1 << 19
+#: take ~100-200 bytes per entry; smaller batches are no slower on the
+#: CPU, and herman's as much as 1.3x faster: benchmarks/RESULTS.md, issue
+#: 21's memory), `_next_batch`; a batch that would make more than 1.5x as
+#: many is cut (`expand.expand`).
+ENTRY_BUDGET = 1 << 17
 MIN_BATCH = 64
 
 
@@ -319,7 +322,7 @@ class Builder:
         self.held = 0  # bytes of the per-entry chunks (`held_bytes`)
 
     def _decode(self, lo: int, hi: int) -> np.ndarray:
-        return self.comp.enc.decode(self.table.keys[lo:hi])
+        return self.comp.enc.decode(self.table.keys[lo:hi], np.int32)
 
     # -------------------------------------------------------------- initial
     def initial(self) -> np.ndarray:
@@ -470,7 +473,7 @@ class Builder:
             hi = self.batch_end = min(level_end, grid, self.done + batch)
             self.actions_order.at(self.growth.levels, chunk)
             try:
-                expand(self, self.done, hi)
+                hi = self.batch_end = expand(self, self.done, hi, 3 * ENTRY_BUDGET // 2)
             except ExplorationError as e:
                 if (self.done, hi) == whole[:2]:
                     raise

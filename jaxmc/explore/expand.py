@@ -53,15 +53,17 @@ def as_float(x: np.ndarray) -> np.ndarray:
 
 class _Table:
     """One module's evaluated updates (see the module docstring): per pair
-    (plus the sentinel, last) `uoff`, `ustride`, `nup` (updates) and `fl`
-    (first local update index + 1; 0 for the sentinel); per flat slot the
-    probability `prob` and the key delta `delta` (`[slots]` for one-word
-    keys, else `[slots, W]`)."""
+    (plus the sentinel, last) `uoff`, `ustride`, `nup` (updates) and `cmd`;
+    per flat slot the probability `prob`, the key delta `delta` (`[slots]`
+    for one-word keys, else `[slots, W]`) and `code`, the update's part of
+    an entry's provenance code: its digit times the module's radix where
+    the codes fit one word (`Compiled.code_fits`; 0 for the sentinel), else
+    its global update id (-1 for the sentinel)."""
 
-    __slots__ = ("uoff", "ustride", "nup", "fl", "prob", "delta", "cmd", "max_up")
+    __slots__ = ("uoff", "ustride", "nup", "prob", "delta", "code", "cmd", "max_up")
 
 
-def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
+def _evaluate(bfs: Builder, m: int, pairs, cols, states, n_words: int) -> _Table:
     comp = bfs.comp
     blocks = pairs.blocks
     size = pairs.size
@@ -85,9 +87,6 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
     t.nup = np.empty(size + 1, dtype=np.int64)
     t.nup[:size] = nup_c[cmd_of]
     t.nup[size] = 1
-    t.fl = np.empty(size + 1, dtype=np.int64)
-    t.fl[:size] = comp.first_local[pos][cmd_of] + 1
-    t.fl[size] = 0
     t.max_up = int(nup_c.max()) if len(blocks) else 1
     t.cmd = np.empty(size + 1, dtype=np.int64)
     t.cmd[:size] = np.asarray(cis, dtype=np.int64)[cmd_of]
@@ -99,6 +98,14 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
     else:
         delta = t.delta = np.empty((total + 1, n_words), dtype=np.int64)
     delta[total] = 0
+    code = t.code = np.empty(total + 1, dtype=np.int64)
+    # the digit of update `j` of command `pos` is `first_local[pos] + 1 + j`
+    if comp.code_fits:
+        scale, shift = int(comp.radix[m]), 1
+        code[total] = 0
+    else:
+        scale, shift = 1, int(comp.module_offset[m])
+        code[total] = -1
     used = pairs.used
     src = pairs.src
     for b, (ci, a, z) in enumerate(blocks):
@@ -114,7 +121,9 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
         gat = _Gather(cols, rows)
         ln = z - a
         at = int(base[b])
-        for u in cmd.updates:
+        first_code = int(comp.first_local[pos[b]]) + shift
+        for j, u in enumerate(cmd.updates):
+            code[at : at + ln] = (first_code + j) * scale
             p, d, bad, new = u.fused(gat, active, ln)
             if bad is not False:
                 if active is not None:
@@ -131,21 +140,33 @@ def _evaluate(bfs: Builder, pairs, cols, states, n_words: int) -> _Table:
     return t
 
 
-def expand(bfs: Builder, lo: int, hi: int) -> None:
-    """Expand the states `[lo, hi)`: their rows, their new successors."""
+def expand(bfs: Builder, lo: int, hi: int, max_entries: int | None = None) -> int:
+    """Expand the states `[lo, hi)`, or a prefix of them where they make
+    more than `max_entries` entries: their rows, their new successors.
+    Returns the end of the states expanded."""
     comp = bfs.comp
     W = comp.enc.n_words
-    keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab, per_state = (
-        _choices(bfs, lo, hi)
-    )
+    got = _choices(bfs, lo, hi, max_entries)
+    if isinstance(got, int):  # too many entries: the states up to `got`
+        hi = got
+        got = _choices(bfs, lo, hi)
+    keys, cols, n, nc, prob, delta, code, e_src, e_choice, c_src, c_lab, per_state = got
 
-    # 4. successors → ids
-    succ = keys[e_src] + (delta[:, None] if W == 1 else delta)
+    # 4. successors → ids (the keys made in `delta`'s place)
+    if W == 1:
+        delta += keys[:, 0][e_src]
+        succ = delta[:, None]
+    else:
+        delta += keys[e_src]
+        succ = delta
+    del delta
     ids = bfs.table.find_or_add(succ, bfs.before_add)
+    del succ
 
     # 5. rows, merging duplicates
     add_rows(bfs, lo, n, nc, cols, prob, ids, code, e_src, e_choice, c_src, c_lab,
              per_state)  # fmt: skip
+    return hi
 
 
 def check(bfs: Builder, lo: int, hi: int) -> None:
@@ -154,9 +175,14 @@ def check(bfs: Builder, lo: int, hi: int) -> None:
     _choices(bfs, lo, hi)
 
 
-def _choices(bfs: Builder, lo: int, hi: int):
+def _choices(bfs: Builder, lo: int, hi: int, max_entries: int | None = None):
     """Steps 1-3 of `expand`: the batch's choices and their update
-    combinations, checked."""
+    combinations, checked; or, where they would be more than `max_entries`
+    (and the batch more than one state), the end of the states whose
+    entries fit 2/3 of `max_entries` (at least one): batches cut there make
+    the same model and errors (`Builder.as_one_batch`). Nothing is recorded
+    before that answer (the actions met are, but by their place in the
+    level, `actions.ActionOrder`)."""
     comp = bfs.comp
     n = hi - lo
     W = comp.enc.n_words
@@ -172,94 +198,115 @@ def _choices(bfs: Builder, lo: int, hi: int):
     pairs, blocks = bfs.composer.run(masks, n)
     k = bfs.composer.k
     sentinel = [p.size for p in pairs]
-    c_src_l, c_pair_l, c_lab_l = [], [], []
+    # Per block: its states, its modules' pair columns, its label.
+    c_src_l, parts, labs = [], [], []
     for v, a, src, mods, pcols in blocks:
-        lab = bfs.actions_order.id(bfs, a, v)
-        cp = np.empty((k, src.size), dtype=np.int64)
-        if len(mods) < k:
-            cp[:] = np.array(sentinel, dtype=np.int64)[:, None]
-        for m, c in zip(mods, pcols):
-            cp[m] = c
         c_src_l.append(src)
-        c_pair_l.append(cp)
-        c_lab_l.append(np.full(src.size, lab, dtype=np.int64))
+        parts.append(list(zip(mods, pcols)))
+        labs.append(bfs.actions_order.id(bfs, a, v))
     has = np.zeros(n, dtype=bool)
     for src in c_src_l:
         has[src] = True
     dead = (~has).nonzero()[0]
-    room = MAX_DEADLOCK_EXAMPLES - len(bfs.dead_examples)
-    if dead.size and bfs.deadlocks == "error" and room > 0:
-        states = comp.enc.decode(keys)
-        bfs.dead_examples += [states[i] for i in dead[:room]]
-    bfs.deadlock.append(~has)
     if dead.size:
         # Deadlock states get a choice with no command: a self-loop.
         c_src_l.append(dead)
-        c_pair_l.append(np.repeat(np.array(sentinel, np.int64)[:, None], dead.size, 1))
-        c_lab_l.append(np.full(dead.size, -1, dtype=np.int64))
-    # Choices by state, in vector order within a state (a stable sort).
-    if len(c_src_l) == 1:
-        c_src, c_pair, c_lab = c_src_l[0], c_pair_l[0], c_lab_l[0]
-        if c_src.size > 1 and not (c_src[1:] >= c_src[:-1]).all():
-            order = np.argsort(c_src, kind="stable")
-            c_src, c_pair, c_lab = c_src[order], c_pair[:, order], c_lab[order]
-    else:
-        c_src = np.concatenate(c_src_l)
+        parts.append([])
+        labs.append(-1)
+    # Choices by state, in vector order within a state (a stable sort):
+    # `dest`, the place of each block's choices (None: where they are).
+    c_src = c_src_l[0] if len(c_src_l) == 1 else np.concatenate(c_src_l)
+    dest = None
+    if c_src.size > 1 and not (c_src[1:] >= c_src[:-1]).all():
         order = np.argsort(c_src, kind="stable")
         c_src = c_src[order]
-        c_pair = np.concatenate(c_pair_l, axis=1)[:, order]
-        c_lab = np.concatenate(c_lab_l)[order]
+        dest = np.empty_like(order)
+        dest[order] = np.arange(order.size)
+        del order
+    # The pair of each module in each choice (the sentinel where the module
+    # takes no part), in int32: `k` per choice, alive to the end.
+    c_pair = np.empty((k, c_src.size), dtype=np.int32)
+    for m in range(k):
+        c_pair[m] = sentinel[m]
+    c_lab = np.empty(c_src.size, dtype=np.int32)
+    at = 0
+    for src, pcols, lab in zip(c_src_l, parts, labs):
+        where = slice(at, at + src.size) if dest is None else dest[at : at + src.size]
+        for m, c in pcols:
+            c_pair[m, where] = c
+        c_lab[where] = lab
+        at += src.size
+    del c_src_l, parts, dest
     nc = c_src.size
     # None: one choice per state, in state order
     per_state = np.bincount(c_src, minlength=n) if nc != n else None
 
     # 3. updates of the pairs, then the update combinations of each choice
-    tables = [_evaluate(bfs, pairs[m], cols, keys, W) for m in range(k)]
-    reps = [t.nup[c_pair[m]] if t.max_up > 1 else None for m, t in enumerate(tables)]
+    tables = [_evaluate(bfs, m, pairs[m], cols, keys, W) for m in range(k)]
+    reps = [
+        np.take(t.nup, c_pair[m]) if t.max_up > 1 else None
+        for m, t in enumerate(tables)
+    ]
     total = None
     for r in reps:
         if r is not None:
             total = r.copy() if total is None else total * r
+    ne = nc if total is None else int(total.sum())
+    if max_entries is not None and ne > max_entries and n > 1:
+        per = np.bincount(c_src, weights=total, minlength=n)
+        fit = int(np.searchsorted(np.cumsum(per), max_entries * 2 // 3, side="right"))
+        return lo + max(1, fit)
+    room = MAX_DEADLOCK_EXAMPLES - len(bfs.dead_examples)
+    if dead.size and bfs.deadlocks == "error" and room > 0:
+        states = comp.enc.decode(keys)
+        bfs.dead_examples += [states[i] for i in dead[:room]]
+    bfs.deadlock.append(~has)
     if total is None:
-        ne = nc
-        e_choice = None  # the identity
+        e_choice = r_in = None  # the identity
     else:
-        ne = int(total.sum())
         e_choice = np.repeat(np.arange(nc), total)
-        r_in = np.arange(ne) - np.repeat(np.cumsum(total) - total, total)
+        r_in = np.arange(ne)
+        r_in -= np.repeat(np.cumsum(total) - total, total)
     bfs.last_entries = ne
     memory.ensure(ne * (56 + 16 * W), "the successors of a batch",
                   f"at {len(bfs.table):,} states")  # fmt: skip
+    # Per entry: the product of its modules' probabilities, the sum of their
+    # key deltas and its code; each module's temporaries are dropped as soon
+    # as they are used (they are the batch's largest arrays). `np.take`: a
+    # gather ~1.7x as fast as indexing (numpy 2.4), fastest with int64 indices.
     prob = delta = None
     code = None if comp.code_fits else np.full((ne, k), -1, dtype=np.int64)
-    stride = None
     for m in range(k - 1, -1, -1):
         t = tables[m]
         if t.prob.size == 1:  # the module takes part in no choice
             continue
-        pm = c_pair[m] if e_choice is None else c_pair[m][e_choice]
-        flat = t.uoff[pm]
-        g = t.fl[pm]
+        if e_choice is None:
+            pm = c_pair[m]
+        else:
+            pm = np.take(c_pair[m].astype(np.int64), e_choice)
+        flat = np.take(t.uoff, pm)
         if reps[m] is not None:
-            rm = reps[m][e_choice]
-            digit = r_in // stride % rm if stride is not None else r_in % rm
-            stride = rm if stride is None else stride * rm
-            flat += digit * t.ustride[pm]
-            g += digit
+            # the module's update in the entry: the next mixed-radix digit
+            # of the entry's place among its choice's combinations
+            r_in, digit = np.divmod(r_in, np.take(reps[m], e_choice))
+            digit *= np.take(t.ustride, pm)
+            flat += digit
+            del digit
+        del pm
         if prob is None:
-            prob = t.prob[flat]
-            delta = t.delta[flat]
+            prob = np.take(t.prob, flat)
+            delta = np.take(t.delta, flat, axis=0)
         else:
-            prob *= t.prob[flat]
-            delta += t.delta[flat]
-        if comp.code_fits:
-            g *= comp.radix[m]
-            if code is None:
-                code = g
-            else:
-                code += g
+            prob *= np.take(t.prob, flat)
+            delta += np.take(t.delta, flat, axis=0)
+        if not comp.code_fits:
+            code[:, m] = np.take(t.code, flat)
+        elif code is None:
+            code = np.take(t.code, flat)
         else:
-            code[:, m] = np.where(g > 0, comp.module_offset[m] + g - 1, -1)
+            code += np.take(t.code, flat)
+        del flat
+    del r_in
     if prob is None:  # only deadlocks
         prob = np.ones(ne)
         delta = np.zeros(ne if W == 1 else (ne, W), dtype=np.int64)

@@ -39,8 +39,9 @@ class Growth:
     they are needed (`upto`): at the snapshots and when a message asks,
     never per BFS level, so that the cost is one pass over the states."""
 
-    #: States decoded at a time by `upto`.
-    STEP = 1 << 20
+    #: States decoded at a time by `upto` (the decoded chunk and its
+    #: columns are temporaries of ~12 bytes per state and variable).
+    STEP = 1 << 16
 
     def __init__(self, n_vars: int, decode=None):
         self.lo = np.full(n_vars, np.iinfo(np.int64).max, dtype=np.int64)

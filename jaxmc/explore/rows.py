@@ -32,15 +32,27 @@ def join(chunks: list, dtype, fill=1) -> np.ndarray:
             shape = (total,) + c.shape[1:]
             break
     out = np.empty(shape, dtype=dtype)
-    at = 0
+    row = out[:1].nbytes
+    at = written = 0
     chunks.reverse()
     while chunks:
         c = chunks.pop()
         size = c if isinstance(c, int) else c.shape[0]
         out[at : at + size] = fill if isinstance(c, int) else c
         at += size
+        written += size * row
+        del c
+        if written >= TRIM_BYTES:  # the freed chunks' pages for `out`'s next
+            trim()
+            written = 0
     trim()
     return out
+
+
+#: `join` gives the freed chunks' memory back every this many bytes of
+#: `out` written: `out`'s pages become resident as they are written, so the
+#: join's peak is then the chunks or `out` (plus this), not both.
+TRIM_BYTES = 4 << 20
 
 
 def _malloc_trim():

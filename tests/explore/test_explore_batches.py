@@ -1,5 +1,6 @@
 """The host builder cuts a BFS level into batches by the entries they make
-(`builder.ENTRY_BUDGET`); the model and the errors must not depend on where
+(`builder.ENTRY_BUDGET`), and cuts a batch again where its states make too
+many (`expand.expand`); the model and the errors must not depend on where
 the cuts fall: they equal those of batches of `chunk_size` states."""
 
 import numpy as np
@@ -95,6 +96,16 @@ def _tiny_batches(monkeypatch):
     monkeypatch.setattr(builder, "MIN_BATCH", 1)
 
 
+def _cut_batches(monkeypatch):
+    """Batches of 64 states asked for, each cut after its states' first 4
+    entries (at least one state) once they make more than 6."""
+    monkeypatch.setattr(builder, "ENTRY_BUDGET", 4)
+    monkeypatch.setattr(builder, "MIN_BATCH", 64)
+
+
+BATCHES = {"tiny": _tiny_batches, "cut": _cut_batches}
+
+
 def _fields(m):
     out = {
         k: np.asarray(getattr(m, k))
@@ -128,11 +139,12 @@ def _assert_same(a, b):
             assert a[k] == b[k], k
 
 
+@pytest.mark.parametrize("batches", BATCHES)
 @pytest.mark.parametrize("text", [TWO_NAMES, ACTIONS_MDP, ACTIONS_DTMC])
 @pytest.mark.parametrize("chunk_size", [7, 64, 1 << 17])
-def test_model_does_not_depend_on_batches(monkeypatch, text, chunk_size):
+def test_model_does_not_depend_on_batches(monkeypatch, text, chunk_size, batches):
     whole = _fields(_build(text, chunk_size=chunk_size))
-    _tiny_batches(monkeypatch)
+    BATCHES[batches](monkeypatch)
     _assert_same(whole, _fields(_build(text, chunk_size=chunk_size)))
 
 
@@ -151,9 +163,10 @@ def _error(text, **kw):
         (ACTIONS_DTMC.replace("[] x=40 -> (y'=0);", ""), {"deadlocks": "error"}),
     ],
 )
-def test_errors_do_not_depend_on_batches(monkeypatch, text, kw):
+@pytest.mark.parametrize("batches", BATCHES)
+def test_errors_do_not_depend_on_batches(monkeypatch, text, kw, batches):
     whole = _error(text, **kw)
-    _tiny_batches(monkeypatch)
+    BATCHES[batches](monkeypatch)
     assert _error(text, **kw) == whole
 
 
