@@ -35,9 +35,8 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ..layout.partition import AXIS, PartitionedCSR, sharding
-from ..layout.warp import reference_spmv
-from .impl import on_gpu, use_pallas
-from .norms import sup_norm
+from .fused import jacobi_step, power_step
+from .impl import use_pallas
 from .sharded import halo_fn, shard_map
 
 
@@ -105,31 +104,24 @@ def step(A: PartitionedCSR, b, inv, x, epilogue: str, relative: bool, measure=Tr
     pallas = uses_pallas(A)
     vecs = tuple(v for v in (b, inv) if v is not None)
 
+    impl = "pallas" if pallas else "reference"
+
     def local(inner, xe, *rest):
         W = inner.local()
         bl = rest[0] if b is not None else None
         il = rest[len(vecs) - 1] if inv is not None else None
         arrays = rest[len(vecs) :]
-        if pallas:
-            from .spmv_pallas import fused
-
-            out = fused(W, xe, bl, il, epilogue=epilogue, relative=relative,
-                        diff=measure, interpret=not on_gpu())  # fmt: skip
-            y, d, nf = out if measure else (out, None, None)
-            y = y.astype(xe.dtype)
+        # one device's fused step (`jaxmc.kernels.fused`) on its rows
+        if epilogue == "jacobi":
+            y, d, ok = jacobi_step(W, il, bl, xe, relative, impl=impl, measure=measure)
         else:
-            y = reference_spmv(W, xe)
-            y = y if bl is None else y + bl
-            y = y * il if epilogue == "jacobi" else y
-            d = sup_norm(y, xe, relative) if measure else None
-            nf = jnp.sum(~jnp.isfinite(y)) if measure else None
+            y, d, ok = power_step(W, bl, xe, relative, impl=impl, measure=measure)
         h = halo(y[:B], *arrays).astype(y.dtype)
         if h.shape[0]:  # the halo of the new iterate, over the identity rows' copy
             y = lax.dynamic_update_slice(y, h, (B,))
         if not measure:
             return y
-        d = lax.pmax(jnp.asarray(d, xe.dtype), AXIS)
-        return y, d, lax.psum(jnp.asarray(nf, jnp.int32), AXIS)
+        return y, lax.pmax(d, AXIS), lax.pmin(ok.astype(jnp.int32), AXIS)
 
     vec = P(AXIS)
     specs = (jax.tree.map(_split, A.inner), vec) + (vec,) * len(vecs)
@@ -139,5 +131,5 @@ def step(A: PartitionedCSR, b, inv, x, epilogue: str, relative: bool, measure=Tr
     out = f(A.inner, x, *vecs, *plan)
     if not measure:
         return out, None, None
-    y, d, nf = out
-    return y, d, nf == 0
+    y, d, ok = out
+    return y, d, ok == 1

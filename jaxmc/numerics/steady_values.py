@@ -57,20 +57,18 @@ def _bsccs(model):
     return got
 
 
-_SINGLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _singles(model, labels):
-    """`(states, their labels, all in BSCCs)`: the states that are a BSCC
-    alone, and whether every state lies in a BSCC (made once per model: a
-    warm check then does no pass over all the states here)."""
-    got = _SINGLES.get(model)
-    if got is None:
+    """`(states, all in BSCCs)`: the states that are a BSCC alone, and
+    whether every state lies in a BSCC (once per model: a warm check then
+    does no pass over all the states here)."""
+
+    def make():
         inb = labels >= 0
         sizes = np.bincount(labels[inb], minlength=int(labels.max(initial=-1)) + 1)
-        one = np.flatnonzero(inb & (sizes[np.maximum(labels, 0)] == 1))
-        got = _SINGLES[model] = (one, labels[one], bool(inb.all()))
-    return got
+        return np.flatnonzero(inb & (sizes[np.maximum(labels, 0)] == 1))
+
+    one = cached(model, "bscc_singles", make)
+    return one, bool(cached(model, "bscc_all_states", lambda: (labels >= 0).all()))
 
 
 def _make_bsccs(model):
@@ -134,10 +132,10 @@ def _long_run(model, r, options, device_model, device):
     precision = options.precision
     with stage("precompute"):
         labels, count, B, idx, uniq = _bsccs(model)
-    single, single_label, all_in = _singles(model, labels)
+    single, all_in = _singles(model, labels)
     c = np.zeros(count)
     half = np.zeros(count)
-    c[single_label] = r[single]  # single-state BSCCs: their own reward
+    c[labels[single]] = r[single]  # single-state BSCCs: their own reward
     attempts, last = (), None
     if B is not None:
         on_device = solves_on_device(B.k, dm, device)

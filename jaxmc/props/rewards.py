@@ -18,13 +18,12 @@ state is refused too.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ..errors import ModelCheckingError
 from ..explore.model import ExplicitModel, RewardStructure
 from ..lang.ast import Span
+from ..numerics.transitions import cached
 
 
 def describe_state(model: ExplicitModel, s: int) -> str:
@@ -36,18 +35,26 @@ def describe_state(model: ExplicitModel, s: int) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-#: The reward structures found nonnegative, by identity (a model's are
-#: immutable: each is checked once, not per property).
-_NONNEGATIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
 def require_nonnegative(
     model: ExplicitModel, reward: RewardStructure, span: Span | None = None
 ) -> None:
     """Raise `ModelCheckingError` (located at `span`, the `R` operator) if
-    `reward` has a negative state or transition reward in some state."""
-    if _NONNEGATIVE.get(id(reward)) is reward:
-        return
+    `reward` has a negative state or transition reward in some state. A
+    structure of the model found nonnegative is not scanned again (the
+    model is immutable); a refused one is refused on every call."""
+    i = next((i for i, own in enumerate(model.rewards) if own is reward), None)
+    if i is None:  # (not one of the model's own: nothing to remember)
+        return _scan(model, reward, span)
+
+    def scan():
+        _scan(model, reward, span)
+        return True
+
+    cached(model, f"reward_nonnegative_{i}", scan)
+
+
+def _scan(model: ExplicitModel, reward: RewardStructure, span: Span | None) -> None:
+    """`require_nonnegative`'s pass over the structure's rewards."""
     name = f'"{reward.name}"' if reward.name else "(unnamed)"
     hint = (
         "PRISM refuses negative rewards in every R operator; split the "
@@ -80,4 +87,3 @@ def require_nonnegative(
             f"{describe_state(model, s)} (the items' sum there may not be)",
             span, hint=hint,
         )  # fmt: skip
-    _NONNEGATIVE[id(reward)] = reward

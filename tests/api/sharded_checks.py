@@ -25,6 +25,18 @@ def _rel(a, b) -> float:
     return float(np.max(np.where(same, 0.0, d), initial=0.0))
 
 
+def _matrices(rng, n: int, lower: int, density: float, seed: int) -> dict:
+    """A banded matrix (diagonals 1, 0 and `-lower`: the neighbour plan)
+    and a random one (the gather plan), `n` x `n`."""
+    import scipy.sparse as sp
+
+    band = [rng.random(n - 1), rng.random(n), rng.random(n - lower)]
+    return {
+        "banded": sp.diags(band, [1, 0, -lower]),
+        "random": sp.random(n, n, density, random_state=seed),
+    }
+
+
 def kernel_cases(D: int):
     import jax.numpy as jnp
     import scipy.sparse as sp
@@ -35,12 +47,7 @@ def kernel_cases(D: int):
     rng = np.random.default_rng(0)
     mesh = make_mesh(D)
     n = 203
-    mats = {
-        "banded": sp.diags(
-            [rng.random(n - 1), rng.random(n), rng.random(n - 5)], [1, 0, -5]
-        ),
-        "random": sp.random(n, n, 0.03, random_state=1),
-    }
+    mats = _matrices(rng, n, lower=5, density=0.03, seed=1)
     for name, A in mats.items():
         A = sp.csr_matrix(A)
         A.sort_indices()
@@ -98,12 +105,7 @@ def fused_cases(D: int):
     rng = np.random.default_rng(3)
     mesh = make_mesh(D)
     n = 157
-    mats = {
-        "banded": sp.diags(
-            [rng.random(n - 1), rng.random(n), rng.random(n - 4)], [1, 0, -4]
-        ),
-        "random": sp.random(n, n, 0.04, random_state=5),
-    }
+    mats = _matrices(rng, n, lower=4, density=0.04, seed=5)
     real = sharded_fused.uses_pallas
     for name, A in mats.items():
         A = sp.csr_matrix(A * (0.9 / max(1.0, abs(A).sum(axis=1).max())))
